@@ -1,0 +1,52 @@
+"""slopolicy: SLOs, cost-aware admission, fairness and fallback for LLM serving.
+
+The public names live here; implementation sits in submodules. Adapters,
+backends and the simulator are imported from their own packages.
+"""
+
+from __future__ import annotations
+
+from slopolicy.config import LaneConfig as LaneConfig
+from slopolicy.config import PolicyConfig as PolicyConfig
+from slopolicy.config import TierConfig as TierConfig
+from slopolicy.core import Admit as Admit
+from slopolicy.core import CostEstimator as CostEstimator
+from slopolicy.core import CostWeights as CostWeights
+from slopolicy.core import Decision as Decision
+from slopolicy.core import Defer as Defer
+from slopolicy.core import Demote as Demote
+from slopolicy.core import LaneRouter as LaneRouter
+from slopolicy.core import Message as Message
+from slopolicy.core import Reason as Reason
+from slopolicy.core import Reject as Reject
+from slopolicy.core import Request as Request
+from slopolicy.core import Verdict as Verdict
+from slopolicy.errors import ConfigError as ConfigError
+from slopolicy.errors import InvalidRequest as InvalidRequest
+from slopolicy.errors import RoutingError as RoutingError
+from slopolicy.errors import SlopolicyError as SlopolicyError
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "Admit",
+    "ConfigError",
+    "CostEstimator",
+    "CostWeights",
+    "Decision",
+    "Defer",
+    "Demote",
+    "InvalidRequest",
+    "LaneConfig",
+    "LaneRouter",
+    "Message",
+    "PolicyConfig",
+    "Reason",
+    "Reject",
+    "Request",
+    "RoutingError",
+    "SlopolicyError",
+    "TierConfig",
+    "Verdict",
+    "__version__",
+)

@@ -1,0 +1,154 @@
+"""A policy explained in plain sentences, for ``slopolicy validate``."""
+
+from __future__ import annotations
+
+from slopolicy.config.lanes import LaneConfig, LaneSLO
+from slopolicy.config.policy import PolicyConfig
+from slopolicy.config.tenants import TierConfig
+
+__all__ = ("describe",)
+
+
+def describe(config: PolicyConfig) -> str:
+    """What ``config`` does, section by section."""
+    sections = [
+        _lanes(config),
+        _tiers(config),
+        _cost(config),
+        _kv(config),
+        _ladder(config),
+    ]
+    return "\n\n".join(sections)
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if value == int(value) else f"{value:,g}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:g} ms" if value < 1 else f"{value:g} s"
+
+
+def _slo(slo: LaneSLO) -> str:
+    parts = []
+    if slo.ttft_p95_s is not None:
+        parts.append(f"TTFT p95 {_seconds(slo.ttft_p95_s)}")
+    if slo.ttft_p99_s is not None:
+        parts.append(f"TTFT p99 {_seconds(slo.ttft_p99_s)}")
+    if slo.tpot_p95_s is not None:
+        parts.append(f"TPOT p95 {_seconds(slo.tpot_p95_s)}")
+    if slo.e2e_p95_s is not None:
+        parts.append(f"end-to-end p95 {_seconds(slo.e2e_p95_s)}")
+    parts.append(f"success {slo.success_rate:.2%}")
+    return ", ".join(parts)
+
+
+def _budget(lane: LaneConfig, lower: str | None) -> str:
+    if lane.max_prompt_tokens is None:
+        return "no prompt budget"
+    over = f"prompts over {lane.max_prompt_tokens:,} tokens"
+    if lane.over_budget == "demote":
+        return f"{over} move to {lower!r}" if lower else f"{over} are rejected (no lower lane)"
+    if lane.over_budget == "defer":
+        return f"{over} are deferred (503, Retry-After {_seconds(lane.defer_retry_after_s)})"
+    return f"{over} are rejected (413)"
+
+
+def _lanes(config: PolicyConfig) -> str:
+    lanes = config.lanes
+    total_weight = sum(lane.weight for lane in lanes)
+    capacity = config.kv.capacity_tokens
+    width = max(len(lane.name) for lane in lanes) + 2
+    lines = ["Lanes, most interactive first:"]
+    for index, lane in enumerate(lanes):
+        lower = lanes[index + 1].name if index + 1 < len(lanes) else None
+        pad = " " * (width + 2)
+        lines.append(f"  {lane.name:<{width}}{_slo(lane.slo)}")
+        cap = "no cap" if lane.max_new_tokens is None else f"<= {lane.max_new_tokens:,}"
+        lines.append(f"{pad}max_new_tokens {cap}; {_budget(lane, lower)}")
+        if lane.max_cost is not None and lower is not None:
+            lines.append(
+                f"{pad}requests costing over {_number(lane.max_cost)} units move to {lower!r}"
+            )
+        share = lane.weight / total_weight
+        reserve = (
+            f"; KV reserve {lane.kv_reserve:.0%} ({int(lane.kv_reserve * capacity):,} tokens)"
+            if lane.kv_reserve
+            else ""
+        )
+        lines.append(
+            f"{pad}queue {lane.queue_capacity:,}, max wait {_seconds(lane.max_queue_wait_s)}, "
+            f"weight {lane.weight:g} ({share:.0%} of dispatch under contention){reserve}"
+        )
+    return "\n".join(lines)
+
+
+def _tier_line(name: str, tier: TierConfig, config: PolicyConfig) -> str:
+    parts = []
+    if tier.rate is not None and tier.burst is not None:
+        parts.append(f"{_number(tier.rate)} cost units/s, burst {_number(tier.burst)}")
+    else:
+        parts.append("no rate limit")
+    if tier.max_concurrency is not None:
+        parts.append(f"{tier.max_concurrency} in flight")
+    if tier.max_prompt_tokens is not None:
+        parts.append(f"prompts <= {tier.max_prompt_tokens:,} tokens")
+    parts.append(f"fair-share weight {tier.weight:g}")
+    lanes = "all lanes" if tier.allowed_lanes is None else "lanes " + ", ".join(tier.allowed_lanes)
+    parts.append(f"{lanes}, starting in {tier.default_lane or config.lanes[0].name!r}")
+    for lane, quota in tier.lanes.items():
+        cap = f", {quota.max_concurrency} in flight" if quota.max_concurrency else ""
+        parts.append(f"{lane}: {quota.share:.0%} of the quota{cap}")
+    default = " (default)" if name == config.default_tier else ""
+    return f"  {name}{default}: " + "; ".join(parts)
+
+
+def _tiers(config: PolicyConfig) -> str:
+    lines = ["Tenant tiers:"]
+    lines.extend(_tier_line(name, tier, config) for name, tier in config.tiers.items())
+    mapped = len(config.tenants)
+    lines.append(
+        f"  {mapped} tenant{'s' if mapped != 1 else ''} mapped to tiers; "
+        f"every other tenant gets {config.default_tier!r}"
+    )
+    return "\n".join(lines)
+
+
+def _cost(config: PolicyConfig) -> str:
+    cost, tokenizer = config.cost, config.tokenizer
+    example = cost.alpha * 1000 + cost.beta * 256
+    return (
+        f"Cost: {cost.alpha:g} unit per prompt token, {cost.beta:g} per output token, "
+        f"{_number(cost.gamma)} at tool_risk 1 (a 1,000-token prompt with max_new_tokens 256 "
+        f"costs {_number(example)} units).\n"
+        f"Tokenizer: {tokenizer.encoding}; exact up to {tokenizer.exact_max_chars:,} characters, "
+        f"sampled beyond, in rounds of {tokenizer.sample_windows} windows until within "
+        f"{tokenizer.target_rel_error:.1%} (one standard error) or {tokenizer.max_rounds} rounds."
+    )
+
+
+def _kv(config: PolicyConfig) -> str:
+    kv = config.kv
+    return (
+        f"KV pool: {kv.num_blocks:,} blocks x {kv.block_size} tokens = "
+        f"{kv.capacity_tokens:,} tokens."
+    )
+
+
+def _ladder(config: PolicyConfig) -> str:
+    ladder = config.ladder
+    if not ladder.enabled:
+        return "Fallback ladder: off."
+    watch = ladder.watch_lane or config.lanes[0].name
+    lines = [
+        f"Fallback ladder: climbs one rung per {_seconds(ladder.dwell_s)} of pressure, "
+        f"steps down one after {_seconds(ladder.cooldown_s)} calm.",
+        f"  pressure when {watch!r} p95 TTFT >= {ladder.ttft_p95_fraction.enter:.0%} of target, "
+        f"queue wait >= {ladder.queue_wait_fraction.enter:.0%} of it, "
+        f"KV usage >= {ladder.kv_usage.enter:.0%}, decode tokens/s down "
+        f"{ladder.decode_tps_drop.enter:.0%}, or tool timeouts >= "
+        f"{ladder.tool_timeout_rate.enter:.0%}",
+    ]
+    for index, rung in enumerate(ladder.rungs, 1):
+        lines.append(f"  {index}. {rung}")
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""Cost weights, tokenizer settings and the engine's KV block pool."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from slopolicy.config._base import ConfigModel
+from slopolicy.core.estimator import CostEstimator, CostWeights
+from slopolicy.core.tokens import TokenCounter, load_counter
+
+__all__ = ("CostConfig", "KVPoolConfig", "TokenizerConfig")
+
+_NonNegative = Annotated[float, Field(ge=0)]
+_Overhead = Annotated[int, Field(ge=0, le=64)]
+
+
+class CostConfig(ConfigModel):
+    """``CostScore = alpha*prompt_tokens + beta*output_tokens + gamma*tool_risk``,
+    in cost units (with the defaults, one prompt token of prefill is one unit)."""
+
+    alpha: _NonNegative = 1.0
+    beta: _NonNegative = 2.0
+    gamma: _NonNegative = 1000.0
+
+    def to_weights(self) -> CostWeights:
+        """The plain core value."""
+        return CostWeights(self.alpha, self.beta, self.gamma)
+
+
+class TokenizerConfig(ConfigModel):
+    """How prompts are counted.
+
+    Attributes:
+        encoding: tiktoken encoding; ``cl100k_base`` works offline.
+        exact_max_chars: texts up to this many characters are counted exactly;
+            longer ones are estimated by sampling in bounded time.
+        sample_windows: windows per sampling round (more: slower, tighter).
+        target_rel_error: sampling adds rounds until its relative standard
+            error is at most this...
+        max_rounds: ...or this many rounds have run, bounding the time.
+        message_overhead: tokens each chat message adds (plus its role).
+        name_overhead: tokens a message's ``name`` adds (plus the name).
+        reply_overhead: tokens that prime the reply, once per chat prompt.
+    """
+
+    encoding: Annotated[str, Field(min_length=1)] = "cl100k_base"
+    exact_max_chars: Annotated[int, Field(ge=0)] = 16_384
+    sample_windows: Annotated[int, Field(ge=8, le=4096)] = 96
+    target_rel_error: Annotated[float, Field(ge=0, le=1)] = 0.02
+    max_rounds: Annotated[int, Field(ge=1, le=64)] = 4
+    message_overhead: _Overhead = 3
+    name_overhead: _Overhead = 1
+    reply_overhead: _Overhead = 3
+
+    def build_estimator(
+        self, weights: CostWeights, counter: TokenCounter | None = None
+    ) -> CostEstimator:
+        """A :class:`CostEstimator`; loads ``encoding`` unless ``counter`` is given."""
+        return CostEstimator(
+            weights,
+            counter=counter if counter is not None else load_counter(self.encoding),
+            exact_max_chars=self.exact_max_chars,
+            sample_windows=self.sample_windows,
+            target_rel_error=self.target_rel_error,
+            max_rounds=self.max_rounds,
+            message_overhead=self.message_overhead,
+            name_overhead=self.name_overhead,
+            reply_overhead=self.reply_overhead,
+        )
+
+
+class KVPoolConfig(ConfigModel):
+    """The engine's KV block pool, as the engine reports it.
+
+    The default mirrors llama3-8b on one A100-80GB at 90% memory use
+    (about 427k tokens in 16-token blocks); set it from your engine's
+    ``vllm:cache_config_info{num_gpu_blocks,block_size}``.
+    """
+
+    num_blocks: Annotated[int, Field(gt=0)] = 26_688
+    block_size: Annotated[int, Field(gt=0, le=1024)] = 16
+
+    @property
+    def capacity_tokens(self) -> int:
+        """Tokens the pool holds."""
+        return self.num_blocks * self.block_size

@@ -1,0 +1,91 @@
+"""Fallback-ladder configuration: triggers with hysteresis, and the rungs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from slopolicy.config._base import ConfigModel
+from slopolicy.config.lanes import LaneName
+
+__all__ = ("RUNGS", "LadderConfig", "RungName", "Threshold")
+
+RungName = Literal[
+    "drop_optional_features",
+    "cap_max_new_tokens",
+    "compress_prompt",
+    "cheaper_model",
+    "pause_background",
+    "shed",
+]
+#: The six rungs in the seed's order, mildest first.
+RUNGS: tuple[RungName, ...] = (
+    "drop_optional_features",
+    "cap_max_new_tokens",
+    "compress_prompt",
+    "cheaper_model",
+    "pause_background",
+    "shed",
+)
+
+
+class Threshold(ConfigModel):
+    """A trigger with hysteresis: pressure starts at ``enter`` and ends only
+    below ``exit`` (``exit < enter``; larger values are worse)."""
+
+    enter: Annotated[float, Field(ge=0)]
+    exit: Annotated[float, Field(ge=0)]
+
+    @model_validator(mode="after")
+    def _exit_below_enter(self) -> Threshold:
+        if self.exit >= self.enter:
+            raise ValueError("exit must be below enter")
+        return self
+
+
+class LadderConfig(ConfigModel):
+    """When to degrade, and how, before the engine falls over.
+
+    Triggers (any one is pressure):
+        ttft_p95_fraction: watched lane's p95 TTFT as a fraction of its target.
+        queue_wait_fraction: its p95 queue wait as a fraction of that target.
+        kv_usage: engine KV cache usage, 0-1.
+        decode_tps_drop: fractional drop of decode tokens/s at similar load.
+        tool_timeout_rate: fraction of tool/retriever calls timing out.
+
+    The ladder climbs one rung per ``dwell_s`` while pressure holds and steps
+    down one rung after ``cooldown_s`` with every trigger below its exit.
+
+    Attributes:
+        watch_lane: lane whose SLO drives the triggers (default: the first lane).
+        rungs: rungs in climbing order.
+        interactive_max_new_tokens: the cap ``cap_max_new_tokens`` applies.
+        cheaper_model: model ``cheaper_model`` routes ``downgrade_lanes`` to.
+        downgrade_lanes: lanes sent to the cheaper model (default: every lane
+            below the watched lane).
+        pause_lanes: lanes ``pause_background`` stops admitting (default: the last lane).
+        shed_retry_after_s: Retry-After given by ``shed``.
+    """
+
+    enabled: bool = True
+    dwell_s: Annotated[float, Field(gt=0)] = 10.0
+    cooldown_s: Annotated[float, Field(gt=0)] = 30.0
+    ttft_p95_fraction: Threshold = Threshold(enter=0.8, exit=0.6)
+    queue_wait_fraction: Threshold = Threshold(enter=0.5, exit=0.25)
+    kv_usage: Threshold = Threshold(enter=0.92, exit=0.8)
+    decode_tps_drop: Threshold = Threshold(enter=0.3, exit=0.15)
+    tool_timeout_rate: Threshold = Threshold(enter=0.05, exit=0.02)
+    watch_lane: LaneName | None = None
+    rungs: list[RungName] = list(RUNGS)
+    interactive_max_new_tokens: Annotated[int, Field(gt=0)] = 256
+    cheaper_model: Annotated[str, Field(min_length=1)] | None = None
+    downgrade_lanes: list[LaneName] | None = None
+    pause_lanes: list[LaneName] | None = None
+    shed_retry_after_s: Annotated[float, Field(gt=0)] = 5.0
+
+    @model_validator(mode="after")
+    def _rungs_unique(self) -> LadderConfig:
+        if len(set(self.rungs)) != len(self.rungs):
+            raise ValueError("rungs must not repeat")
+        return self

@@ -1,0 +1,87 @@
+"""Lane configuration: SLO targets, admission limits, queue and share."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from slopolicy.config._base import ConfigModel
+from slopolicy.core.specs import LaneSpec, OverBudget
+
+__all__ = ("LaneConfig", "LaneName", "LaneSLO")
+
+#: Lane names: short lowercase identifiers (they become metric attributes).
+LaneName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
+_Seconds = Annotated[float, Field(gt=0)]
+
+
+class LaneSLO(ConfigModel):
+    """A lane's service-level objectives. Latencies in seconds; unset means no target.
+
+    TTFT counts from arrival at the gate, so queueing is included; TPOT is
+    ``(t_last - t_first) / (output_tokens - 1)``; ``e2e_p95_s`` suits batch lanes,
+    where drain time matters more than the first token.
+    """
+
+    ttft_p95_s: _Seconds | None = None
+    ttft_p99_s: _Seconds | None = None
+    tpot_p95_s: _Seconds | None = None
+    e2e_p95_s: _Seconds | None = None
+    success_rate: Annotated[float, Field(gt=0, le=1)] = 0.99
+
+    @model_validator(mode="after")
+    def _p99_not_below_p95(self) -> LaneSLO:
+        if (
+            self.ttft_p95_s is not None
+            and self.ttft_p99_s is not None
+            and self.ttft_p99_s < self.ttft_p95_s
+        ):
+            raise ValueError("ttft_p99_s must be >= ttft_p95_s")
+        return self
+
+
+class LaneConfig(ConfigModel):
+    """One lane. Lanes are listed from most interactive to least.
+
+    Attributes:
+        name: lane name.
+        slo: targets for this lane.
+        max_new_tokens: cap on ``max_new_tokens`` for requests in the lane.
+        max_prompt_tokens: prompt budget per request, in tokens.
+        over_budget: ``demote`` (next lane), ``defer`` (503 + Retry-After) or
+            ``reject`` (413) a prompt over the budget.
+        max_cost: requests scoring more (cost units) move to the next lane.
+        defer_retry_after_s: Retry-After for deferred requests, seconds.
+        queue_capacity: requests that may wait in the lane.
+        max_queue_wait_s: longest wait in the queue before expiry, seconds.
+        weight: dispatch share relative to other lanes.
+        kv_reserve: fraction of the KV pool reserved for this lane, 0-1.
+    """
+
+    name: LaneName
+    slo: LaneSLO = LaneSLO()
+    max_new_tokens: Annotated[int, Field(gt=0)] | None = None
+    max_prompt_tokens: Annotated[int, Field(gt=0)] | None = None
+    over_budget: Literal["demote", "defer", "reject"] = "demote"
+    max_cost: Annotated[float, Field(gt=0)] | None = None
+    defer_retry_after_s: _Seconds = 30.0
+    queue_capacity: Annotated[int, Field(gt=0)] = 1024
+    max_queue_wait_s: _Seconds = 60.0
+    weight: Annotated[float, Field(gt=0)] = 1.0
+    kv_reserve: Annotated[float, Field(ge=0, lt=1)] = 0.0
+
+    def to_spec(self) -> LaneSpec:
+        """The plain core value for this lane."""
+        return LaneSpec(
+            name=self.name,
+            max_new_tokens=self.max_new_tokens,
+            max_prompt_tokens=self.max_prompt_tokens,
+            over_budget=OverBudget(self.over_budget),
+            max_cost=self.max_cost,
+            defer_retry_after=self.defer_retry_after_s,
+            queue_capacity=self.queue_capacity,
+            max_queue_wait=self.max_queue_wait_s,
+            weight=self.weight,
+            kv_reserve=self.kv_reserve,
+        )

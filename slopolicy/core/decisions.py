@@ -1,0 +1,139 @@
+"""Decision values: what the policy decided about a request, and why.
+
+A decision is a small frozen value, never an exception (h11 style): match on
+its type. Every decision carries a machine-readable :class:`Reason`, a
+sentence for people, the HTTP status a gateway should answer with, a
+``retry_after`` in seconds where waiting would help, and the ordered
+:class:`Step` list of the rules that fired.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import ClassVar, TypeAlias
+
+from slopolicy.core.request import Request
+
+__all__ = ("Admit", "Decision", "Defer", "Demote", "Reason", "Reject", "Step", "explain")
+
+
+class Reason(enum.Enum):
+    """Closed set of reason codes; the value is the stable wire name."""
+
+    ADMITTED = "admitted"
+    PROMPT_OVER_BUDGET = "prompt_over_budget"
+    PROMPT_TOO_LONG = "prompt_too_long"
+    COST_OVER_LIMIT = "cost_over_limit"
+    UNKNOWN_LANE = "unknown_lane"
+    UNKNOWN_TIER = "unknown_tier"
+    RULE = "rule"
+
+    @property
+    def code(self) -> str:
+        """The stable wire name, e.g. ``"prompt_too_long"``."""
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One rule that fired while deciding: which rule, in which lane, what it did."""
+
+    rule: str
+    lane: str | None
+    detail: str
+
+    def __str__(self) -> str:
+        where = f" [{self.lane}]" if self.lane else ""
+        return f"{self.rule}{where}: {self.detail}"
+
+
+def explain(steps: tuple[Step, ...], message: str) -> str:
+    """A numbered, human-readable account of ``steps`` ending in ``message``."""
+    lines = [f"{index}. {step}" for index, step in enumerate(steps, 1)]
+    lines.append(f"=> {message}")
+    return "\n".join(lines)
+
+
+class _Explained:
+    __slots__ = ()
+    steps: tuple[Step, ...]
+    message: str
+
+    def explain(self) -> str:
+        """The rules that fired, in order, and the outcome."""
+        return explain(self.steps, self.message)
+
+
+@dataclass(frozen=True, slots=True)
+class Admit(_Explained):
+    """Accepted into ``lane`` as requested (or as the tier's default lane).
+
+    ``request`` is the request after the lane's transforms (capped
+    ``max_new_tokens``); ``cost`` is its cost score in cost units.
+    """
+
+    lane: str
+    request: Request
+    prompt_tokens: int
+    cost: float
+    message: str
+    steps: tuple[Step, ...] = ()
+    reason: Reason = Reason.ADMITTED
+    http_status: ClassVar[int] = 200
+    retry_after: ClassVar[None] = None
+    accepted: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class Demote(_Explained):
+    """Accepted, but into ``lane``, lower than the ``from_lane`` it started in."""
+
+    lane: str
+    from_lane: str
+    request: Request
+    prompt_tokens: int
+    cost: float
+    message: str
+    reason: Reason
+    steps: tuple[Step, ...] = ()
+    http_status: ClassVar[int] = 200
+    retry_after: ClassVar[None] = None
+    accepted: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class Defer(_Explained):
+    """Not now: the same request is expected to succeed after ``retry_after`` seconds.
+
+    Gateways answer ``http_status`` (503, or 429 when the tenant's own quota is
+    the cause) with a ``Retry-After`` header.
+    """
+
+    reason: Reason
+    message: str
+    retry_after: float
+    http_status: int = 503
+    lane: str | None = None
+    steps: tuple[Step, ...] = ()
+    accepted: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reject(_Explained):
+    """Refused as it stands: retrying the same request will not help.
+
+    ``http_status`` is a 4xx a gateway can send unchanged.
+    """
+
+    reason: Reason
+    message: str
+    http_status: int
+    lane: str | None = None
+    steps: tuple[Step, ...] = ()
+    retry_after: ClassVar[None] = None
+    accepted: ClassVar[bool] = False
+
+
+#: What routing a request can produce.
+Decision: TypeAlias = Admit | Demote | Defer | Reject

@@ -1,0 +1,349 @@
+"""Lane routing: the seed's admission rules, applied before a request queues.
+
+Lanes are ordered from most interactive to least. A request starts in its lane
+hint (when its tier allows it) or its tier's default lane, then walks down:
+
+1. the lane's ``max_new_tokens`` cap is applied (the original request's value
+   is capped afresh in each lane, so a lower lane's looser cap applies there);
+2. a prompt over the lane's ``max_prompt_tokens`` is demoted, deferred or
+   rejected, as the lane says;
+3. a request scoring more than the lane's ``max_cost`` moves down if a lower
+   lane exists, so very long work does not sit in front of active decode;
+4. custom rules run in order, then :meth:`LaneRouter.check`.
+
+The walk only moves down, so a longer prompt or a larger ``max_new_tokens``
+never lands in a more interactive lane. Every decision lists the steps taken.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
+from slopolicy.core.estimator import CostEstimator, TokenEstimate
+from slopolicy.core.request import Request
+from slopolicy.core.specs import LaneSpec, OverBudget, TierSpec, TierTable
+from slopolicy.errors import RoutingError
+
+__all__ = ("LaneRouter", "RouteContext", "RoutingRule", "Verdict", "VerdictKind")
+
+
+class VerdictKind(enum.Enum):
+    """What a rule wants done with the request in the current lane."""
+
+    DEMOTE = "demote"
+    DEFER = "defer"
+    REJECT = "reject"
+    REWRITE = "rewrite"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A rule's answer. Build one with the class methods."""
+
+    kind: VerdictKind
+    note: str
+    reason: Reason = Reason.RULE
+    retry_after: float | None = None
+    http_status: int | None = None
+    request: Request | None = None
+    required: bool = True
+
+    @classmethod
+    def demote(cls, note: str, *, reason: Reason = Reason.RULE, required: bool = True) -> Verdict:
+        """Move to the next lower lane. With ``required=False`` the request stays
+        when there is none; otherwise it is rejected."""
+        return cls(VerdictKind.DEMOTE, note, reason, required=required)
+
+    @classmethod
+    def defer(
+        cls, note: str, retry_after: float, *, reason: Reason = Reason.RULE, http_status: int = 503
+    ) -> Verdict:
+        """Answer "not now, retry after ``retry_after`` seconds"."""
+        return cls(
+            VerdictKind.DEFER, note, reason, retry_after=retry_after, http_status=http_status
+        )
+
+    @classmethod
+    def reject(cls, note: str, *, reason: Reason = Reason.RULE, http_status: int = 403) -> Verdict:
+        """Refuse the request as it stands."""
+        return cls(VerdictKind.REJECT, note, reason, http_status=http_status)
+
+    @classmethod
+    def rewrite(cls, request: Request, note: str) -> Verdict:
+        """Continue with ``request`` instead (same prompt; limits or features changed)."""
+        return cls(VerdictKind.REWRITE, note, request=request)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteContext:
+    """What a rule sees in one lane.
+
+    ``request`` has this lane's transforms applied; ``original`` is as
+    submitted. ``cost`` is in cost units; ``lower_lane`` is where a demotion
+    would go (``None`` in the last lane the tier may use).
+    """
+
+    request: Request
+    original: Request
+    lane: LaneSpec
+    tier: TierSpec
+    prompt: TokenEstimate
+    cost: float
+    lower_lane: str | None
+
+
+#: A custom rule: return a :class:`Verdict`, or ``None`` to let the request pass.
+RoutingRule = Callable[[RouteContext], "Verdict | None"]
+
+
+class LaneRouter:
+    """Routes requests to lanes, explaining each decision.
+
+    Custom rules are callables taking a :class:`RouteContext`; subclasses may
+    also override :meth:`check`. Routing is synchronous and stateless.
+    """
+
+    def __init__(
+        self,
+        lanes: Sequence[LaneSpec],
+        *,
+        estimator: CostEstimator,
+        tiers: TierTable | None = None,
+        rules: Sequence[RoutingRule] = (),
+    ) -> None:
+        if not lanes:
+            raise ValueError("at least one lane is required")
+        self._lanes = tuple(lanes)
+        self._index = {lane.name: i for i, lane in enumerate(self._lanes)}
+        if len(self._index) != len(self._lanes):
+            raise ValueError("lane names must be unique")
+        self.estimator = estimator
+        self.tiers = tiers or TierTable([TierSpec("default", lanes[0].name)], "default")
+        for tier in self.tiers.tiers.values():
+            unknown = {tier.default_lane} | set(tier.allowed_lanes or ())
+            unknown -= self._index.keys()
+            if unknown:
+                raise ValueError(f"tier {tier.name!r} names unknown lanes {sorted(unknown)}")
+        self.rules = tuple(rules)
+        self._named_rules: tuple[tuple[str, RoutingRule], ...] = (
+            ("prompt budget", _prompt_budget),
+            ("cost limit", _cost_limit),
+            *((_rule_name(rule), rule) for rule in self.rules),
+            (f"{type(self).__name__}.check", self.check),
+        )
+
+    @property
+    def lanes(self) -> tuple[LaneSpec, ...]:
+        """Lanes from most interactive to least."""
+        return self._lanes
+
+    def rank(self, lane: str) -> int:
+        """Position of ``lane``: 0 is the most interactive."""
+        return self._index[lane]
+
+    def check(self, context: RouteContext) -> Verdict | None:
+        """Subclass hook, run after the custom rules in every lane visited."""
+        return None
+
+    def route(self, request: Request, *, prompt: TokenEstimate | None = None) -> Decision:
+        """Decide the lane for ``request``; ``prompt`` skips counting when known."""
+        steps: list[Step] = []
+        if request.tier is not None:
+            tier = self.tiers.get(request.tier)
+            if tier is None:
+                message = f"unknown tier {request.tier!r}"
+                steps.append(Step("tier", None, message))
+                return Reject(Reason.UNKNOWN_TIER, message, 400, steps=tuple(steps))
+            steps.append(Step("tier", None, f"tier {tier.name!r} requested"))
+        else:
+            tier = self.tiers.for_tenant(request.tenant)
+            steps.append(Step("tier", None, f"tenant {request.tenant!r} has tier {tier.name!r}"))
+        start = self._start_lane(request, tier, steps)
+        if isinstance(start, Reject):
+            return start
+        if prompt is None:
+            prompt = self.estimator.prompt_tokens(request)
+        steps.append(Step("estimate", None, _describe(prompt)))
+        cap = tier.max_prompt_tokens
+        if cap is not None and prompt.tokens > cap:
+            message = (
+                f"prompt of {prompt.tokens:,} tokens exceeds tier {tier.name!r} cap of {cap:,}"
+            )
+            steps.append(Step("tier prompt cap", None, message))
+            return Reject(Reason.PROMPT_TOO_LONG, message, 413, steps=tuple(steps))
+        return self._walk(request, tier, start, prompt, steps)
+
+    def _start_lane(self, request: Request, tier: TierSpec, steps: list[Step]) -> int | Reject:
+        hint = request.lane
+        if hint is not None:
+            index = self._index.get(hint)
+            if index is None:
+                message = f"unknown lane {hint!r}"
+                steps.append(Step("lane hint", None, message))
+                return Reject(Reason.UNKNOWN_LANE, message, 400, steps=tuple(steps))
+            if tier.allows(hint):
+                steps.append(Step("lane hint", hint, "honoured"))
+                return index
+            steps.append(
+                Step("lane hint", hint, f"not allowed for tier {tier.name!r}; using its default")
+            )
+        return self._index[tier.default_lane]
+
+    def _lower(self, index: int, tier: TierSpec) -> int | None:
+        for lower in range(index + 1, len(self._lanes)):
+            if tier.allows(self._lanes[lower].name):
+                return lower
+        return None
+
+    def _walk(
+        self,
+        request: Request,
+        tier: TierSpec,
+        start: int,
+        prompt: TokenEstimate,
+        steps: list[Step],
+    ) -> Decision:
+        index = start
+        demoted_by: Reason | None = None
+        while True:
+            lane = self._lanes[index]
+            lower = self._lower(index, tier)
+            context = self._enter(request, lane, tier, prompt, lower, steps)
+            outcome = self._evaluate(context, steps)
+            if isinstance(outcome, RouteContext):
+                return _accept(outcome, self._lanes[start].name, demoted_by, steps)
+            verdict = outcome
+            if verdict.kind is VerdictKind.DEFER:
+                assert verdict.retry_after is not None
+                assert verdict.http_status is not None
+                message = f"deferred from lane {lane.name!r}: {verdict.note}"
+                return Defer(
+                    verdict.reason,
+                    message,
+                    verdict.retry_after,
+                    verdict.http_status,
+                    lane.name,
+                    tuple(steps),
+                )
+            if verdict.kind is VerdictKind.REJECT:
+                assert verdict.http_status is not None
+                message = f"rejected in lane {lane.name!r}: {verdict.note}"
+                return Reject(verdict.reason, message, verdict.http_status, lane.name, tuple(steps))
+            if lower is None:  # a demotion with nowhere to go
+                if not verdict.required:
+                    steps.append(Step("demote", lane.name, "no lower lane; stays"))
+                    return _accept(context, self._lanes[start].name, demoted_by, steps)
+                reason = (
+                    Reason.PROMPT_TOO_LONG
+                    if verdict.reason is Reason.PROMPT_OVER_BUDGET
+                    else verdict.reason
+                )
+                status = 413 if reason is Reason.PROMPT_TOO_LONG else 403
+                message = f"no lane below {lane.name!r} takes it: {verdict.note}"
+                return Reject(reason, message, status, lane.name, tuple(steps))
+            demoted_by = demoted_by or verdict.reason
+            steps.append(Step("demote", lane.name, f"moved to {self._lanes[lower].name!r}"))
+            index = lower
+
+    def _enter(
+        self,
+        request: Request,
+        lane: LaneSpec,
+        tier: TierSpec,
+        prompt: TokenEstimate,
+        lower: int | None,
+        steps: list[Step],
+    ) -> RouteContext:
+        cap = lane.max_new_tokens
+        if cap is not None and request.max_new_tokens > cap:
+            steps.append(
+                Step("max_new_tokens cap", lane.name, f"{request.max_new_tokens:,} -> {cap:,}")
+            )
+            capped = request.replace(max_new_tokens=cap)
+        else:
+            capped = request
+        cost = self.estimator.score(prompt.tokens, capped.output_budget, capped.tool_risk)
+        lower_name = None if lower is None else self._lanes[lower].name
+        return RouteContext(capped, request, lane, tier, prompt, cost, lower_name)
+
+    def _evaluate(self, context: RouteContext, steps: list[Step]) -> RouteContext | Verdict:
+        """Run the lane's checks; the context to admit with, or the first verdict
+        that ends the visit (rewrites apply and continue)."""
+        for name, rule in self._named_rules:
+            verdict = rule(context)
+            if verdict is None:
+                continue
+            if not isinstance(verdict, Verdict):
+                raise RoutingError(
+                    f"routing rule {name} returned {type(verdict).__name__}, not a Verdict or None"
+                )
+            steps.append(Step(name, context.lane.name, verdict.note))
+            if verdict.kind is not VerdictKind.REWRITE:
+                return verdict
+            assert verdict.request is not None
+            rewritten = verdict.request
+            cost = self.estimator.score(
+                context.prompt.tokens, rewritten.output_budget, rewritten.tool_risk
+            )
+            context = replace(context, request=rewritten, cost=cost)
+        return context
+
+
+def _prompt_budget(context: RouteContext) -> Verdict | None:
+    lane = context.lane
+    budget = lane.max_prompt_tokens
+    if budget is None or context.prompt.tokens <= budget:
+        return None
+    note = f"prompt of {context.prompt.tokens:,} tokens over the {budget:,}-token budget"
+    reason = Reason.PROMPT_OVER_BUDGET
+    if lane.over_budget is OverBudget.DEMOTE:
+        return Verdict.demote(note, reason=reason)
+    if lane.over_budget is OverBudget.DEFER:
+        return Verdict.defer(note, lane.defer_retry_after, reason=reason)
+    return Verdict.reject(note, reason=Reason.PROMPT_TOO_LONG, http_status=413)
+
+
+def _cost_limit(context: RouteContext) -> Verdict | None:
+    limit = context.lane.max_cost
+    if limit is None or context.cost <= limit:
+        return None
+    note = f"cost {context.cost:,.0f} over the lane's {limit:,.0f}"
+    return Verdict.demote(note, reason=Reason.COST_OVER_LIMIT, required=False)
+
+
+def _accept(
+    context: RouteContext, start: str, demoted_by: Reason | None, steps: list[Step]
+) -> Admit | Demote:
+    lane = context.lane.name
+    if demoted_by is None:
+        return Admit(
+            lane,
+            context.request,
+            context.prompt.tokens,
+            context.cost,
+            f"admitted to lane {lane!r}",
+            tuple(steps),
+        )
+    return Demote(
+        lane,
+        start,
+        context.request,
+        context.prompt.tokens,
+        context.cost,
+        f"admitted to lane {lane!r}, demoted from {start!r} ({demoted_by.code})",
+        demoted_by,
+        tuple(steps),
+    )
+
+
+def _describe(prompt: TokenEstimate) -> str:
+    if prompt.exact:
+        return f"{prompt.tokens:,} prompt tokens ({prompt.method})"
+    return f"~{prompt.tokens:,} prompt tokens (+-{prompt.rel_stderr:.1%}, {prompt.method})"
+
+
+def _rule_name(rule: RoutingRule) -> str:
+    return getattr(rule, "__name__", type(rule).__name__)

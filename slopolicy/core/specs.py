@@ -1,0 +1,129 @@
+"""Plain, validated values the core objects are built from.
+
+The pydantic models in :mod:`slopolicy.config` check user input and convert
+to these; core objects never see pydantic.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ("LaneQuotaSpec", "LaneSpec", "OverBudget", "TierSpec", "TierTable")
+
+
+class OverBudget(enum.Enum):
+    """What a lane does with a prompt over its ``max_prompt_tokens``."""
+
+    DEMOTE = "demote"  # try the next lower lane
+    DEFER = "defer"  # answer "not now" with a Retry-After
+    REJECT = "reject"  # refuse: the prompt is too long for this service
+
+
+@dataclass(frozen=True, slots=True)
+class LaneSpec:
+    """One lane: its admission limits, queue and share of the engine.
+
+    Attributes:
+        name: lane name.
+        max_new_tokens: cap applied to ``max_new_tokens`` on entry (tokens).
+        max_prompt_tokens: prompt budget per request (tokens).
+        over_budget: what happens to a prompt over the budget.
+        max_cost: requests scoring more (cost units) move to the next lane.
+        defer_retry_after: ``Retry-After`` for deferred requests (seconds).
+        queue_capacity: requests that may wait in the lane.
+        max_queue_wait: longest a request may wait before it expires (seconds).
+        weight: share of dispatch relative to other lanes.
+        kv_reserve: fraction of the KV pool only this lane may use (0-1).
+    """
+
+    name: str
+    max_new_tokens: int | None = None
+    max_prompt_tokens: int | None = None
+    over_budget: OverBudget = OverBudget.DEMOTE
+    max_cost: float | None = None
+    defer_retry_after: float = 30.0
+    queue_capacity: int = 1024
+    max_queue_wait: float = 60.0
+    weight: float = 1.0
+    kv_reserve: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LaneQuotaSpec:
+    """A tenant's split of its quota for one lane: a ``share`` (0-1] of the tier's
+    rate and burst, and an optional concurrency cap."""
+
+    lane: str
+    share: float = 1.0
+    max_concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TierSpec:
+    """A tenant tier: quota in cost units, caps, fairness weight and lanes.
+
+    Attributes:
+        name: tier name.
+        rate: sustained cost units per second (``None``: unlimited).
+        burst: bucket depth in cost units.
+        max_concurrency: requests in flight per tenant.
+        max_prompt_tokens: hard prompt cap per request (tokens).
+        weight: fair-share weight against other tenants.
+        default_lane: lane for requests without an allowed hint.
+        allowed_lanes: lanes this tier may use (``None``: all).
+        lane_quotas: per-lane splits of the quota.
+    """
+
+    name: str
+    default_lane: str
+    rate: float | None = None
+    burst: float | None = None
+    max_concurrency: int | None = None
+    max_prompt_tokens: int | None = None
+    weight: float = 1.0
+    allowed_lanes: frozenset[str] | None = None
+    lane_quotas: tuple[LaneQuotaSpec, ...] = ()
+
+    def allows(self, lane: str) -> bool:
+        """Whether this tier may use ``lane``."""
+        return self.allowed_lanes is None or lane in self.allowed_lanes
+
+
+class TierTable:
+    """Tiers by name, and which tier each known tenant has.
+
+    Tenants missing from ``tenants`` get the ``default`` tier.
+    """
+
+    __slots__ = ("_default", "_tenants", "_tiers")
+
+    def __init__(
+        self,
+        tiers: Sequence[TierSpec],
+        default: str,
+        tenants: Mapping[str, str] | None = None,
+    ) -> None:
+        self._tiers = {tier.name: tier for tier in tiers}
+        if default not in self._tiers:
+            raise ValueError(f"default tier {default!r} is not among the tiers")
+        self._default = self._tiers[default]
+        self._tenants = dict(tenants or {})
+        for tenant, tier in self._tenants.items():
+            if tier not in self._tiers:
+                raise ValueError(f"tenant {tenant!r} uses unknown tier {tier!r}")
+
+    @property
+    def tiers(self) -> Mapping[str, TierSpec]:
+        """All tiers by name."""
+        return self._tiers
+
+    def get(self, name: str) -> TierSpec | None:
+        """The tier called ``name``, or ``None``."""
+        return self._tiers.get(name)
+
+    def for_tenant(self, tenant: str) -> TierSpec:
+        """The tier the table gives ``tenant``, or the default tier."""
+        name = self._tenants.get(tenant)
+        return self._default if name is None else self._tiers[name]

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import slopolicy
+import slopolicy.config
+import slopolicy.core
+
+PACKAGE = Path(slopolicy.__file__).parent
+
+
+@pytest.mark.parametrize("module", [slopolicy, slopolicy.core, slopolicy.config])
+def test_all_lists_exactly_the_public_names(module: types.ModuleType) -> None:
+    public = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and name != "annotations"
+    }
+    assert isinstance(module.__all__, tuple)
+    assert len(set(module.__all__)) == len(module.__all__)
+    assert set(module.__all__) - {"__version__"} == public
+
+
+def test_the_api_sketch_names_are_importable() -> None:
+    from slopolicy import CostEstimator, LaneRouter, PolicyConfig, Request
+
+    assert all((CostEstimator, LaneRouter, PolicyConfig, Request))
+    assert slopolicy.__version__
+
+
+def test_importing_the_core_starts_no_async_runtime() -> None:
+    code = (
+        "import sys, slopolicy.core\n"
+        "bad = [m for m in ('anyio', 'asyncio', 'trio') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "core").glob("*.py")), ids=lambda p: p.name)
+def test_the_core_imports_only_the_stdlib_tiktoken_and_itself(path: Path) -> None:
+    allowed_roots = set(sys.stdlib_module_names) | {"tiktoken"}
+    for name in _imports(path):
+        root = name.split(".")[0]
+        if root == "slopolicy":
+            assert name.startswith(("slopolicy.core", "slopolicy.errors")), name
+        else:
+            assert root in allowed_roots, name
+        assert root not in {"asyncio", "anyio", "trio", "time", "threading"}, name
