@@ -25,6 +25,7 @@ from slopolicy.errors import ConfigError as ConfigError
 from slopolicy.errors import InvalidRequest as InvalidRequest
 from slopolicy.errors import RoutingError as RoutingError
 from slopolicy.errors import SlopolicyError as SlopolicyError
+from slopolicy.errors import UsageError as UsageError
 
 __version__ = "0.1.0"
 
@@ -47,6 +48,7 @@ __all__ = (
     "RoutingError",
     "SlopolicyError",
     "TierConfig",
+    "UsageError",
     "Verdict",
     "__version__",
 )

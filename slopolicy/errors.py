@@ -7,6 +7,7 @@ input. Every exception derives from one root::
     SlopolicyError
     ├── ConfigError          an invalid policy configuration (ValueError)
     ├── InvalidRequest       a malformed request (ValueError)
+    ├── UsageError           an API called against its contract (ValueError)
     └── RoutingError         a custom routing rule broke its contract (TypeError)
 
 Each carries structured fields so callers never parse messages.
@@ -16,7 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ("ConfigError", "FieldError", "InvalidRequest", "RoutingError", "SlopolicyError")
+__all__ = (
+    "ConfigError",
+    "FieldError",
+    "InvalidRequest",
+    "RoutingError",
+    "SlopolicyError",
+    "UsageError",
+)
 
 
 class SlopolicyError(Exception):
@@ -62,6 +70,11 @@ class InvalidRequest(SlopolicyError, ValueError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
+
+
+class UsageError(SlopolicyError, ValueError):
+    """A method was called against its contract: a negative cost, an unknown
+    request id, settings that cannot work. A bug in the caller, not bad input."""
 
 
 class RoutingError(SlopolicyError, TypeError):

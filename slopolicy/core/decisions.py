@@ -28,6 +28,11 @@ class Reason(enum.Enum):
     UNKNOWN_LANE = "unknown_lane"
     UNKNOWN_TIER = "unknown_tier"
     RULE = "rule"
+    RATE_LIMITED = "rate_limited"
+    CONCURRENCY_LIMITED = "concurrency_limited"
+    COST_OVER_BURST = "cost_over_burst"
+    TENANT_TABLE_FULL = "tenant_table_full"
+    QUEUE_FULL = "queue_full"
 
     @property
     def code(self) -> str:

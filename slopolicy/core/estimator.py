@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from slopolicy.core.request import Message, Request
 from slopolicy.core.sampling import sample_tokens
 from slopolicy.core.tokens import TokenCounter, load_counter
+from slopolicy.errors import UsageError
 
 __all__ = ("CostEstimate", "CostEstimator", "CostWeights", "TokenEstimate")
 
@@ -35,7 +36,7 @@ class CostWeights:
         for name in ("alpha", "beta", "gamma"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+                raise UsageError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class CostEstimator:
         reply_overhead: int = 3,
     ) -> None:
         if exact_max_chars < 0 or sample_windows < 8 or max_rounds < 1:
-            raise ValueError(
+            raise UsageError(
                 "exact_max_chars must be >= 0, sample_windows >= 8 and max_rounds >= 1"
             )
         self.weights = weights if weights is not None else CostWeights()
