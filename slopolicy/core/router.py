@@ -25,7 +25,7 @@ from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Rej
 from slopolicy.core.estimator import CostEstimator, TokenEstimate
 from slopolicy.core.request import Request
 from slopolicy.core.specs import LaneSpec, OverBudget, TierSpec, TierTable
-from slopolicy.errors import RoutingError
+from slopolicy.errors import RoutingError, UsageError
 
 __all__ = ("LaneRouter", "RouteContext", "RoutingRule", "Verdict", "VerdictKind")
 
@@ -115,18 +115,18 @@ class LaneRouter:
         rules: Sequence[RoutingRule] = (),
     ) -> None:
         if not lanes:
-            raise ValueError("at least one lane is required")
+            raise UsageError("at least one lane is required")
         self._lanes = tuple(lanes)
         self._index = {lane.name: i for i, lane in enumerate(self._lanes)}
         if len(self._index) != len(self._lanes):
-            raise ValueError("lane names must be unique")
+            raise UsageError("lane names must be unique")
         self.estimator = estimator
         self.tiers = tiers or TierTable([TierSpec("default", lanes[0].name)], "default")
         for tier in self.tiers.tiers.values():
             unknown = {tier.default_lane} | set(tier.allowed_lanes or ())
             unknown -= self._index.keys()
             if unknown:
-                raise ValueError(f"tier {tier.name!r} names unknown lanes {sorted(unknown)}")
+                raise UsageError(f"tier {tier.name!r} names unknown lanes {sorted(unknown)}")
         self.rules = tuple(rules)
         self._named_rules: tuple[tuple[str, RoutingRule], ...] = (
             ("prompt budget", _prompt_budget),

@@ -10,6 +10,8 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from slopolicy.errors import UsageError
+
 __all__ = ("LaneQuotaSpec", "LaneSpec", "OverBudget", "TierSpec", "TierTable")
 
 
@@ -107,12 +109,12 @@ class TierTable:
     ) -> None:
         self._tiers = {tier.name: tier for tier in tiers}
         if default not in self._tiers:
-            raise ValueError(f"default tier {default!r} is not among the tiers")
+            raise UsageError(f"default tier {default!r} is not among the tiers")
         self._default = self._tiers[default]
         self._tenants = dict(tenants or {})
         for tenant, tier in self._tenants.items():
             if tier not in self._tiers:
-                raise ValueError(f"tenant {tenant!r} uses unknown tier {tier!r}")
+                raise UsageError(f"tenant {tenant!r} uses unknown tier {tier!r}")
 
     @property
     def tiers(self) -> Mapping[str, TierSpec]:
