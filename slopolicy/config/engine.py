@@ -10,7 +10,7 @@ from slopolicy.config._base import ConfigModel
 from slopolicy.core.estimator import CostEstimator, CostWeights
 from slopolicy.core.tokens import TokenCounter, load_counter
 
-__all__ = ("CostConfig", "KVPoolConfig", "TokenizerConfig")
+__all__ = ("CostConfig", "EngineConfig", "KVPoolConfig", "TokenizerConfig")
 
 _NonNegative = Annotated[float, Field(ge=0)]
 _Overhead = Annotated[int, Field(ge=0, le=64)]
@@ -86,3 +86,15 @@ class KVPoolConfig(ConfigModel):
     def capacity_tokens(self) -> int:
         """Tokens the pool holds."""
         return self.num_blocks * self.block_size
+
+
+class EngineConfig(ConfigModel):
+    """How much the policy lets the engine run at once.
+
+    ``max_running`` is the number of requests dispatched to the engine and not
+    yet finished. Keep it at or below the engine's own limit (vLLM
+    ``--max-num-seqs``, TGI ``--max-concurrent-requests``): requests beyond it
+    would wait in the engine's FCFS queue, where no policy can order them.
+    """
+
+    max_running: Annotated[int, Field(gt=0)] = 128

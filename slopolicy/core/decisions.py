@@ -79,6 +79,7 @@ class Admit(_Explained):
     """
 
     lane: str
+    tier: str
     request: Request
     prompt_tokens: int
     cost: float
@@ -96,6 +97,7 @@ class Demote(_Explained):
 
     lane: str
     from_lane: str
+    tier: str
     request: Request
     prompt_tokens: int
     cost: float
@@ -109,15 +111,16 @@ class Demote(_Explained):
 
 @dataclass(frozen=True, slots=True)
 class Defer(_Explained):
-    """Not now: the same request is expected to succeed after ``retry_after`` seconds.
+    """Not now: the same request is expected to succeed later, after
+    ``retry_after`` seconds when that can be known (``None`` otherwise).
 
     Gateways answer ``http_status`` (503, or 429 when the tenant's own quota is
-    the cause) with a ``Retry-After`` header.
+    the cause), with a ``Retry-After`` header when ``retry_after`` is set.
     """
 
     reason: Reason
     message: str
-    retry_after: float
+    retry_after: float | None
     http_status: int = 503
     lane: str | None = None
     steps: tuple[Step, ...] = ()

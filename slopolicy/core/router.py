@@ -318,9 +318,11 @@ def _accept(
     context: RouteContext, start: str, demoted_by: Reason | None, steps: list[Step]
 ) -> Admit | Demote:
     lane = context.lane.name
+    tier = context.tier.name
     if demoted_by is None:
         return Admit(
             lane,
+            tier,
             context.request,
             context.prompt.tokens,
             context.cost,
@@ -330,6 +332,7 @@ def _accept(
     return Demote(
         lane,
         start,
+        tier,
         context.request,
         context.prompt.tokens,
         context.cost,

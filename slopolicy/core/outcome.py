@@ -1,0 +1,60 @@
+"""How requests end: the closed set of outcomes and the record each accepted request leaves.
+
+Every request the policy accepts ends in exactly one :class:`Outcome`;
+requests refused at submit end as ``rejected`` with their decision as the record.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ("STAGES", "Finished", "Outcome")
+
+#: The stages of time-to-first-token, in order (see :attr:`Finished.stages`).
+STAGES = ("queue", "schedule", "prefill", "transfer")
+
+
+class Outcome(enum.Enum):
+    """The terminal outcome of a request; the value is the stable wire name."""
+
+    COMPLETED = "completed"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """How one accepted request ended, with its timings in seconds.
+
+    ``ttft`` counts from arrival at the policy, so queueing is included;
+    ``tpot`` is ``(t_last - t_first) / (output_tokens - 1)`` (0 for one token).
+    Timings the request never reached are ``None``. ``cost`` is the actual cost
+    in cost units charged to the tenant. ``stages`` splits TTFT into the
+    :data:`STAGES` that were marked, in seconds: ``queue`` (arrival to
+    dispatch), ``schedule`` (dispatch to the engine starting the request),
+    ``prefill`` (to the engine producing the first token) and ``transfer``
+    (to the first token reaching the caller); unmarked stages are absent.
+    """
+
+    id: str
+    tenant: str
+    lane: str
+    outcome: Outcome
+    arrival: float
+    finished_at: float
+    queue_wait: float | None
+    ttft: float | None
+    tpot: float | None
+    prompt_tokens: int
+    output_tokens: int
+    cost: float
+    stages: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def e2e(self) -> float:
+        """Seconds from arrival to the end."""
+        return self.finished_at - self.arrival
