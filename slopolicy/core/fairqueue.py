@@ -1,0 +1,381 @@
+"""Fair queuing across the tenants of one lane: Virtual Token Counters.
+
+VTC (Sheng et al., "Fairness in Serving LLMs", OSDI 2024). Each tenant ``u``
+has a counter ``c_u`` (cost units per unit of weight) and a FIFO of waiting
+items:
+
+- **lift**: a tenant that becomes backlogged (its FIFO was empty) is lifted to
+  ``max(c_u, V)``, ``V`` being the smallest counter among backlogged tenants
+  (its last value while none is), so idle time cannot be banked as credit;
+- **pick**: the next item is the head of the backlogged tenant with the
+  smallest counter (ties: the tenant backlogged first). Heads are never
+  skipped, so a large request cannot be starved by small ones behind it;
+- **charge**: the caller charges what it serves, ``c_u += cost / w_u``.
+
+``V`` never decreases (a lift puts a tenant at or above it, leaving the
+backlog and charging only raise the minimum, and refunds stop at ``V``), so a
+non-backlogged tenant with ``c_u <= V`` returns exactly as a new one would.
+Charges to a tenant with nothing waiting (output tokens of a running request)
+go to its own counter, as in the paper. Idle counters are kept up to
+``max_idle_counters``, the smallest forgotten first (those at or under ``V``
+lose nothing); a forgotten tenant counts as ``V``, so a charge to it starts
+from ``V``, which only ever charges it more.
+
+**Bound** (charge at dispatch: every pop is followed by a charge of the popped
+item's cost, at most ``U``). For any two backlogged tenants ``i`` and ``j``,
+at all times ``c_i - c_j <= U_i / w_i`` (``U_i``: the largest cost charged to
+``i``). Hence while both stay backlogged their service ``S`` over any interval
+satisfies ``|S_i/w_i - S_j/w_j| <= U_i/w_i + U_j/w_j`` (``2U`` at equal
+weights, the paper's bound, approached to within one cost quantum), and from
+equal counters (two new tenants) ``-U_j/w_j <= S_i/w_i - S_j/w_j <= U_i/w_i``.
+
+Costs, with ``n`` the tenants kept: push, pop, remove and charge are
+``O(log n)`` amortized (heaps with lazy invalidation, rebuilt once mostly
+stale; removed items leave their FIFO when they reach its head or on a
+rebuild); peek is amortized ``O(1)`` plus that heap clean-up; ``len`` is
+``O(1)`` and exact.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from slopolicy.errors import UsageError
+
+__all__ = ("FairQueue", "FairQueueStatistics")
+
+T = TypeVar("T")
+
+# Heaps and FIFOs are rebuilt once stale entries outnumber live ones by this
+# much, so lazy deletion costs amortized O(1) per entry and bounded memory.
+_SLACK = 64
+
+
+@dataclass(frozen=True, slots=True)
+class FairQueueStatistics:
+    """A snapshot of a :class:`FairQueue`; counters in cost units per unit weight.
+
+    Attributes:
+        waiting: items waiting.
+        backlogged_tenants: tenants with at least one item waiting.
+        virtual_time: ``V``, the smallest counter among backlogged tenants (its
+            last value when none is).
+        min_counter: smallest counter among backlogged tenants (``None``: none).
+        max_counter: largest counter among backlogged tenants (``None``: none).
+        idle_counters: counters kept for tenants with nothing waiting.
+    """
+
+    waiting: int
+    backlogged_tenants: int
+    virtual_time: float
+    min_counter: float | None
+    max_counter: float | None
+    idle_counters: int
+
+
+class _Tenant(Generic[T]):
+    """One tenant's counter, weight and FIFO of ``(push number, item)``.
+
+    ``stamp`` names the tenant's one valid heap entry (in the ready heap while
+    backlogged, in the idle heap otherwise); older entries are stale.
+    """
+
+    __slots__ = ("counter", "dead", "items", "joined", "live", "name", "stamp", "weight")
+
+    def __init__(self, name: str, counter: float, weight: float) -> None:
+        self.name = name
+        self.counter = counter
+        self.weight = weight
+        self.items: deque[tuple[int, T]] = deque()
+        self.live = 0  # items waiting
+        self.dead = 0  # removed items still in ``items``
+        self.joined = 0  # when it last became backlogged: the tie-break
+        self.stamp = -1
+
+
+def _check_weight(weight: float, what: str = "weight") -> None:
+    """Raise :class:`UsageError` unless ``weight`` is a finite number > 0."""
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        raise UsageError(f"{what} must be a number, got {weight!r}")
+    if not (math.isfinite(weight) and weight > 0):
+        raise UsageError(f"{what} must be finite and > 0, got {weight!r}")
+
+
+def _check_count(value: int, what: str) -> None:
+    """Raise :class:`UsageError` unless ``value`` is an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"{what} must be an int >= 0, got {value!r}")
+
+
+def _check_cost(cost: float) -> None:
+    """Raise :class:`UsageError` unless ``cost`` is a finite number."""
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
+        raise UsageError(f"cost must be a finite number, got {cost!r}")
+
+
+def _charged(counter: float, cost: float, weight: float, floor: float) -> float:
+    """``counter + cost / weight``; a refund stops at ``min(counter, floor)``.
+
+    Raises :class:`UsageError` if the result overflows.
+    """
+    new = counter + cost / weight
+    if cost < 0:
+        new = max(new, min(counter, floor))
+    if not math.isfinite(new):
+        raise UsageError(f"charging {cost!r} at weight {weight!r} overflows the counter")
+    return new
+
+
+class FairQueue(Generic[T]):
+    """A bounded queue that serves tenants by Virtual Token Counters.
+
+    Items are told apart by identity (``is``), so equal but distinct records
+    may wait side by side; an item waits at most once at a time.
+
+    Args:
+        capacity: items that may wait; :meth:`push` refuses more.
+        max_idle_counters: counters kept for tenants with nothing waiting;
+            beyond it the smallest are forgotten (never the tenant whose last
+            item just went, unless the cap is 0); such a tenant counts as ``V``.
+    """
+
+    __slots__ = (
+        "_backlogged",
+        "_capacity",
+        "_idle",
+        "_idle_count",
+        "_last_v",
+        "_max_idle",
+        "_ready",
+        "_seq",
+        "_tenants",
+        "_where",
+    )
+
+    def __init__(self, capacity: int, *, max_idle_counters: int = 10_000) -> None:
+        _check_count(capacity, "capacity")
+        _check_count(max_idle_counters, "max_idle_counters")
+        self._capacity = capacity
+        self._max_idle = max_idle_counters
+        self._tenants: dict[str, _Tenant[T]] = {}
+        # id(item) -> (tenant, push number). The tenant's FIFO holds the item,
+        # so its id cannot be reused while the entry exists.
+        self._where: dict[int, tuple[_Tenant[T], int]] = {}
+        self._ready: list[tuple[float, int, int, _Tenant[T]]] = []  # counter, joined, stamp
+        self._idle: list[tuple[float, int, _Tenant[T]]] = []  # counter, stamp
+        self._backlogged = 0
+        self._idle_count = 0
+        self._last_v = 0.0
+        self._seq = itertools.count()  # push numbers, join order and stamps
+
+    @property
+    def capacity(self) -> int:
+        """Items that may wait."""
+        return self._capacity
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def push(self, item: T, tenant: str, weight: float) -> bool:
+        """Queue ``item`` at the tail of ``tenant``'s FIFO.
+
+        ``weight`` (finite, > 0) becomes the tenant's weight for later
+        charges. Returns ``False``, changing nothing, when ``capacity`` items
+        already wait. Raises :class:`UsageError` for a bad weight or an item
+        already waiting.
+        """
+        _check_weight(weight)
+        if id(item) in self._where:
+            raise UsageError(f"{item!r} is already waiting")
+        if len(self._where) >= self._capacity:
+            return False
+        record = self._tenants.get(tenant)
+        if record is None or not record.live:
+            v = self._v()
+            if record is None:
+                record = _Tenant(tenant, v, weight)
+                self._tenants[tenant] = record
+            else:
+                self._idle_count -= 1
+                record.counter = max(record.counter, v)
+            record.joined = next(self._seq)
+            self._backlogged += 1
+            self._index_ready(record)
+        record.weight = weight
+        seq = next(self._seq)
+        record.items.append((seq, item))
+        record.live += 1
+        self._where[id(item)] = (record, seq)
+        return True
+
+    def peek(self) -> T | None:
+        """The next item, or ``None`` when nothing waits."""
+        record = self._top()
+        return None if record is None else self._head(record)
+
+    def pop(self) -> T:
+        """Remove and return :meth:`peek`'s item. Charges nothing: the caller
+        charges what it serves. Raises :class:`UsageError` when empty."""
+        record = self._top()
+        if record is None:
+            raise UsageError("pop from an empty FairQueue")
+        item = self._head(record)
+        record.items.popleft()
+        del self._where[id(item)]
+        record.live -= 1
+        if not record.live:
+            self._leave(record)
+        return item
+
+    def remove(self, item: T) -> bool:
+        """Take ``item`` out wherever it waits (cancellation, deadline expiry).
+
+        Returns ``False`` if it was not waiting. Amortized ``O(1)`` (``O(log n)``
+        when it was the tenant's last item): the entry leaves its FIFO later,
+        but ``len`` and :meth:`peek` are exact at once.
+        """
+        entry = self._where.pop(id(item), None)
+        if entry is None:
+            return False
+        record = entry[0]
+        record.live -= 1
+        if not record.live:
+            self._leave(record)
+            return True
+        record.dead += 1
+        if record.dead > record.live + _SLACK:
+            record.items = deque(e for e in record.items if self._alive(e))
+            record.dead = 0
+        return True
+
+    def charge(self, tenant: str, cost: float, *, weight: float | None = None) -> None:
+        """Add ``cost / weight`` to ``tenant``'s counter (cost units).
+
+        ``weight`` defaults to the last weight pushed for the tenant (1.0 if the
+        queue remembers none, so callers with weighted tenants should pass it
+        for charges that may follow the tenant going idle). A negative cost is
+        a refund (reconciling a predicted output); it never takes a counter
+        below ``V`` (nor raises one already under it), because a counter under
+        ``V`` would be banked credit: a burst of service ahead of tenants that
+        kept waiting, and a ``V`` that moves back, which would make forgotten
+        counters wrong. So a refund to the backlogged tenant at ``V`` is lost.
+        """
+        _check_cost(cost)
+        if weight is not None:
+            _check_weight(weight)
+        if cost == 0:
+            return
+        v = self._v()
+        record = self._tenants.get(tenant)
+        if record is None:
+            w = 1.0 if weight is None else weight
+            counter = _charged(v, cost, w, v)
+            if counter > v and self._max_idle:  # at V it is a new tenant: keep nothing
+                new: _Tenant[T] = _Tenant(tenant, counter, w)
+                self._tenants[tenant] = new
+                self._idle_count += 1
+                self._index_idle(new)
+            return
+        w = record.weight if weight is None else weight
+        record.counter = _charged(record.counter, cost, w, v)
+        if record.live:
+            self._index_ready(record)
+        else:
+            self._index_idle(record)
+
+    def counter(self, tenant: str) -> float | None:
+        """``tenant``'s counter, or ``None`` when none is kept (it counts as ``V``)."""
+        record = self._tenants.get(tenant)
+        return None if record is None else record.counter
+
+    def statistics(self) -> FairQueueStatistics:
+        """A snapshot; ``O(tenants kept)`` for the largest counter."""
+        v = self._v()
+        counters = [r.counter for r in self._tenants.values() if r.live]
+        return FairQueueStatistics(
+            waiting=len(self._where),
+            backlogged_tenants=self._backlogged,
+            virtual_time=v,
+            min_counter=min(counters, default=None),
+            max_counter=max(counters, default=None),
+            idle_counters=self._idle_count,
+        )
+
+    def _v(self) -> float:
+        record = self._top()
+        if record is not None:
+            self._last_v = record.counter  # never decreases (see the module docstring)
+        return self._last_v
+
+    def _top(self) -> _Tenant[T] | None:
+        """The backlogged tenant with the smallest counter; drops stale entries."""
+        ready = self._ready
+        while ready:
+            record = ready[0][3]
+            if record.stamp == ready[0][2] and record.live:
+                return record
+            heapq.heappop(ready)
+        return None
+
+    def _alive(self, entry: tuple[int, T]) -> bool:
+        where = self._where.get(id(entry[1]))
+        return where is not None and where[1] == entry[0]
+
+    def _head(self, record: _Tenant[T]) -> T:
+        items = record.items
+        while not self._alive(items[0]):
+            items.popleft()
+            record.dead -= 1
+        return items[0][1]
+
+    def _leave(self, record: _Tenant[T]) -> None:
+        """``record`` has nothing left waiting: keep its counter as idle."""
+        record.items.clear()
+        record.dead = 0
+        self._backlogged -= 1
+        if not self._backlogged:
+            # It was the only backlogged tenant, so its counter was V.
+            self._last_v = max(self._last_v, record.counter)
+        self._idle_count += 1
+        self._index_idle(record, keep=True)
+
+    def _index_ready(self, record: _Tenant[T]) -> None:
+        record.stamp = next(self._seq)
+        heapq.heappush(self._ready, (record.counter, record.joined, record.stamp, record))
+        if len(self._ready) > 2 * self._backlogged + _SLACK:
+            self._ready = [e for e in self._ready if e[3].stamp == e[2] and e[3].live]
+            heapq.heapify(self._ready)
+
+    def _index_idle(self, record: _Tenant[T], *, keep: bool = False) -> None:
+        record.stamp = next(self._seq)
+        heapq.heappush(self._idle, (record.counter, record.stamp, record))
+        if len(self._idle) > 2 * self._idle_count + _SLACK:
+            self._idle = [e for e in self._idle if e[2].stamp == e[1] and not e[2].live]
+            heapq.heapify(self._idle)
+        if self._idle_count > self._max_idle:
+            self._forget(record if keep and self._max_idle else None)
+
+    def _forget(self, keep: _Tenant[T] | None) -> None:
+        """Forget idle counters down to the cap, smallest first: those at or
+        under V lose nothing, the rest the least debt. ``keep`` (a tenant that
+        just left) is spared, so the charge for what was just served still
+        finds its counter and weight."""
+        spared = None
+        while self._idle_count > self._max_idle and self._idle:
+            entry = heapq.heappop(self._idle)
+            victim = entry[2]
+            if victim.stamp != entry[1] or victim.live:
+                continue
+            if victim is keep:
+                spared = entry
+                continue
+            victim.stamp = -1
+            del self._tenants[victim.name]
+            self._idle_count -= 1
+        if spared is not None:
+            heapq.heappush(self._idle, spared)

@@ -1,0 +1,168 @@
+"""Weighted fair sharing across lanes, each lane a :class:`FairQueue`.
+
+Lanes get the same virtual-counter treatment tenants get inside a lane: a
+lane's counter grows by ``cost / lane_weight`` for what it is charged, a lane
+that becomes backlogged is lifted to ``max(c, V)`` (``V`` the smallest counter
+among backlogged lanes, or its last value), and :meth:`LaneScheduler.candidates`
+offers lanes smallest counter first. So under contention each lane gets its
+weight's share, within ``U/w_a + U/w_b`` per unit weight over any interval
+(``U`` the largest cost one pop charges), and no lane with weight > 0 starves.
+
+How a dispatcher uses it: take :meth:`~LaneScheduler.candidates`; pop and
+charge the first that fits the engine; repeat until none fits. Inside a lane
+only the head is offered (skipping it would starve large requests); across
+lanes the dispatcher may pass over a head that does not fit, so capacity
+another lane's head could use never idles.
+
+Starvation bound (when every charge is at least ``eps > 0`` and at most ``U``):
+while lane ``b`` stays backlogged, lane ``a`` is served at most
+``floor(U * w_a / (eps * w_b)) + 1`` times between two of ``b``'s turns when the
+first candidate is always taken; the same holds for tenants inside a lane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar
+
+from slopolicy.core.fairqueue import FairQueue, _charged, _check_cost, _check_weight
+from slopolicy.errors import UsageError
+
+__all__ = ("LaneScheduler",)
+
+T = TypeVar("T")
+
+
+class _Lane(Generic[T]):
+    __slots__ = ("backlogged", "counter", "name", "queue", "rank", "weight")
+
+    def __init__(self, name: str, rank: int, weight: float, queue: FairQueue[T]) -> None:
+        self.name = name
+        self.rank = rank  # 0 is the most interactive: wins ties
+        self.weight = weight
+        self.queue = queue
+        self.counter = 0.0
+        self.backlogged = False
+
+
+class LaneScheduler(Generic[T]):
+    """Lanes of :class:`FairQueue`, shared by weight with lane counters.
+
+    Args:
+        lanes: ``(name, weight, capacity)`` per lane, most interactive first;
+            weights finite and > 0, capacities ints >= 0.
+        max_idle_counters: passed to each lane's :class:`FairQueue`.
+    """
+
+    __slots__ = ("_by_name", "_lanes", "_last_v")
+
+    def __init__(
+        self, lanes: Sequence[tuple[str, float, int]], *, max_idle_counters: int = 10_000
+    ) -> None:
+        if not lanes:
+            raise UsageError("at least one lane is required")
+        built: list[_Lane[T]] = []
+        for rank, (name, weight, capacity) in enumerate(lanes):
+            _check_weight(weight, f"lane {name!r} weight")
+            queue: FairQueue[T] = FairQueue(capacity, max_idle_counters=max_idle_counters)
+            built.append(_Lane(name, rank, weight, queue))
+        self._lanes = tuple(built)
+        self._by_name = {lane.name: lane for lane in self._lanes}
+        if len(self._by_name) != len(self._lanes):
+            raise UsageError("lane names must be unique")
+        self._last_v = 0.0
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        """Lane names, most interactive first."""
+        return tuple(lane.name for lane in self._lanes)
+
+    def queue(self, lane: str) -> FairQueue[T]:
+        """``lane``'s queue, to read (``peek``, ``statistics``, ``counter``).
+
+        Push, pop, remove and charge through the scheduler, so lane counters
+        see the lane become backlogged and are charged too.
+        """
+        return self._lane(lane).queue
+
+    def counter(self, lane: str) -> float:
+        """``lane``'s counter (cost units per unit of lane weight)."""
+        return self._lane(lane).counter
+
+    def __len__(self) -> int:
+        return sum(len(lane.queue) for lane in self._lanes)
+
+    def push(self, lane: str, item: T, tenant: str, weight: float) -> bool:
+        """Queue ``item`` for ``tenant`` (tenant ``weight``) in ``lane``.
+
+        ``False`` when the lane is full; see :meth:`FairQueue.push`.
+        """
+        record = self._lane(lane)
+        pushed = record.queue.push(item, tenant, weight)
+        self._sync()
+        return pushed
+
+    def candidates(self) -> Iterator[tuple[str, T]]:
+        """``(lane, head)`` for each backlogged lane, smallest lane counter first
+        (ties: the more interactive lane). A snapshot: call again after a pop."""
+        self._sync()
+        order = sorted(
+            (lane for lane in self._lanes if lane.backlogged),
+            key=lambda lane: (lane.counter, lane.rank),
+        )
+        heads = [(lane.name, head) for lane in order if (head := lane.queue.peek()) is not None]
+        return iter(heads)
+
+    def pop(self, lane: str) -> T:
+        """Pop ``lane``'s head; charge it with :meth:`charge`. Raises
+        :class:`UsageError` when the lane is empty."""
+        record = self._lane(lane)
+        if not record.queue:
+            raise UsageError(f"lane {lane!r} has nothing waiting")
+        item = record.queue.pop()
+        self._sync()
+        return item
+
+    def charge(self, lane: str, tenant: str, cost: float, *, weight: float | None = None) -> None:
+        """Charge ``cost`` (cost units) to ``lane``'s counter (over the lane
+        weight) and to ``tenant``'s counter in that lane (over ``weight``, as
+        :meth:`FairQueue.charge`). Refunds stop at the lanes' ``V``, as there."""
+        record = self._lane(lane)
+        _check_cost(cost)
+        self._sync()
+        counter = _charged(record.counter, cost, record.weight, self._v())
+        record.queue.charge(tenant, cost, weight=weight)
+        record.counter = counter
+
+    def remove(self, lane: str, item: T) -> bool:
+        """Take ``item`` out of ``lane``; ``False`` if it was not waiting there."""
+        removed = self._lane(lane).queue.remove(item)
+        self._sync()
+        return removed
+
+    def _lane(self, lane: str) -> _Lane[T]:
+        record = self._by_name.get(lane)
+        if record is None:
+            raise UsageError(f"unknown lane {lane!r}; lanes are {list(self._by_name)}")
+        return record
+
+    def _v(self) -> float:
+        counters = [lane.counter for lane in self._lanes if lane.backlogged]
+        if counters:
+            self._last_v = min(counters)  # never decreases, as in FairQueue
+        return self._last_v
+
+    def _sync(self) -> None:
+        """Bring each lane's backlogged flag in line with its queue: lanes that
+        emptied leave (their ``V`` is remembered), lanes that filled are lifted.
+        ``O(lanes)``; every method calls it, so direct queue use only delays a lift."""
+        self._v()
+        for lane in self._lanes:
+            if lane.backlogged and not lane.queue:
+                lane.backlogged = False
+        joining = [lane for lane in self._lanes if lane.queue and not lane.backlogged]
+        if joining:
+            v = self._v()
+            for lane in joining:
+                lane.counter = max(lane.counter, v)
+                lane.backlogged = True

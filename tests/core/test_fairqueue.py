@@ -1,0 +1,447 @@
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from slopolicy.core import fairqueue
+from slopolicy.core.fairqueue import FairQueue, FairQueueStatistics
+from slopolicy.errors import UsageError
+from tests.core.jobs import Job
+
+TENANTS = ("a", "b", "c", "d", "e")
+
+
+class NaiveVTC:
+    """The rules of SIMULATOR.md written as plainly as possible: lists per
+    tenant, every counter kept, the minimum found by scanning."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.fifo: dict[str, list[Job]] = {}  # backlogged tenants only
+        self.counters: dict[str, float] = {}
+        self.weights: dict[str, float] = {}
+        self.joined: dict[str, int] = {}
+        self.clock = itertools.count()
+        self.last_v = 0.0
+
+    def v(self) -> float:
+        if self.fifo:
+            self.last_v = min(self.counters[t] for t in self.fifo)
+        return self.last_v
+
+    def waiting(self) -> int:
+        return sum(len(jobs) for jobs in self.fifo.values())
+
+    def push(self, job: Job, tenant: str, weight: float) -> bool:
+        if self.waiting() >= self.capacity:
+            return False
+        if tenant not in self.fifo:
+            v = self.v()
+            self.counters[tenant] = max(self.counters.get(tenant, v), v)
+            self.joined[tenant] = next(self.clock)
+            self.fifo[tenant] = []
+        self.weights[tenant] = weight
+        self.fifo[tenant].append(job)
+        return True
+
+    def peek(self) -> Job | None:
+        if not self.fifo:
+            return None
+        tenant = min(self.fifo, key=lambda t: (self.counters[t], self.joined[t]))
+        return self.fifo[tenant][0]
+
+    def remove(self, job: Job) -> bool:
+        for tenant, jobs in self.fifo.items():
+            for k, other in enumerate(jobs):
+                if other is job:
+                    self.v()  # V as it was, should the tenant leave
+                    del jobs[k]
+                    if not jobs:
+                        del self.fifo[tenant]
+                    return True
+        return False
+
+    def charge(self, tenant: str, cost: float, weight: float | None = None) -> None:
+        v = self.v()
+        known = tenant in self.counters
+        counter = self.counters.get(tenant, v)
+        w = weight if weight is not None else self.weights.get(tenant, 1.0)
+        new = counter + cost / w
+        if cost < 0:
+            new = max(new, min(counter, v))
+        if known or new > v:
+            self.counters[tenant] = new
+            self.weights.setdefault(tenant, w)
+
+    def forget(self, tenant: str) -> None:
+        del self.counters[tenant]
+        self.weights.pop(tenant, None)
+
+
+_weights = st.sampled_from([0.5, 1.0, 2.0, 3.0])
+_costs = st.integers(-60, 100)
+
+
+class FairQueueMachine(RuleBasedStateMachine):
+    """FairQueue against NaiveVTC, with cancellations, refunds and forgetting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queue: FairQueue[Job] = FairQueue(0)
+        self.model = NaiveVTC(0)
+        self.retired: list[Job] = []  # popped or removed: may be pushed again
+        self.left: str | None = None  # the tenant whose last job just went
+        self.max_idle = 0
+
+    @initialize(capacity=st.integers(0, 6), max_idle=st.sampled_from([0, 1, 2, 10_000]))
+    def setup(self, capacity: int, max_idle: int) -> None:
+        self.queue = FairQueue(capacity, max_idle_counters=max_idle)
+        self.model = NaiveVTC(capacity)
+        self.max_idle = max_idle
+
+    def waiting_jobs(self) -> list[Job]:
+        return [job for jobs in self.model.fifo.values() for job in jobs]
+
+    @rule(tenant=st.sampled_from(TENANTS), weight=_weights)
+    def push(self, tenant: str, weight: float) -> None:
+        job = Job(tenant)
+        assert self.queue.push(job, tenant, weight) == self.model.push(job, tenant, weight)
+
+    @precondition(lambda self: len(self.retired) > 0)
+    @rule(data=st.data(), tenant=st.sampled_from(TENANTS), weight=_weights)
+    def push_again(self, data: st.DataObject, tenant: str, weight: float) -> None:
+        job = data.draw(st.sampled_from(self.retired))
+        job.tenant = tenant
+        pushed = self.queue.push(job, tenant, weight)
+        assert pushed == self.model.push(job, tenant, weight)
+        if pushed:
+            self.retired.remove(job)
+
+    @precondition(lambda self: len(self.queue) > 0)
+    @rule(data=st.data(), weight=_weights)
+    def push_a_waiting_job(self, data: st.DataObject, weight: float) -> None:
+        job = data.draw(st.sampled_from(self.waiting_jobs()))
+        with pytest.raises(UsageError, match="already waiting"):
+            self.queue.push(job, "a", weight)
+
+    @rule(weight=st.sampled_from([0.0, -1.0, math.nan, math.inf]))
+    def push_with_a_bad_weight(self, weight: float) -> None:
+        with pytest.raises(UsageError, match="weight"):
+            self.queue.push(Job(), "a", weight)
+
+    @precondition(lambda self: len(self.queue) > 0)
+    @rule(cost=st.integers(0, 100), weighted=st.booleans())
+    def pop_and_charge(self, cost: int, weighted: bool) -> None:
+        expected = self.model.peek()
+        assert expected is not None
+        self.model.remove(expected)
+        job = self.queue.pop()
+        assert job is expected
+        self.retired.append(job)
+        weight = self.model.weights[job.tenant] if weighted else None
+        self.note_left(job)
+        self.forget_what_the_queue_forgot()  # the pop may have forgotten a tenant
+        self.queue.charge(job.tenant, cost, weight=weight)
+        self.model.charge(job.tenant, cost, weight)
+
+    @rule()
+    def pop(self) -> None:
+        expected = self.model.peek()
+        if expected is None:
+            with pytest.raises(UsageError, match="empty"):
+                self.queue.pop()
+            return
+        self.model.remove(expected)
+        assert self.queue.pop() is expected
+        self.retired.append(expected)
+        self.note_left(expected)
+
+    @rule(data=st.data())
+    def remove(self, data: st.DataObject) -> None:
+        jobs = self.waiting_jobs() + self.retired + [Job()]
+        job = data.draw(st.sampled_from(jobs))
+        removed = self.model.remove(job)
+        assert self.queue.remove(job) == removed
+        if removed:
+            self.retired.append(job)
+            self.note_left(job)
+
+    def note_left(self, job: Job) -> None:
+        if job.tenant not in self.model.fifo:
+            self.left = job.tenant
+
+    @rule(tenant=st.sampled_from(TENANTS), cost=_costs, weight=st.none() | _weights)
+    def charge(self, tenant: str, cost: int, weight: float | None) -> None:
+        self.queue.charge(tenant, cost, weight=weight)
+        self.model.charge(tenant, cost, weight)
+
+    @rule(cost=st.sampled_from([math.nan, math.inf, -math.inf]))
+    def charge_a_bad_cost(self, cost: float) -> None:
+        with pytest.raises(UsageError, match="cost"):
+            self.queue.charge("a", cost)
+
+    @invariant()
+    def matches_the_model(self) -> None:
+        self.forget_what_the_queue_forgot()
+        self.compare()
+
+    def forget_what_the_queue_forgot(self) -> None:
+        """The queue may forget idle counters, smallest first but sparing a
+        tenant that just left; the model follows."""
+        left, self.left = self.left, None
+        if self.max_idle and left is not None:
+            assert self.queue.counter(left) is not None
+        kept_idle = [
+            c
+            for t in TENANTS
+            if t not in self.model.fifo and t != left and (c := self.queue.counter(t)) is not None
+        ]
+        assert self.queue.statistics().idle_counters <= self.max_idle
+        for tenant in TENANTS:
+            if tenant in self.model.counters and self.queue.counter(tenant) is None:
+                assert tenant not in self.model.fifo
+                assert self.model.counters[tenant] <= min(kept_idle, default=math.inf)
+                self.model.forget(tenant)
+
+    def compare(self) -> None:
+        assert len(self.queue) == self.model.waiting() <= self.model.capacity
+        assert self.queue.peek() is self.model.peek()
+        for tenant in TENANTS:
+            assert self.queue.counter(tenant) == self.model.counters.get(tenant)
+        backlogged = [self.model.counters[t] for t in self.model.fifo]
+        kept = sum(self.queue.counter(t) is not None for t in TENANTS)
+        assert self.queue.statistics() == FairQueueStatistics(
+            waiting=self.model.waiting(),
+            backlogged_tenants=len(backlogged),
+            virtual_time=self.model.v(),
+            min_counter=min(backlogged, default=None),
+            max_counter=max(backlogged, default=None),
+            idle_counters=kept - len(backlogged),
+        )
+
+
+@pytest.mark.parametrize("slack", [64, 0], ids=["lazy", "rebuild-always"])
+def test_fair_queue_matches_the_naive_model(slack: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Slack 0 rebuilds the heaps and FIFOs at every stale entry: the rebuilds
+    # are checked against the model too.
+    monkeypatch.setattr(fairqueue, "_SLACK", slack)
+    run_state_machine_as_test(
+        FairQueueMachine, settings=settings(max_examples=100, stateful_step_count=50)
+    )
+
+
+# --- Memory and lazy deletion ----------------------------------------------
+
+
+def test_idle_counters_stay_bounded_with_100k_tenants() -> None:
+    queue: FairQueue[Job] = FairQueue(100_000)
+    for k in range(100_000):
+        tenant = f"t{k}"
+        queue.push(Job(tenant), tenant, 1.0 + k % 3)
+        queue.charge(queue.pop().tenant, 1 + k % 7)
+        if k % 10_000 == 0:
+            assert queue.statistics().idle_counters <= 10_000
+    stats = queue.statistics()
+    assert stats.idle_counters == 10_000
+    assert (stats.waiting, stats.backlogged_tenants) == (0, 0)
+    assert len(queue._tenants) == 10_000
+    assert len(queue._idle) <= 2 * 10_000 + 64
+
+
+def test_all_tenants_backlogged_at_once_then_served() -> None:
+    queue: FairQueue[Job] = FairQueue(20_000, max_idle_counters=500)
+    for k in range(20_000):
+        queue.push(Job(f"t{k}", 1 + k % 5), f"t{k}", 1.0)
+    assert queue.statistics().backlogged_tenants == 20_000
+    for k in range(20_000):
+        job = queue.pop()
+        assert job.tenant == f"t{k}"  # all at V: first backlogged first
+        queue.charge(job.tenant, job.cost)
+    assert queue.statistics().idle_counters == 500
+    # The largest counters are the ones kept.
+    assert {queue.counter(t) for t in queue._tenants} == {5.0}
+
+
+def test_a_tenant_that_just_left_keeps_its_counter_for_the_charge() -> None:
+    queue: FairQueue[Job] = FairQueue(10, max_idle_counters=1)
+    queue.push(Job("a"), "a", 1.0)
+    queue.charge(queue.pop().tenant, 50)  # a idle at 50
+    queue.push(Job("b"), "b", 4.0)
+    assert queue.pop().tenant == "b"  # b idle at V = 0 < 50, yet a is forgotten
+    assert (queue.counter("a"), queue.counter("b")) == (None, 0.0)
+    queue.charge("b", 8)  # at b's own weight
+    assert queue.counter("b") == 2.0
+
+
+def test_the_smallest_idle_counters_are_forgotten_first() -> None:
+    queue: FairQueue[Job] = FairQueue(10, max_idle_counters=2)
+    for tenant, cost in (("a", 5), ("b", 1), ("c", 9)):
+        queue.push(Job(tenant), tenant, 1.0)
+        queue.charge(queue.pop().tenant, cost)
+    assert [queue.counter(t) for t in "abc"] == [5.0, None, 9.0]
+    queue.push(Job("b"), "b", 1.0)  # a forgotten tenant comes back at V
+    assert queue.counter("b") == queue.statistics().virtual_time == 0.0
+
+
+def test_an_unknown_tenant_is_charged_from_v_at_the_weight_given() -> None:
+    queue: FairQueue[Job] = FairQueue(10, max_idle_counters=1)
+    queue.push(Job("x"), "x", 1.0)
+    queue.charge("x", 10)  # V = 10
+    queue.charge("new", 8, weight=4.0)
+    assert queue.counter("new") == 12.0
+    queue.charge("other", 3)  # weight 1.0 when none is known; "new" is forgotten
+    assert (queue.counter("new"), queue.counter("other")) == (None, 13.0)
+    queue.charge("refunded", -5)  # a refund to a tenant at V keeps nothing
+    assert queue.counter("refunded") is None
+
+
+def test_lazy_deletion_garbage_stays_bounded() -> None:
+    queue: FairQueue[Job] = FairQueue(10_000)
+    head = Job("a")
+    queue.push(head, "a", 1.0)
+    queue.push(Job("b"), "b", 1.0)
+    for k in range(5000):
+        job = Job("a")
+        queue.push(job, "a", 1.0)
+        assert queue.remove(job)
+        queue.charge("b" if k % 2 else "a", 1)  # reorder the ready heap
+        queue.charge(f"idle{k % 50}", 3)  # churn the idle heap
+    assert len(queue) == 2
+    assert len(queue._tenants["a"].items) <= 1 + 64 + 1
+    assert len(queue._ready) <= 2 * 2 + 64
+    assert len(queue._idle) <= 2 * 50 + 64
+    assert head in (queue.pop(), queue.pop())
+
+
+def test_ties_go_to_the_tenant_backlogged_first_and_fifo_within_a_tenant() -> None:
+    queue: FairQueue[Job] = FairQueue(10)
+    first, second, third = Job("b"), Job("a"), Job("b")
+    queue.push(first, "b", 1.0)
+    queue.push(second, "a", 1.0)
+    queue.push(third, "b", 1.0)
+    assert [queue.pop(), queue.pop(), queue.pop()] == [first, third, second]
+
+
+def test_equal_items_are_distinct_entries() -> None:
+    queue: FairQueue[tuple[int]] = FairQueue(10)
+    one, other = (1,), tuple(range(1, 2))
+    assert one == other
+    assert one is not other
+    queue.push(one, "a", 1.0)
+    queue.push(other, "a", 1.0)
+    assert len(queue) == 2
+    assert queue.remove(other)
+    assert queue.pop() is one
+
+
+def test_a_removed_head_is_skipped() -> None:
+    queue: FairQueue[Job] = FairQueue(10)
+    jobs = [Job() for _ in range(3)]
+    for job in jobs:
+        queue.push(job, "a", 1.0)
+    assert queue.remove(jobs[0])
+    assert not queue.remove(jobs[0])
+    assert queue.peek() is jobs[1]
+    assert len(queue) == 2
+
+
+def test_a_refund_stops_at_v() -> None:
+    queue: FairQueue[Job] = FairQueue(10)
+    queue.push(Job("a"), "a", 1.0)
+    queue.push(Job("b"), "b", 2.0)
+    queue.charge("a", 100)  # a: 100, b: 0 = V
+    queue.charge("a", -60)
+    assert queue.counter("a") == 40
+    queue.charge("a", -1000)
+    assert queue.counter("a") == 0.0
+    queue.charge("b", -10)  # b is at V: nothing to give back
+    assert queue.counter("b") == 0.0
+
+
+# --- Bad input ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"capacity": -1},
+        {"capacity": 1.5},
+        {"capacity": True},
+        {"capacity": 1, "max_idle_counters": -1},
+    ],
+)
+def test_bad_settings_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(UsageError, match="must be an int"):
+        FairQueue(**kwargs)
+
+
+def _snapshot(queue: FairQueue[Job]) -> tuple[object, ...]:
+    return (queue.statistics(), queue.peek(), queue.counter("a"), queue.counter("b"))
+
+
+@pytest.mark.parametrize("weight", [0.0, -1.0, math.nan, math.inf, -math.inf, True, "1"])
+def test_bad_weights_change_nothing(weight: Any) -> None:
+    queue: FairQueue[Job] = FairQueue(10)
+    queue.push(Job("a"), "a", 1.0)
+    queue.charge("a", 5)
+    before = _snapshot(queue)
+    with pytest.raises(UsageError, match="weight"):
+        queue.push(Job("b"), "b", weight)
+    with pytest.raises(UsageError, match="weight"):
+        queue.charge("a", 5, weight=weight)
+    assert _snapshot(queue) == before
+
+
+@pytest.mark.parametrize("cost", [math.nan, math.inf, -math.inf, None, "3"])
+def test_bad_costs_change_nothing(cost: Any) -> None:
+    queue: FairQueue[Job] = FairQueue(10)
+    queue.push(Job("a"), "a", 1.0)
+    before = _snapshot(queue)
+    with pytest.raises(UsageError, match="cost"):
+        queue.charge("a", cost)
+    assert _snapshot(queue) == before
+
+
+def test_an_overflowing_charge_changes_nothing() -> None:
+    queue: FairQueue[Job] = FairQueue(10)
+    queue.push(Job("a"), "a", 1e-300)
+    before = _snapshot(queue)
+    with pytest.raises(UsageError, match="overflows"):
+        queue.charge("a", 1e300)
+    assert _snapshot(queue) == before
+
+
+def test_pop_from_empty_and_duplicates_are_misuse() -> None:
+    queue: FairQueue[Job] = FairQueue(1)
+    with pytest.raises(UsageError, match="empty"):
+        queue.pop()
+    job = Job()
+    assert queue.push(job, "a", 1.0)
+    before = _snapshot(queue)
+    with pytest.raises(UsageError, match="already waiting"):
+        queue.push(job, "b", 1.0)
+    assert _snapshot(queue) == before
+    assert not queue.push(Job(), "b", 1.0)  # full: refused, not raised
+    assert _snapshot(queue) == before
+    assert queue.counter("b") is None
+
+
+def test_capacity_zero_refuses_everything() -> None:
+    queue: FairQueue[Job] = FairQueue(0)
+    assert not queue.push(Job(), "a", 1.0)
+    assert queue.peek() is None
+    assert len(queue) == 0
+    assert queue.capacity == 0
