@@ -1,0 +1,196 @@
+"""Quantile sketches over sliding windows of time.
+
+A window of ``window_s`` seconds is a ring of ``slices`` slices (see
+:mod:`slopolicy.core.windows` for the exact semantics: values older than
+``window_s`` are gone, values younger than ``window_s - window_s/slices`` are
+counted, and an answer covers between the two). Each slice holds one
+:class:`~slopolicy.core.quantiles.QuantileSketch` per metric, so quantiles
+keep the sketch's relative-error bound: merging sketches loses nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from slopolicy.core.quantiles import QuantileSketch
+from slopolicy.core.windows import SlidingRing
+from slopolicy.errors import UsageError
+
+__all__ = ("Slice", "SlidingQuantiles", "SlidingSketches")
+
+
+class Slice:
+    """One slice of a :class:`SlidingSketches`: its sketches and its sums."""
+
+    __slots__ = ("sketches", "sums")
+
+    def __init__(self, sketches: list[QuantileSketch], fields: int) -> None:
+        self.sketches = sketches
+        self.sums = [0.0] * fields
+
+    def clear(self) -> None:
+        """Empty every sketch and zero every sum."""
+        for sketch in self.sketches:
+            sketch.clear()
+        sums = self.sums
+        for index in range(len(sums)):
+            sums[index] = 0.0
+
+
+class SlidingSketches:
+    """``metrics`` quantile sketches and ``fields`` sums per slice of a sliding window.
+
+    Window semantics are those of :mod:`slopolicy.core.windows`: values older
+    than ``window_s`` are gone; values younger than ``window_s - window_s/slices``
+    are counted; an answer covers between the two. Keeping several metrics in
+    one ring costs one slice lookup per recorded request, not one per metric.
+    A query merges the closed slices of a metric once per slice (cached: records
+    only ever land in the current slice) plus the current one.
+    """
+
+    __slots__ = (
+        "_cache",
+        "_cache_epoch",
+        "_ring",
+        "_template",
+        "alpha",
+        "fields",
+        "max_buckets",
+        "metrics",
+        "min_value",
+    )
+
+    def __init__(
+        self,
+        metrics: int,
+        fields: int = 0,
+        *,
+        window_s: float = 60.0,
+        slices: int = 12,
+        alpha: float = 0.01,
+        max_buckets: int = 2048,
+        min_value: float = 1e-9,
+    ) -> None:
+        self._template = QuantileSketch(alpha, max_buckets=max_buckets, min_value=min_value)
+        if metrics < 0 or fields < 0:
+            raise UsageError("metrics and fields must be >= 0")
+        self.metrics, self.fields = metrics, fields
+        self.alpha, self.max_buckets, self.min_value = alpha, max_buckets, min_value
+        self._ring: SlidingRing[Slice] = SlidingRing(window_s, slices, self._slice, Slice.clear)
+        self._cache: list[QuantileSketch | None] = [None] * metrics
+        self._cache_epoch: int | None = None
+
+    @property
+    def window_s(self) -> float:
+        """Nominal window length, seconds."""
+        return self._ring.window_s
+
+    @property
+    def width(self) -> float:
+        """Slice width, seconds."""
+        return self._ring.width
+
+    def current(self, now: float) -> Slice:
+        """The slice for ``now`` (monotonic seconds; earlier counts as the latest
+        seen), for the caller to add to (O(1) amortized)."""
+        return self._ring.current(now)
+
+    def sketch(self, metric: int, now: float) -> QuantileSketch:
+        """A new sketch holding every value of ``metric`` in the window at ``now``."""
+        epoch = self._ring.epoch(now)
+        if self._cache_epoch != epoch:
+            self._cache = [None] * self.metrics
+            self._cache_epoch = epoch
+        closed = self._cache[metric]
+        if closed is None:
+            closed = self._empty()
+            for slot_epoch, piece in self._ring.live(now):
+                if slot_epoch != epoch:
+                    closed.merge(piece.sketches[metric])
+            self._cache[metric] = closed
+        merged = closed.copy()
+        for slot_epoch, piece in self._ring.live(now):
+            if slot_epoch == epoch:
+                merged.merge(piece.sketches[metric])
+        return merged
+
+    def count(self, metric: int, now: float) -> int:
+        """Values of ``metric`` in the window at ``now``."""
+        return sum(piece.sketches[metric].count for _, piece in self._ring.live(now))
+
+    def totals(self, now: float) -> list[float]:
+        """Each sum over the live slices at ``now``."""
+        totals = [0.0] * self.fields
+        for _, piece in self._ring.live(now):
+            for index, value in enumerate(piece.sums):
+                totals[index] += value
+        return totals
+
+    def start(self, now: float) -> float:
+        """When the window at ``now`` begins, seconds (see :meth:`SlidingRing.start`)."""
+        return self._ring.start(now)
+
+    def _empty(self) -> QuantileSketch:
+        return self._template.empty_like()
+
+    def _slice(self) -> Slice:
+        template = self._template
+        return Slice([template.empty_like() for _ in range(self.metrics)], self.fields)
+
+
+class SlidingQuantiles:
+    """Quantiles of one metric over the last ``window_s`` seconds, in ``slices``
+    slices: a one-metric :class:`SlidingSketches` (same window semantics)."""
+
+    __slots__ = ("_window",)
+
+    def __init__(
+        self,
+        window_s: float = 60.0,
+        slices: int = 12,
+        alpha: float = 0.01,
+        *,
+        max_buckets: int = 2048,
+        min_value: float = 1e-9,
+    ) -> None:
+        self._window = SlidingSketches(
+            1,
+            window_s=window_s,
+            slices=slices,
+            alpha=alpha,
+            max_buckets=max_buckets,
+            min_value=min_value,
+        )
+
+    @property
+    def window_s(self) -> float:
+        """Nominal window length, seconds."""
+        return self._window.window_s
+
+    @property
+    def width(self) -> float:
+        """Slice width, seconds."""
+        return self._window.width
+
+    def record(self, value: float, now: float) -> None:
+        """Record ``value`` (finite, >= 0) at ``now`` (monotonic seconds). O(1) amortized."""
+        if not (value >= 0 and value < math.inf):
+            raise UsageError(f"a quantile sketch takes finite values >= 0, got {value!r}")
+        self._window.current(now).sketches[0].add(value)
+
+    def sketch(self, now: float) -> QuantileSketch:
+        """A new sketch holding every value in the window at ``now``."""
+        return self._window.sketch(0, now)
+
+    def quantile(self, q: float, now: float) -> float | None:
+        """The ``q`` quantile over the window (``None`` when empty)."""
+        return self.sketch(now).quantile(q)
+
+    def quantiles(self, qs: Sequence[float], now: float) -> tuple[float | None, ...]:
+        """Several quantiles over the window, merging the slices once."""
+        return self.sketch(now).quantiles(qs)
+
+    def count(self, now: float) -> int:
+        """Values in the window at ``now``."""
+        return self._window.count(0, now)

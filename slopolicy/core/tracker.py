@@ -1,0 +1,363 @@
+"""SLO tracking for one lane (or one tenant in a lane) over sliding windows.
+
+What counts where (``F`` = a :class:`~slopolicy.core.outcome.Finished`):
+
+* **Success rate** = completed / (completed + failed + expired). *Cancelled*
+  requests are the client's choice and count in neither part (they are
+  reported on their own, so a spike stays visible). *Rejected* requests are the
+  policy's choice, made to protect the SLO, and by default count in neither
+  part either: they are reported as :attr:`SLOSnapshot.rejected_fraction`; pass
+  ``rejected_are_errors=True`` to count them as failures (e.g. when 503s
+  should spend the availability budget).
+* **Attainment** = attained / the same denominator; a request attains iff it
+  completed and met every target (:meth:`SLOTargets.attains`).
+* **Latency distributions**: TTFT and queue wait of *every* request that has
+  them (what callers saw, cancelled or failed ones included); TPOT and
+  end-to-end of *completed* requests only (a cut-off stream has neither);
+  prompt tokens of every request.
+* **Latency objectives** (burn rates): TTFT objectives count every request with
+  a TTFT, plus, as errors, requests that ended without a first token after
+  waiting longer than the threshold (they certainly missed it); TPOT and
+  end-to-end objectives count completed requests.
+* **Cost per successful request** = ``cost_model(F)`` summed over every
+  finished request (failed and cancelled ones cost too) / completed; the
+  default model is ``F.cost``, the cost units charged.
+* **Rates** (throughput = completed/s, goodput = attained/s) divide by the
+  seconds the window covers: from the later of the window's start and the
+  tracker's start, at least one slice.
+
+Windows follow :mod:`slopolicy.core.windows`: the short window (default 60 s
+in 12 slices) covers between 55 and 60 s. Quantiles are within ``alpha``
+relative error (:mod:`slopolicy.core.quantiles`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from slopolicy.core.budget import (
+    STAGE_FIELDS,
+    STAGE_METRICS,
+    Breakdown,
+    add_stages,
+    check_stages,
+    stage_breakdown,
+)
+from slopolicy.core.burn import DEFAULT_BURN_RULES, Alert, BurnRate, BurnRule, BurnWindows
+from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.sliding import SlidingSketches
+from slopolicy.core.slo import Objective, SLOTargets, Summary
+from slopolicy.errors import UsageError
+
+__all__ = ("CostModel", "SLOSnapshot", "SLOTracker", "charged_cost")
+
+#: Prices one finished request (e.g. in dollars); must return a finite number >= 0.
+CostModel = Callable[[Finished], float]
+
+_FIELDS = (Outcome.COMPLETED, Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED, Outcome.REJECTED)
+_INDEX = {outcome: index for index, outcome in enumerate(_FIELDS)}
+_ATTAINED, _SPEND, _OUTPUT = 5, 6, 7
+_COUNTS = 8  # the stage sums follow the counts
+# One ring holds every short-window metric, so a record looks up one slice.
+_TTFT, _TPOT, _QUEUE, _E2E, _PROMPT = range(5)
+_STAGES = 5  # first stage sketch
+
+
+def charged_cost(finished: Finished) -> float:
+    """The default cost model: the cost units charged to the tenant."""
+    return finished.cost
+
+
+@dataclass(frozen=True, slots=True)
+class SLOSnapshot:
+    """Everything a tracker knows at ``at``, over its window (counts are requests).
+
+    Latency summaries are in seconds (``prompt_tokens`` in tokens), ``None``
+    when the window holds no value. ``spend`` is in the cost model's unit.
+    """
+
+    at: float
+    lane: str
+    tenant: str | None
+    targets: SLOTargets
+    window_s: float
+    span_s: float
+    completed: int
+    failed: int
+    expired: int
+    cancelled: int
+    rejected: int
+    attained: int
+    spend: float
+    output_tokens: int
+    ttft: Summary | None
+    tpot: Summary | None
+    queue_wait: Summary | None
+    e2e: Summary | None
+    prompt_tokens: Summary | None
+    breakdown: Breakdown | None
+    burn_rates: tuple[BurnRate, ...]
+    alerts: tuple[Alert, ...]
+    rejected_are_errors: bool = False
+
+    @property
+    def eligible(self) -> int:
+        """The success-rate denominator: completed + failed + expired (+ rejected if errors)."""
+        extra = self.rejected if self.rejected_are_errors else 0
+        return self.completed + self.failed + self.expired + extra
+
+    @property
+    def success_rate(self) -> float | None:
+        """completed / eligible, or ``None`` with nothing eligible."""
+        return self.completed / self.eligible if self.eligible else None
+
+    @property
+    def attainment(self) -> float | None:
+        """attained / eligible, or ``None`` with nothing eligible."""
+        return self.attained / self.eligible if self.eligible else None
+
+    @property
+    def throughput(self) -> float:
+        """Completed requests per second."""
+        return self.completed / self.span_s
+
+    @property
+    def goodput(self) -> float:
+        """Requests per second that attained the SLO (never above :attr:`throughput`)."""
+        return self.attained / self.span_s
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Output tokens per second, over every finished request."""
+        return self.output_tokens / self.span_s
+
+    @property
+    def cost_per_success(self) -> float | None:
+        """spend / completed, or ``None`` with nothing completed."""
+        return self.spend / self.completed if self.completed else None
+
+    @property
+    def rejected_fraction(self) -> float | None:
+        """rejected / (rejected + every finished request), or ``None`` with none."""
+        offered = self.completed + self.failed + self.expired + self.cancelled + self.rejected
+        return self.rejected / offered if offered else None
+
+    @property
+    def ttft_p95_fraction(self) -> float | None:
+        """p95 TTFT / the TTFT target (the ladder's trigger), or ``None``."""
+        target = self.targets.ttft_target
+        return None if self.ttft is None or target is None else self.ttft.p95 / target
+
+    @property
+    def queue_wait_fraction(self) -> float | None:
+        """p95 queue wait / the TTFT target (the ladder's trigger), or ``None``."""
+        target = self.targets.ttft_target
+        return None if self.queue_wait is None or target is None else self.queue_wait.p95 / target
+
+
+class SLOTracker:
+    """Attainment, goodput, success, cost, latency quantiles and burn rates for
+    one lane or one (lane, tenant); see the module doc for every definition.
+
+    ``record`` is O(1) amortized. Every method that reads time takes ``now``
+    (monotonic seconds); an earlier ``now`` than one seen counts as the latest.
+    ``burn_rules=()`` turns burn tracking off and ``breakdown=False`` the
+    per-stage budget (both cost memory; tenant trackers go without).
+    ``start`` is when tracking began (default: the first ``now`` seen).
+    """
+
+    __slots__ = (
+        "_breakdown",
+        "_burn",
+        "_cost_model",
+        "_latest",
+        "_objectives",
+        "_start",
+        "_window",
+        "lane",
+        "rejected_are_errors",
+        "targets",
+        "tenant",
+    )
+
+    def __init__(
+        self,
+        lane: str,
+        targets: SLOTargets | None = None,
+        *,
+        tenant: str | None = None,
+        cost_model: CostModel | None = None,
+        window_s: float = 60.0,
+        slices: int = 12,
+        alpha: float = 0.01,
+        burn_rules: Sequence[BurnRule] = DEFAULT_BURN_RULES,
+        burn_buckets: int = 60,
+        breakdown: bool = True,
+        rejected_are_errors: bool = False,
+        start: float | None = None,
+    ) -> None:
+        self.lane = lane
+        self.tenant = tenant
+        self.targets = targets if targets is not None else SLOTargets()
+        self.rejected_are_errors = rejected_are_errors
+        self._cost_model = cost_model if cost_model is not None else charged_cost
+        self._breakdown = breakdown
+        self._window = SlidingSketches(
+            _STAGES + (STAGE_METRICS if breakdown else 0),
+            _COUNTS + (STAGE_FIELDS if breakdown else 0),
+            window_s=window_s,
+            slices=slices,
+            alpha=alpha,
+        )
+        self._objectives = self.targets.objectives()
+        goals = [(objective, goal) for objective, goal, _ in self._objectives]
+        self._burn = BurnWindows(goals, burn_rules, buckets=burn_buckets) if burn_rules else None
+        self._start = start
+        self._latest = -math.inf
+
+    def record(self, finished: Finished, now: float) -> None:
+        """Count one finished request at ``now``; a ``REJECTED`` one as :meth:`record_rejected`.
+
+        Raises :class:`UsageError`, changing nothing, if a timing is negative or
+        not finite, a stage is unknown, or the cost model returns a bad number.
+        """
+        _check(finished)
+        if finished.outcome is Outcome.REJECTED:
+            self.record_rejected(now)
+            return
+        cost = self._cost_model(finished)
+        if not (cost >= 0 and cost < math.inf):
+            raise UsageError(f"the cost model must return a finite number >= 0, got {cost!r}")
+        now = self._see(now)
+        completed = finished.outcome is Outcome.COMPLETED
+        piece = self._window.current(now)
+        sums, sketches = piece.sums, piece.sketches
+        sums[_INDEX[finished.outcome]] += 1.0
+        sums[_SPEND] += cost
+        sums[_OUTPUT] += finished.output_tokens
+        e2e, ttft = finished.e2e, finished.ttft
+        if completed and self.targets.attains(ttft, finished.tpot, e2e):
+            sums[_ATTAINED] += 1.0
+        if ttft is not None:
+            sketches[_TTFT].add(ttft)
+        if finished.queue_wait is not None:
+            sketches[_QUEUE].add(finished.queue_wait)
+        if completed:
+            if finished.tpot is not None:
+                sketches[_TPOT].add(finished.tpot)
+            sketches[_E2E].add(e2e)
+        sketches[_PROMPT].add(finished.prompt_tokens)
+        if self._breakdown:
+            add_stages(piece, _STAGES, _COUNTS, ttft, finished.stages, self.targets.ttft_target)
+        if self._burn is not None:
+            self._burn.record(now, self._verdicts(finished))
+
+    def record_rejected(self, now: float) -> None:
+        """Count one request the policy refused (it never produced a ``Finished``)."""
+        now = self._see(now)
+        self._window.current(now).sums[_INDEX[Outcome.REJECTED]] += 1.0
+        if self._burn is not None and self.rejected_are_errors:
+            verdicts: list[bool | None] = [None] * len(self._objectives)
+            verdicts[0] = True  # success comes first
+            self._burn.record(now, verdicts)
+
+    def snapshot(self, now: float) -> SLOSnapshot:
+        """A frozen view of the window (and burn windows) at ``now``."""
+        now = self._see(now)
+        sums = self._window.totals(now)
+        window = self._window
+        return SLOSnapshot(
+            at=now,
+            lane=self.lane,
+            tenant=self.tenant,
+            targets=self.targets,
+            window_s=window.window_s,
+            span_s=self.span(now),
+            completed=int(sums[0]),
+            failed=int(sums[1]),
+            expired=int(sums[2]),
+            cancelled=int(sums[3]),
+            rejected=int(sums[4]),
+            attained=int(sums[_ATTAINED]),
+            spend=sums[_SPEND],
+            output_tokens=int(sums[_OUTPUT]),
+            ttft=Summary.of(window.sketch(_TTFT, now)),
+            tpot=Summary.of(window.sketch(_TPOT, now)),
+            queue_wait=Summary.of(window.sketch(_QUEUE, now)),
+            e2e=Summary.of(window.sketch(_E2E, now)),
+            prompt_tokens=Summary.of(window.sketch(_PROMPT, now)),
+            breakdown=self.breakdown(now),
+            burn_rates=self.burn_rates(now),
+            alerts=self.alerts(now),
+            rejected_are_errors=self.rejected_are_errors,
+        )
+
+    def span(self, now: float) -> float:
+        """Seconds the short window covers at ``now`` (the rates' divisor, >= one slice)."""
+        now = self._see(now)
+        assert self._start is not None  # set by _see
+        begin = max(self._window.start(now), self._start)
+        return max(now - begin, self._window.width)
+
+    def breakdown(self, now: float) -> Breakdown | None:
+        """The TTFT budget split at ``now``, or ``None`` when not kept."""
+        if not self._breakdown:
+            return None
+        now = self._see(now)
+        return stage_breakdown(self._window, _STAGES, _COUNTS, self.targets.ttft_target, now)
+
+    def burn_rates(self, now: float) -> tuple[BurnRate, ...]:
+        """Burn rate of each objective over each window at ``now`` (empty when off)."""
+        return () if self._burn is None else self._burn.rates(self._see(now))
+
+    def alerts(self, now: float) -> tuple[Alert, ...]:
+        """The multi-window burn-rate alerts firing at ``now`` (see :mod:`slopolicy.core.burn`)."""
+        return () if self._burn is None else self._burn.alerts(self._see(now))
+
+    def _see(self, now: float) -> float:
+        if not math.isfinite(now):
+            raise UsageError(f"now must be a finite number, got {now!r}")
+        if now > self._latest:
+            self._latest = now
+        if self._start is None:
+            self._start = self._latest
+        return self._latest
+
+    def _verdicts(self, finished: Finished) -> list[bool | None]:
+        outcome = finished.outcome
+        verdicts: list[bool | None] = []
+        for objective, _, threshold in self._objectives:
+            if objective is Objective.SUCCESS:
+                verdicts.append(
+                    None if outcome is Outcome.CANCELLED else outcome is not Outcome.COMPLETED
+                )
+                continue
+            assert threshold is not None  # only success has none
+            if objective in (Objective.TTFT_P95, Objective.TTFT_P99):
+                if finished.ttft is not None:
+                    verdicts.append(finished.ttft > threshold)
+                else:  # never got a first token: an error only if it waited past the bound
+                    verdicts.append(True if finished.e2e > threshold else None)
+                continue
+            value = finished.tpot if objective is Objective.TPOT_P95 else finished.e2e
+            completed = outcome is Outcome.COMPLETED and value is not None
+            verdicts.append(value > threshold if completed and value is not None else None)
+        return verdicts
+
+
+def _check(finished: Finished) -> None:
+    for name, value in (
+        ("queue_wait", finished.queue_wait),
+        ("ttft", finished.ttft),
+        ("tpot", finished.tpot),
+    ):
+        if value is not None and not (value >= 0 and value < math.inf):
+            raise UsageError(f"{name} must be finite seconds >= 0, got {value!r}")
+    e2e = finished.e2e
+    if not (e2e >= 0 and e2e < math.inf):
+        raise UsageError(f"finished_at must not be before arrival (e2e {e2e!r})")
+    if finished.prompt_tokens < 0 or finished.output_tokens < 0:
+        raise UsageError("token counts must be >= 0")
+    check_stages(finished.stages)

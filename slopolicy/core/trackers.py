@@ -1,0 +1,156 @@
+"""SLO trackers for every lane and for each tenant within a lane, with bounded memory.
+
+Lane trackers are made up front, one per configured lane, with burn-rate
+windows and the TTFT budget split. Tenant trackers are keyed by
+``(lane, tenant)``, judged against that lane's targets, made on a tenant's
+first request and kept in least-recently-used order: past ``max_tenants`` the
+tenant unheard from longest is dropped with its history (harmless: a tenant
+quiet for that long has nothing in its window worth diagnosing). They keep
+the short window only (no burn windows, no stage split) so each costs little.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+
+from slopolicy.core.burn import DEFAULT_BURN_RULES, BurnRule
+from slopolicy.core.outcome import Finished
+from slopolicy.core.slo import SLOTargets
+from slopolicy.core.tracker import CostModel, SLOSnapshot, SLOTracker
+from slopolicy.errors import UsageError
+
+__all__ = ("TrackerSet",)
+
+
+class TrackerSet:
+    """One :class:`SLOTracker` per lane and per ``(lane, tenant)`` (LRU-bounded).
+
+    ``lanes`` maps each lane name to its targets; the remaining settings are
+    passed to every tracker (burn settings to lane trackers only).
+    """
+
+    __slots__ = (
+        "_alpha",
+        "_cost_model",
+        "_lanes",
+        "_rejected_are_errors",
+        "_slices",
+        "_tenants",
+        "_window_s",
+        "evicted",
+        "max_tenants",
+    )
+
+    def __init__(
+        self,
+        lanes: Mapping[str, SLOTargets],
+        *,
+        max_tenants: int = 1024,
+        cost_model: CostModel | None = None,
+        window_s: float = 60.0,
+        slices: int = 12,
+        alpha: float = 0.01,
+        burn_rules: Sequence[BurnRule] = DEFAULT_BURN_RULES,
+        burn_buckets: int = 60,
+        rejected_are_errors: bool = False,
+        start: float | None = None,
+    ) -> None:
+        if not lanes:
+            raise UsageError("a tracker set needs at least one lane")
+        if max_tenants < 0:
+            raise UsageError(f"max_tenants must be >= 0, got {max_tenants!r}")
+        self.max_tenants = max_tenants
+        self.evicted = 0
+        self._cost_model = cost_model
+        self._window_s, self._slices, self._alpha = window_s, slices, alpha
+        self._rejected_are_errors = rejected_are_errors
+        self._lanes = {
+            name: SLOTracker(
+                name,
+                targets,
+                cost_model=cost_model,
+                window_s=window_s,
+                slices=slices,
+                alpha=alpha,
+                burn_rules=burn_rules,
+                burn_buckets=burn_buckets,
+                rejected_are_errors=rejected_are_errors,
+                start=start,
+            )
+            for name, targets in lanes.items()
+        }
+        self._tenants: OrderedDict[tuple[str, str], SLOTracker] = OrderedDict()
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        """The lane names, in the order given."""
+        return tuple(self._lanes)
+
+    @property
+    def tenant_count(self) -> int:
+        """Tenant trackers held now (at most ``max_tenants``)."""
+        return len(self._tenants)
+
+    def lane(self, name: str) -> SLOTracker:
+        """The tracker of lane ``name``."""
+        tracker = self._lanes.get(name)
+        if tracker is None:
+            raise UsageError(f"unknown lane {name!r}; lanes are {', '.join(self._lanes)}")
+        return tracker
+
+    def tenant(self, lane: str, tenant: str) -> SLOTracker | None:
+        """The tracker of ``tenant`` in ``lane``, if held (does not refresh its LRU place)."""
+        return self._tenants.get((lane, tenant))
+
+    def tenants(self) -> Iterator[tuple[tuple[str, str], SLOTracker]]:
+        """``((lane, tenant), tracker)`` pairs, least recently used first."""
+        return iter(list(self._tenants.items()))
+
+    def record(self, finished: Finished, now: float) -> None:
+        """Count ``finished`` in its lane's tracker and its tenant's (O(1) amortized)."""
+        lane = self.lane(finished.lane)
+        lane.record(finished, now)  # validates before anything changes
+        tenant = self._tenant_tracker(finished.lane, finished.tenant)
+        if tenant is not None:
+            tenant.record(finished, now)
+
+    def record_rejected(self, lane: str, tenant: str | None, now: float) -> None:
+        """Count a request refused before it ran, in ``lane`` (and ``tenant``'s tracker)."""
+        self.lane(lane).record_rejected(now)
+        tracker = None if tenant is None else self._tenant_tracker(lane, tenant)
+        if tracker is not None:
+            tracker.record_rejected(now)
+
+    def snapshots(self, now: float, *, tenants: bool = True) -> tuple[SLOSnapshot, ...]:
+        """Every lane's snapshot, then (when ``tenants``) every tenant's, at ``now``."""
+        found = [tracker.snapshot(now) for tracker in self._lanes.values()]
+        if tenants:
+            found.extend(tracker.snapshot(now) for tracker in self._tenants.values())
+        return tuple(found)
+
+    def _tenant_tracker(self, lane: str, tenant: str) -> SLOTracker | None:
+        if self.max_tenants == 0:
+            return None
+        key = (lane, tenant)
+        tracker = self._tenants.get(key)
+        if tracker is not None:
+            self._tenants.move_to_end(key)
+            return tracker
+        if len(self._tenants) >= self.max_tenants:
+            self._tenants.popitem(last=False)
+            self.evicted += 1
+        tracker = SLOTracker(
+            lane,
+            self._lanes[lane].targets,
+            tenant=tenant,
+            cost_model=self._cost_model,
+            window_s=self._window_s,
+            slices=self._slices,
+            alpha=self._alpha,
+            burn_rules=(),
+            breakdown=False,
+            rejected_are_errors=self._rejected_are_errors,
+        )
+        self._tenants[key] = tracker
+        return tracker

@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from slopolicy.core.outcome import Outcome
+from slopolicy.core.slo import SLOTargets
+from slopolicy.core.trackers import TrackerSet
+from slopolicy.errors import UsageError
+from tests.core.records import finished
+
+LANES = {"interactive": SLOTargets(ttft_p95=1.0), "batch": SLOTargets(e2e_p95=600.0)}
+
+
+def test_tenant_trackers_stay_bounded_under_a_hundred_thousand_tenants() -> None:
+    trackers = TrackerSet(LANES, max_tenants=100, burn_rules=())
+    for index in range(100_000):
+        now = index * 0.001
+        if index % 2:
+            trackers.record(finished(now, tenant=f"t{index}"), now)
+        else:
+            trackers.record_rejected("interactive", f"t{index}", now)
+        assert trackers.tenant_count <= 100
+    assert trackers.tenant_count == 100
+    assert trackers.evicted == 100_000 - 100
+    # The most recent tenants are the ones kept.
+    assert trackers.tenant("interactive", "t99999") is not None
+    assert trackers.tenant("interactive", "t0") is None
+    lane = trackers.lane("interactive").snapshot(100.0)
+    assert lane.completed + lane.rejected == 55_000  # the window at 100 s covers [45, 100]
+
+
+class TrackerSetMachine(RuleBasedStateMachine):
+    """The tenant table against an OrderedDict used as an LRU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trackers = TrackerSet(LANES, max_tenants=3, burn_rules=())
+        self.model: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self.now = 0.0
+
+    @rule(dt=st.sampled_from([0.0, 1.0, 30.0, 100.0]))
+    def advance(self, dt: float) -> None:
+        self.now += dt
+
+    @rule(
+        lane=st.sampled_from(sorted(LANES)),
+        tenant=st.sampled_from(["a", "b", "c", "d", "e"]),
+        rejected=st.booleans(),
+    )
+    def record(self, lane: str, tenant: str, rejected: bool) -> None:
+        if rejected:
+            self.trackers.record_rejected(lane, tenant, self.now)
+        else:
+            self.trackers.record(finished(self.now, lane=lane, tenant=tenant), self.now)
+        key = (lane, tenant)
+        self.model[key] = self.model.get(key, 0) + 1
+        self.model.move_to_end(key)
+        if len(self.model) > 3:
+            self.model.popitem(last=False)
+
+    @invariant()
+    def same_tenants_in_the_same_order(self) -> None:
+        assert [key for key, _ in self.trackers.tenants()] == list(self.model)
+        assert self.trackers.tenant_count <= 3
+
+    @invariant()
+    def each_tenant_sees_only_its_requests(self) -> None:
+        for (lane, tenant), tracker in self.trackers.tenants():
+            assert (tracker.lane, tracker.tenant) == (lane, tenant)
+            assert tracker.targets == LANES[lane]
+
+
+TestTrackerSet = TrackerSetMachine.TestCase
+TestTrackerSet.settings = settings(max_examples=40, stateful_step_count=30)
+
+
+def test_snapshots_cover_lanes_then_tenants() -> None:
+    trackers = TrackerSet(LANES)
+    trackers.record(finished(1.0, tenant="acme"), 1.0)
+    trackers.record(finished(1.0, lane="batch", tenant="acme", outcome=Outcome.FAILED), 1.0)
+    snaps = trackers.snapshots(2.0)
+    assert [(s.lane, s.tenant) for s in snaps] == [
+        ("interactive", None),
+        ("batch", None),
+        ("interactive", "acme"),
+        ("batch", "acme"),
+    ]
+    assert snaps[1].failed == 1
+    assert snaps[2].burn_rates == ()  # tenants keep the short window only
+    assert snaps[2].breakdown is None
+    assert len(trackers.snapshots(2.0, tenants=False)) == 2
+    assert trackers.lanes == ("interactive", "batch")
+
+
+def test_unknown_lanes_are_misuse_and_change_nothing() -> None:
+    trackers = TrackerSet(LANES)
+    with pytest.raises(UsageError, match="unknown lane"):
+        trackers.record(finished(1.0, lane="gold"), 1.0)
+    with pytest.raises(UsageError, match="unknown lane"):
+        trackers.record_rejected("gold", "acme", 1.0)
+    assert trackers.tenant_count == 0
+
+
+def test_zero_tenants_keeps_lanes_only() -> None:
+    trackers = TrackerSet(LANES, max_tenants=0)
+    trackers.record(finished(1.0), 1.0)
+    assert trackers.tenant_count == 0
+    assert trackers.lane("interactive").snapshot(1.0).completed == 1
+    with pytest.raises(UsageError):
+        TrackerSet({})
+    with pytest.raises(UsageError):
+        TrackerSet(LANES, max_tenants=-1)
