@@ -1,0 +1,389 @@
+"""Per-tenant quotas: a token bucket in cost units, concurrency caps, lane splits.
+
+Each tenant gets a :class:`~slopolicy.core.bucket.TokenBucket` built from its
+:class:`~slopolicy.core.specs.TierSpec` (none when the tier's ``rate`` is
+``None``), a concurrency cap, and for each lane in the tier's ``lane_quotas`` a
+bucket with that ``share`` of the tier's rate and burst and an optional cap of
+its own. A request takes its cost from the tenant bucket *and* the lane bucket.
+
+Concurrency counts every admitted request until :meth:`TenantQuotas.release`,
+queued or running, so one tenant cannot fill the shared lane queues.
+
+Every method takes ``now`` in monotonic seconds and reads no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from slopolicy.core._quota_state import TenantState, TierPlan
+from slopolicy.core.bucket import BucketStatistics, TokenBucket
+from slopolicy.core.decisions import Reason
+from slopolicy.core.specs import TierSpec
+from slopolicy.errors import UsageError
+
+__all__ = ("QuotaLease", "QuotaRefusal", "QuotaStatistics", "TenantQuotas", "TenantStatistics")
+
+_REFUSALS = (
+    Reason.RATE_LIMITED,
+    Reason.CONCURRENCY_LIMITED,
+    Reason.COST_OVER_BURST,
+    Reason.TENANT_TABLE_FULL,
+)
+# Tier plans are cached by identity; a caller building a fresh TierSpec per call
+# must not grow the cache without bound.
+_PLAN_CACHE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRefusal:
+    """Why a request was not admitted.
+
+    ``reason`` is one of ``RATE_LIMITED``, ``CONCURRENCY_LIMITED``,
+    ``COST_OVER_BURST`` or ``TENANT_TABLE_FULL``; ``message`` names the limit
+    and the numbers. ``retry_after`` (seconds) is the exact wait for the
+    buckets when rate limited, and ``None`` when no wait is known to help.
+    ``http_status`` is 429, or 503 when the tenant table is full.
+    """
+
+    reason: Reason
+    message: str
+    retry_after: float | None = None
+    http_status: int = 429
+
+
+class QuotaLease:
+    """One admitted request's hold on its tenant's quota.
+
+    ``cost`` is the cost units currently charged for it (the estimate, then
+    the actual cost once settled). Give it back with :meth:`TenantQuotas.release`.
+    """
+
+    __slots__ = ("_cost", "_lane", "_owner", "_released", "_tenant")
+
+    def __init__(self, owner: TenantQuotas, tenant: str, lane: str, cost: float) -> None:
+        self._owner = owner
+        self._tenant = tenant
+        self._lane = lane
+        self._cost = cost
+        self._released = False
+
+    def __repr__(self) -> str:
+        return (
+            f"QuotaLease(tenant={self._tenant!r}, lane={self._lane!r}, "
+            f"cost={self._cost!r}, released={self._released!r})"
+        )
+
+    @property
+    def tenant(self) -> str:
+        """The tenant holding the lease."""
+        return self._tenant
+
+    @property
+    def lane(self) -> str:
+        """The lane the request was admitted to."""
+        return self._lane
+
+    @property
+    def cost(self) -> float:
+        """Cost units currently charged for the request."""
+        return self._cost
+
+    @property
+    def released(self) -> bool:
+        """Whether the concurrency slots have been given back."""
+        return self._released
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStatistics:
+    """A snapshot of one tenant: requests in flight, overall and per lane (lanes
+    with none are left out), and its buckets (``None``: unlimited tier)."""
+
+    tenant: str
+    tier: str
+    in_flight: int
+    lane_in_flight: Mapping[str, int]
+    bucket: BucketStatistics | None
+    lane_buckets: Mapping[str, BucketStatistics]
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaStatistics:
+    """A snapshot of the table: tenants tracked (at most ``max_tenants``),
+    idle tenants evicted, requests admitted and in flight, refusals by reason."""
+
+    tenants: int
+    max_tenants: int
+    evictions: int
+    admitted: int
+    in_flight: int
+    refusals: Mapping[Reason, int]
+
+
+def _check_args(now: float, name: str = "cost", cost: float = 0.0) -> None:
+    if not 0.0 <= cost < math.inf:
+        raise UsageError(f"{name} must be a finite number >= 0 cost units, not {cost!r}")
+    if not -math.inf < now < math.inf:
+        raise UsageError(f"now must be finite monotonic seconds, not {now!r}")
+
+
+def _num(value: float) -> str:
+    return f"{value:,.6g}"
+
+
+class TenantQuotas:
+    """Quota state for up to ``max_tenants`` tenants, keyed by tenant id.
+
+    :meth:`acquire` is atomic: it checks every limit first and takes the cost
+    and the concurrency slots only if all pass, so a refusal changes nothing
+    but statistics and the tenant's recency.
+
+    A tenant's limits follow the ``tier`` passed to each :meth:`acquire`, refused
+    or not; when they change, its bucket levels carry over, clamped to the new
+    burst, and requests in flight keep their slots.
+
+    Memory is bounded whatever ids arrive: when a new tenant finds the table
+    full, the least recently used tenant holding no lease is evicted (a
+    tenant holding a lease never is); if every tenant holds one, the new
+    tenant is refused with ``TENANT_TABLE_FULL`` (503). The cost of eviction:
+    an evicted tenant that comes back starts with full buckets, at most one
+    burst of extra credit per bucket (plus any debt from :meth:`settle` charges
+    it still owed, itself at most one burst), and only the least recently used
+    idle tenant is ever evicted. Refusals count as use, so a tenant retrying at
+    its limit stays tracked rather than drifting out into a fresh bucket.
+    """
+
+    __slots__ = (
+        "_admitted",
+        "_evictions",
+        "_idle",
+        "_in_flight",
+        "_max",
+        "_plans",
+        "_refusals",
+        "_tenants",
+    )
+
+    def __init__(self, *, max_tenants: int = 100_000) -> None:
+        if isinstance(max_tenants, bool) or not isinstance(max_tenants, int) or max_tenants < 1:
+            raise UsageError(f"max_tenants must be an integer >= 1, not {max_tenants!r}")
+        self._max = max_tenants
+        self._tenants: dict[str, TenantState] = {}
+        # Tenants with nothing in flight, least recently used first: the
+        # eviction candidates, popped from the front in O(1).
+        self._idle: OrderedDict[str, None] = OrderedDict()
+        self._plans: dict[int, TierPlan] = {}
+        self._evictions = 0
+        self._admitted = 0
+        self._in_flight = 0
+        self._refusals = dict.fromkeys(_REFUSALS, 0)
+
+    @property
+    def max_tenants(self) -> int:
+        """The most tenant states held at once."""
+        return self._max
+
+    def acquire(
+        self, tenant: str, tier: TierSpec, lane: str, cost: float, now: float
+    ) -> QuotaLease | QuotaRefusal:
+        """Admit one request of ``cost`` cost units for ``tenant`` in ``lane`` at
+        ``now`` (monotonic seconds), or say why not.
+
+        Takes a concurrency slot for the tenant and for (tenant, lane), and
+        ``cost`` from the tenant bucket and the lane's bucket, all or nothing.
+        """
+        if not (0.0 <= cost < math.inf and -math.inf < now < math.inf):
+            _check_args(now, "cost", cost)
+        plan = self._plans.get(id(tier))
+        if plan is None or plan.tier is not tier:
+            plan = self._plan(tier)
+        state = self._tenants.get(tenant)
+        if state is not None and state.plan is not plan:
+            state.retier(plan, now)
+        limits = plan.lanes.get(lane)
+        if cost > (plan.max_cost if limits is None else limits[1]):
+            refusal: QuotaRefusal | None = _over_burst(tenant, plan, lane, cost)
+        elif state is None:
+            refusal = None if len(self._tenants) < self._max else self._make_room()
+        else:
+            refusal = _check(tenant, state, lane, cost, now)
+        if refusal is not None:
+            self._refusals[refusal.reason] += 1
+            if state is not None and state.in_flight == 0:
+                self._idle.move_to_end(tenant)
+            return refusal
+        if state is None:
+            # A new tenant has full buckets and nothing in flight: no limit can refuse it.
+            state = self._tenants[tenant] = TenantState(plan, now)
+        elif state.in_flight == 0:
+            del self._idle[tenant]
+        self._take(state, lane, cost, now)
+        return QuotaLease(self, tenant, lane, cost)
+
+    def _plan(self, tier: TierSpec) -> TierPlan:
+        plan = TierPlan(tier)
+        if len(self._plans) >= _PLAN_CACHE:
+            self._plans.clear()
+        self._plans[id(tier)] = plan
+        return plan
+
+    def _make_room(self) -> QuotaRefusal | None:
+        if not self._idle:
+            return QuotaRefusal(
+                Reason.TENANT_TABLE_FULL,
+                f"the tenant table is full: all {self._max:,} tracked tenants hold leases",
+                None,
+                503,
+            )
+        victim, _ = self._idle.popitem(last=False)
+        del self._tenants[victim]
+        self._evictions += 1
+        return None
+
+    def _take(self, state: TenantState, lane: str, cost: float, now: float) -> None:
+        if state.bucket is not None:
+            granted = state.bucket.try_acquire(cost, now)
+            assert granted == 0.0, "checked by _check"
+        bucket = state.lane_bucket(lane, now)
+        if bucket is not None:
+            granted = bucket.try_acquire(cost, now)
+            assert granted == 0.0, "checked by _check"
+        state.in_flight += 1
+        state.lane_in_flight[lane] = state.lane_in_flight.get(lane, 0) + 1
+        self._in_flight += 1
+        self._admitted += 1
+
+    def _foreign(self, action: str) -> UsageError:
+        return UsageError(f"cannot {action} a lease this TenantQuotas did not grant")
+
+    def settle(self, lease: QuotaLease, actual_cost: float, now: float) -> None:
+        """Reconcile ``lease``'s estimate with ``actual_cost`` (cost units) at ``now``:
+        refund or charge the difference on the same buckets. Settle before
+        :meth:`release`; settling again reconciles against the last settle."""
+        if not isinstance(lease, QuotaLease) or lease._owner is not self:
+            raise self._foreign("settle")
+        if lease._released:
+            raise UsageError(f"cannot settle a released lease: {lease!r}")
+        if not (0.0 <= actual_cost < math.inf and -math.inf < now < math.inf):
+            _check_args(now, "actual_cost", actual_cost)
+        difference = actual_cost - lease._cost
+        # A leaseholder is never evicted, so its state is still here.
+        state = self._tenants[lease._tenant]
+        for bucket in (state.bucket, state.lane_bucket(lease._lane, now)):
+            if bucket is None:
+                continue
+            if difference > 0:
+                bucket.charge(difference, now)
+            elif difference < 0:
+                bucket.refund(-difference, now)
+        lease._cost = actual_cost
+
+    def release(self, lease: QuotaLease, now: float) -> bool:
+        """Give back ``lease``'s concurrency slots. True the first time; later
+        calls return False and change nothing. Cost is not refunded (settle does).
+        ``now`` (monotonic seconds) is unused by this in-memory table."""
+        if not isinstance(lease, QuotaLease) or lease._owner is not self:
+            raise self._foreign("release")
+        if not -math.inf < now < math.inf:
+            _check_args(now)
+        if lease._released:
+            return False
+        lease._released = True
+        state = self._tenants[lease._tenant]
+        state.in_flight -= 1
+        left = state.lane_in_flight[lease._lane] - 1
+        if left:
+            state.lane_in_flight[lease._lane] = left
+        else:
+            del state.lane_in_flight[lease._lane]
+        self._in_flight -= 1
+        if state.in_flight == 0:
+            self._idle[lease._tenant] = None
+        return True
+
+    def statistics(self) -> QuotaStatistics:
+        """A frozen snapshot of the whole table."""
+        return QuotaStatistics(
+            tenants=len(self._tenants),
+            max_tenants=self._max,
+            evictions=self._evictions,
+            admitted=self._admitted,
+            in_flight=self._in_flight,
+            refusals=MappingProxyType(dict(self._refusals)),
+        )
+
+    def tenant(self, tenant: str, now: float) -> TenantStatistics | None:
+        """A frozen snapshot of ``tenant`` at ``now``, or None if it is not tracked.
+        A lane bucket not used yet is reported full."""
+        _check_args(now)
+        state = self._tenants.get(tenant)
+        if state is None:
+            return None
+        lanes = {
+            lane: (state.lane_buckets.get(lane) or TokenBucket(*limits, now=now)).statistics(now)
+            for lane, limits in state.plan.lanes.items()
+        }
+        return TenantStatistics(
+            tenant=tenant,
+            tier=state.plan.tier.name,
+            in_flight=state.in_flight,
+            lane_in_flight=MappingProxyType(dict(state.lane_in_flight)),
+            bucket=None if state.bucket is None else state.bucket.statistics(now),
+            lane_buckets=MappingProxyType(lanes),
+        )
+
+
+def _over_burst(tenant: str, plan: TierPlan, lane: str, cost: float) -> QuotaRefusal:
+    if cost > plan.max_cost:
+        where, burst = "", plan.max_cost
+    else:
+        where, burst = f" in lane {lane!r}", plan.lanes[lane][1]
+    return QuotaRefusal(
+        Reason.COST_OVER_BURST,
+        f"a cost of {_num(cost)} cost units exceeds the burst of {_num(burst)} cost units "
+        f"for tenant {tenant!r}{where}, so it can never be admitted",
+    )
+
+
+def _check(
+    tenant: str, state: TenantState, lane: str, cost: float, now: float
+) -> QuotaRefusal | None:
+    """The first limit ``cost`` would break for a tracked tenant, or None."""
+    cap = state.plan.max_concurrency
+    if cap is not None and state.in_flight >= cap:
+        return QuotaRefusal(
+            Reason.CONCURRENCY_LIMITED,
+            f"tenant {tenant!r} has {state.in_flight} requests in flight; its limit is {cap}",
+        )
+    cap = state.plan.caps.get(lane)
+    in_lane = state.lane_in_flight.get(lane, 0)
+    if cap is not None and in_lane >= cap:
+        return QuotaRefusal(
+            Reason.CONCURRENCY_LIMITED,
+            f"tenant {tenant!r} has {in_lane} requests in flight in lane {lane!r}; "
+            f"the lane's limit is {cap}",
+        )
+    tenant_bucket, lane_bucket = state.bucket, state.lane_buckets.get(lane)
+    wait = 0.0 if tenant_bucket is None else tenant_bucket.time_until(cost, now)
+    lane_wait = 0.0 if lane_bucket is None else lane_bucket.time_until(cost, now)
+    if wait == 0.0 and lane_wait == 0.0:
+        return None
+    # Levels only rise while nothing is taken, so both buckets grant at the later time.
+    if lane_wait > wait:
+        assert lane_bucket is not None
+        wait, bucket, where = lane_wait, lane_bucket, f" in lane {lane!r}"
+    else:
+        assert tenant_bucket is not None
+        bucket, where = tenant_bucket, ""
+    return QuotaRefusal(
+        Reason.RATE_LIMITED,
+        f"tenant {tenant!r} is over its quota{where} of {_num(bucket.rate)} cost units/s "
+        f"with a burst of {_num(bucket.burst)}: {_num(cost)} cost units requested, "
+        f"{_num(bucket.level(now))} available; retry in {wait:.3g} s",
+        wait,
+    )
