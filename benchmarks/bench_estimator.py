@@ -12,6 +12,7 @@ sampled estimate's error depends on where the windows fall.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -58,7 +59,7 @@ def _routing_table(repeats: int) -> list[str]:
         f"{'request':<28}{'us/request':>12}",
     ]
     for label, request in rows:
-        seconds = _median_seconds(lambda r=request: router.route(r), repeats, inner=2000)
+        seconds = _median_seconds(functools.partial(router.route, request), repeats, inner=2000)
         lines.append(f"{label:<28}{seconds * 1e6:>12.2f}")
     return lines
 
@@ -78,9 +79,9 @@ def _estimator_table(sizes: list[int], slices: int, repeats: int) -> list[str]:
             for index in range(slices):
                 text = slice_tokens(name, size, counter.count, start=0.05 + 0.8 * index / slices)
                 exact = counter.count(text)
-                exact_times.append(_median_seconds(lambda t=text: counter.count(t), repeats))
+                exact_times.append(_median_seconds(functools.partial(counter.count, text), repeats))
                 estimate_times.append(
-                    _median_seconds(lambda t=text: estimator.count_texts([t]), repeats)
+                    _median_seconds(functools.partial(estimator.count_texts, [text]), repeats)
                 )
                 estimate = estimator.count_texts([text])
                 errors.append(abs(estimate.tokens - exact) / exact)

@@ -15,11 +15,24 @@ from slopolicy.core import CostWeights as CostWeights
 from slopolicy.core import Decision as Decision
 from slopolicy.core import Defer as Defer
 from slopolicy.core import Demote as Demote
+from slopolicy.core import Dispatch as Dispatch
+from slopolicy.core import EngineSignals as EngineSignals
+from slopolicy.core import FallbackLadder as FallbackLadder
+from slopolicy.core import Finished as Finished
+from slopolicy.core import KVReservation as KVReservation
 from slopolicy.core import LaneRouter as LaneRouter
 from slopolicy.core import Message as Message
+from slopolicy.core import Outcome as Outcome
+from slopolicy.core import OverloadState as OverloadState
+from slopolicy.core import Policy as Policy
+from slopolicy.core import PolicySpec as PolicySpec
 from slopolicy.core import Reason as Reason
 from slopolicy.core import Reject as Reject
 from slopolicy.core import Request as Request
+from slopolicy.core import SLOTracker as SLOTracker
+from slopolicy.core import Started as Started
+from slopolicy.core import TenantQuotas as TenantQuotas
+from slopolicy.core import TokenBucket as TokenBucket
 from slopolicy.core import Verdict as Verdict
 from slopolicy.errors import ConfigError as ConfigError
 from slopolicy.errors import InvalidRequest as InvalidRequest
@@ -37,17 +50,30 @@ __all__ = (
     "Decision",
     "Defer",
     "Demote",
+    "Dispatch",
+    "EngineSignals",
+    "FallbackLadder",
+    "Finished",
     "InvalidRequest",
+    "KVReservation",
     "LaneConfig",
     "LaneRouter",
     "Message",
+    "Outcome",
+    "OverloadState",
+    "Policy",
     "PolicyConfig",
+    "PolicySpec",
     "Reason",
     "Reject",
     "Request",
     "RoutingError",
+    "SLOTracker",
     "SlopolicyError",
+    "Started",
+    "TenantQuotas",
     "TierConfig",
+    "TokenBucket",
     "UsageError",
     "Verdict",
     "__version__",

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from slopolicy.config._base import ConfigModel
 from slopolicy.config.lanes import LaneName
+from slopolicy.core.ladder import FallbackLadder
+from slopolicy.core.pressure import default_triggers
+from slopolicy.core.request import Request
+from slopolicy.core.rungs import default_rungs
 
 __all__ = ("RUNGS", "LadderConfig", "RungName", "Threshold")
 
@@ -54,8 +59,10 @@ class LadderConfig(ConfigModel):
         decode_tps_drop: fractional drop of decode tokens/s at similar load.
         tool_timeout_rate: fraction of tool/retriever calls timing out.
 
-    The ladder climbs one rung per ``dwell_s`` while pressure holds and steps
-    down one rung after ``cooldown_s`` with every trigger below its exit.
+    The ladder is evaluated every ``evaluate_every_s``; it climbs one rung per
+    ``dwell_s`` while pressure holds and steps down one rung after
+    ``cooldown_s`` with every trigger below its exit. Engine signals older than
+    ``signal_max_age_s`` are stale: unknown, which holds the ladder.
 
     Attributes:
         watch_lane: lane whose SLO drives the triggers (default: the first lane).
@@ -69,6 +76,8 @@ class LadderConfig(ConfigModel):
     """
 
     enabled: bool = True
+    evaluate_every_s: Annotated[float, Field(gt=0)] = 1.0
+    signal_max_age_s: Annotated[float, Field(gt=0)] = 10.0
     dwell_s: Annotated[float, Field(gt=0)] = 10.0
     cooldown_s: Annotated[float, Field(gt=0)] = 30.0
     ttft_p95_fraction: Threshold = Threshold(enter=0.8, exit=0.6)
@@ -84,8 +93,40 @@ class LadderConfig(ConfigModel):
     pause_lanes: list[LaneName] | None = None
     shed_retry_after_s: Annotated[float, Field(gt=0)] = 5.0
 
+    def build(
+        self, lanes: Sequence[str], compress: Callable[[Request], Request] | None = None
+    ) -> FallbackLadder | None:
+        """The ladder for ``lanes`` (most interactive first), or ``None`` when
+        disabled; ``compress`` is the host's prompt-compression hook."""
+        if not self.enabled:
+            return None
+        watch = self.watch_lane or lanes[0]
+        below = list(lanes[lanes.index(watch) + 1 :])
+        rungs = default_rungs(
+            interactive_lanes=[watch],
+            max_new_tokens=self.interactive_max_new_tokens,
+            compress=compress,
+            cheaper_model=self.cheaper_model,
+            downgrade_lanes=below if self.downgrade_lanes is None else self.downgrade_lanes,
+            pause_lanes=lanes[-1:] if self.pause_lanes is None else self.pause_lanes,
+            shed_retry_after=self.shed_retry_after_s,
+            order=self.rungs,
+        )
+        triggers = default_triggers(
+            ttft_p95_fraction=_pair(self.ttft_p95_fraction),
+            queue_wait_fraction=_pair(self.queue_wait_fraction),
+            kv_usage=_pair(self.kv_usage),
+            decode_tps_drop=_pair(self.decode_tps_drop),
+            tool_timeout_rate=_pair(self.tool_timeout_rate),
+        )
+        return FallbackLadder(rungs, triggers, dwell=self.dwell_s, cooldown=self.cooldown_s)
+
     @model_validator(mode="after")
     def _rungs_unique(self) -> LadderConfig:
         if len(set(self.rungs)) != len(self.rungs):
             raise ValueError("rungs must not repeat")
         return self
+
+
+def _pair(threshold: Threshold) -> tuple[float, float]:
+    return (threshold.enter, threshold.exit)

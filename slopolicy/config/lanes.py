@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from slopolicy.config._base import ConfigModel
+from slopolicy.core.slo import SLOTargets
 from slopolicy.core.specs import LaneSpec, OverBudget
 
 __all__ = ("LaneConfig", "LaneName", "LaneSLO")
@@ -29,6 +30,16 @@ class LaneSLO(ConfigModel):
     tpot_p95_s: _Seconds | None = None
     e2e_p95_s: _Seconds | None = None
     success_rate: Annotated[float, Field(gt=0, le=1)] = 0.99
+
+    def to_targets(self) -> SLOTargets:
+        """The plain core value the SLO trackers take."""
+        return SLOTargets(
+            ttft_p95=self.ttft_p95_s,
+            ttft_p99=self.ttft_p99_s,
+            tpot_p95=self.tpot_p95_s,
+            e2e_p95=self.e2e_p95_s,
+            success_rate=self.success_rate,
+        )
 
     @model_validator(mode="after")
     def _p99_not_below_p95(self) -> LaneSLO:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from slopolicy.config._base import ConfigModel
-from slopolicy.config.engine import CostConfig, KVPoolConfig, TokenizerConfig
+from slopolicy.config.engine import CostConfig, EngineConfig, KVPoolConfig, TokenizerConfig
 from slopolicy.config.ladder import LadderConfig
 from slopolicy.config.lanes import LaneConfig, LaneSLO
 from slopolicy.config.tenants import TierConfig
 from slopolicy.core.estimator import CostEstimator
+from slopolicy.core.policy import PolicySpec
+from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.specs import LaneSpec, TierTable
 from slopolicy.core.tokens import TokenCounter
@@ -77,6 +79,8 @@ class PolicyConfig(ConfigModel):
         cost: cost-score weights.
         tokenizer: prompt counting.
         kv: the engine's KV block pool.
+        engine: how many requests the engine may run at once.
+        max_tenants: tenant quota states kept; idle ones beyond are evicted.
         ladder: the fallback ladder.
     """
 
@@ -88,6 +92,8 @@ class PolicyConfig(ConfigModel):
     cost: CostConfig = CostConfig()
     tokenizer: TokenizerConfig = TokenizerConfig()
     kv: KVPoolConfig = KVPoolConfig()
+    engine: EngineConfig = EngineConfig()
+    max_tenants: Annotated[int, Field(gt=0)] = 100_000
     ladder: LadderConfig = LadderConfig()
 
     @model_validator(mode="after")
@@ -150,6 +156,30 @@ class PolicyConfig(ConfigModel):
             estimator=estimator if estimator is not None else self.build_estimator(),
             tiers=self.tier_table(),
             rules=rules,
+        )
+
+    def to_spec(
+        self,
+        *,
+        counter: TokenCounter | None = None,
+        rules: Sequence[RoutingRule] = (),
+        compress: Callable[[Request], Request] | None = None,
+    ) -> PolicySpec:
+        """The plain core values a :class:`~slopolicy.Policy` is built from:
+        ``counter`` overrides the tokenizer, ``rules`` adds routing rules,
+        ``compress`` is the ladder's prompt-compression hook."""
+        names = [lane.name for lane in self.lanes]
+        return PolicySpec(
+            router=self.build_router(self.build_estimator(counter), rules),
+            kv_blocks=self.kv.num_blocks,
+            kv_block_size=self.kv.block_size,
+            max_running=self.engine.max_running,
+            max_tenants=self.max_tenants,
+            targets={lane.name: lane.slo.to_targets() for lane in self.lanes},
+            ladder=self.ladder.build(names, compress),
+            watch_lane=self.ladder.watch_lane or names[0],
+            evaluate_every=self.ladder.evaluate_every_s,
+            signal_max_age=self.ladder.signal_max_age_s,
         )
 
     @classmethod

@@ -33,6 +33,7 @@ class Reason(enum.Enum):
     COST_OVER_BURST = "cost_over_burst"
     TENANT_TABLE_FULL = "tenant_table_full"
     QUEUE_FULL = "queue_full"
+    OVERLOAD_SHED = "overload_shed"
 
     @property
     def code(self) -> str:

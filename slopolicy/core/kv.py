@@ -179,6 +179,10 @@ class KVReservation:
         extra = (sequences - 1) * tail_blocks * self.block_size
         return prompt_tokens + max_new_tokens + extra
 
+    def capacity_blocks(self, lane: str) -> int:
+        """The most blocks ``lane`` could ever hold: its floor plus the shared pool."""
+        return self._floors.get(lane, 0) + self.shared_blocks
+
     def free_blocks(self, lane: str) -> int:
         """Blocks ``lane`` could take as of the latest ``now`` given (see the class
         docstring for the rule)."""

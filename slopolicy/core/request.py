@@ -143,7 +143,8 @@ class Request:
             _check_int("best_of", self.best_of, minimum=self.n)
         if self.logprobs is not None:
             _check_int("logprobs", self.logprobs, minimum=0)
-        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+        effort = self.reasoning_effort
+        if effort is not None and (not isinstance(effort, str) or effort not in REASONING_EFFORTS):
             raise InvalidRequest("reasoning_effort", f"expected one of {sorted(REASONING_EFFORTS)}")
         _check_number("tool_risk", self.tool_risk, low=0.0, high=1.0)
         for name in ("lane", "tier", "model"):

@@ -1,0 +1,82 @@
+"""The sans-IO Policy: cost of one request's whole lifecycle.
+
+Run from the repository root::
+
+    python -m benchmarks.bench_policy [--quick]
+
+Each step finishes the running request, submits a new one and dispatches the
+next: submit + dispatch + finish per request, with 1,000 requests kept queued
+and tenants rotating over 1, 1,000 or 100,000 ids. Prompt token counts are
+given, so no tokenizer time is included. Prints the median per request over
+repeats (this machine is noisy: compare ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+
+from slopolicy import Policy, PolicyConfig, Request
+from slopolicy.core.tokens import HeuristicCounter
+
+_QUEUED = 1_000
+
+
+def _config(tenants: int) -> PolicyConfig:
+    return PolicyConfig.from_dict(
+        {
+            "lanes": [{"name": "chat", "queue_capacity": 2 * _QUEUED, "max_queue_wait_s": 1e9}],
+            "tiers": {"default": {"rate": 1e12, "burst": 1e12, "max_concurrency": 10_000}},
+            "kv": {"num_blocks": 1_000_000, "block_size": 16},
+            "engine": {"max_running": 1},
+            "max_tenants": max(tenants, 1_000),
+        }
+    )
+
+
+def _requests(count: int, tenants: int) -> list[Request]:
+    return [
+        Request(
+            id=f"r{index}",
+            tenant=f"tenant-{index % tenants}",
+            prompt_tokens=800,
+            max_new_tokens=200,
+        )
+        for index in range(count)
+    ]
+
+
+def _run(tenants: int, steps: int) -> float:
+    policy = Policy(_config(tenants), counter=HeuristicCounter())
+    requests = _requests(_QUEUED + steps + 1, tenants)
+    now = 0.0
+    for request in requests[: _QUEUED + 1]:
+        policy.submit(request, now)
+    (running,) = policy.dispatch(now).started
+    pending = iter(requests[_QUEUED + 1 :])
+    gc.collect()
+    start = time.perf_counter()
+    for request in pending:
+        now += 0.001
+        policy.finish(running.id, now, output_tokens=150)
+        policy.submit(request, now)
+        (running,) = policy.dispatch(now).started
+    return (time.perf_counter() - start) / steps
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    args = parser.parse_args(argv)
+    steps, repeats = (5_000, 3) if args.quick else (50_000, 5)
+    print(f"submit + dispatch + finish, {_QUEUED:,} queued (median of {repeats} runs)")
+    print(f"{'tenants':>9}{'us/request':>12}{'requests/s':>12}")
+    for tenants in (1, 1_000, 100_000):
+        seconds = statistics.median(_run(tenants, steps) for _ in range(repeats))
+        print(f"{tenants:>9,}{seconds * 1e6:>12.2f}{1 / seconds:>12,.0f}")
+
+
+if __name__ == "__main__":
+    main()

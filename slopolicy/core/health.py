@@ -1,0 +1,158 @@
+"""The policy's view of service health: SLO trackers, engine signals, the ladder.
+
+``Health`` records every finished request into per-lane and per-tenant SLO
+trackers, keeps the engine's latest signals, and turns both into the
+:class:`Pressure` that drives the fallback ladder:
+
+* ``ttft_p95_fraction``: the watched lane's p95 TTFT over its target (0 when
+  the window holds no first tokens: no traffic is no latency pressure);
+* ``queue_wait_fraction``: the larger of the lane's p95 queue wait and the age
+  of its oldest waiting request, over the same target, so a queue that is not
+  moving shows pressure before anything finishes;
+* ``kv_usage``: the larger of the KV ledger's usage and the engine's report;
+* ``decode_tps_drop``, ``tool_timeout_rate``: from the engine's signals.
+
+A signal that was reported and has gone stale is *unknown*, which holds the
+ladder where it is (stale is never read as healthy); a signal no source has
+ever reported counts as 0, so a deployment without it is not pinned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from slopolicy.core.diagnosis import diagnose
+from slopolicy.core.findings import Finding
+from slopolicy.core.ladder import FallbackLadder
+from slopolicy.core.ladder_events import LadderEvent
+from slopolicy.core.outcome import Finished
+from slopolicy.core.overload import OverloadState, overload_state
+from slopolicy.core.pressure import Pressure
+from slopolicy.core.rungs import AdmissionAction
+from slopolicy.core.signals import DecodeBaseline, EngineSignals, SignalBoard
+from slopolicy.core.slo import SLOTargets
+from slopolicy.core.tracker import CostModel, SLOSnapshot
+from slopolicy.core.trackers import TrackerSet
+
+__all__ = ("Health",)
+
+_SIGNAL_FIELDS = ("kv_usage", "waiting", "running", "decode_tps", "tool_timeout_rate")
+
+
+class Health:
+    """SLO trackers, engine signals and the fallback ladder for one policy.
+
+    Args:
+        targets: SLO targets per lane.
+        watch_lane: lane whose SLO drives the ladder.
+        ladder: the fallback ladder, or ``None`` for none.
+        evaluate_every: seconds between automatic ladder evaluations.
+        signal_max_age: seconds after which an engine signal is stale.
+        max_tenants: per-tenant trackers kept (least recently used dropped).
+        cost_model: cost of a finished request for cost-per-success (default:
+            the cost units charged).
+    """
+
+    __slots__ = (
+        "_due",
+        "_reported",
+        "decode",
+        "evaluate_every",
+        "ladder",
+        "signals",
+        "trackers",
+        "watch_lane",
+    )
+
+    def __init__(
+        self,
+        targets: Mapping[str, SLOTargets],
+        *,
+        watch_lane: str,
+        ladder: FallbackLadder | None = None,
+        evaluate_every: float = 1.0,
+        signal_max_age: float = 10.0,
+        max_tenants: int = 1024,
+        cost_model: CostModel | None = None,
+    ) -> None:
+        self.trackers = TrackerSet(targets, max_tenants=max_tenants, cost_model=cost_model)
+        self.watch_lane = watch_lane
+        self.ladder = ladder
+        self.evaluate_every = evaluate_every
+        self.signals = SignalBoard(signal_max_age)
+        self.decode = DecodeBaseline()
+        self._reported: set[str] = set()
+        self._due = float("-inf")
+
+    def record(self, finished: Finished, now: float) -> None:
+        """Count a finished request in its lane's and tenant's trackers."""
+        self.trackers.record(finished, now)
+
+    def record_rejected(self, lane: str, tenant: str, now: float) -> None:
+        """Count a request refused at submit."""
+        self.trackers.record_rejected(lane, tenant, now)
+
+    def observe(self, signals: EngineSignals) -> None:
+        """Take the engine's latest report (fields left ``None`` are unchanged)."""
+        self.signals.update(signals)
+        self.decode.observe(signals)
+        self._reported.update(name for name in _SIGNAL_FIELDS if getattr(signals, name) is not None)
+
+    def due(self, now: float) -> bool:
+        """Whether an automatic ladder evaluation is due at ``now``."""
+        return self.ladder is not None and now >= self._due
+
+    def pressure(self, now: float, *, kv_ledger: float, oldest_wait: float) -> Pressure:
+        """The ladder's inputs at ``now``; see the module docstring."""
+        snapshot = self.trackers.lane(self.watch_lane).snapshot(now)
+        target = snapshot.targets.ttft_target
+        ttft = snapshot.ttft_p95_fraction or 0.0
+        queued = snapshot.queue_wait_fraction or 0.0
+        if target is not None and target > 0:
+            queued = max(queued, oldest_wait / target)
+        current = self.signals.current(now)
+        return Pressure(
+            ttft_p95_fraction=ttft,
+            queue_wait_fraction=queued,
+            kv_usage=self._known(current.kv_usage, "kv_usage", floor=kv_ledger),
+            decode_tps_drop=self._known(self.decode.drop(current), "decode_tps"),
+            tool_timeout_rate=self._known(current.tool_timeout_rate, "tool_timeout_rate"),
+        )
+
+    def _known(self, value: float | None, name: str, floor: float = 0.0) -> float | None:
+        if value is not None:
+            return max(value, floor)
+        # Never reported: the deployment has no such signal. Reported, now stale: unknown.
+        return None if name in self._reported else floor
+
+    def evaluate(self, now: float, *, kv_ledger: float, oldest_wait: float) -> LadderEvent | None:
+        """Update the ladder from the current pressure; the move it made, if any."""
+        self._due = now + self.evaluate_every
+        if self.ladder is None:
+            return None
+        return self.ladder.update(
+            self.pressure(now, kv_ledger=kv_ledger, oldest_wait=oldest_wait), now
+        )
+
+    def paused(self, lane: str) -> bool:
+        """Whether the ladder holds ``lane`` (its requests queue but do not start)."""
+        if self.ladder is None:
+            return False
+        return any(
+            rung.admission(lane) is AdmissionAction.PAUSE for rung in self.ladder.active_rungs
+        )
+
+    def overload(self) -> tuple[OverloadState, str]:
+        """The overload state and why."""
+        if self.ladder is None:
+            return OverloadState.NORMAL, "no fallback ladder configured"
+        return overload_state(self.ladder)
+
+    def snapshots(self, now: float) -> tuple[SLOSnapshot, ...]:
+        """SLO snapshots of every lane and tracked tenant."""
+        return tuple(self.trackers.snapshots(now))
+
+    def diagnose(self, now: float) -> list[Finding]:
+        """Likely causes of what the trackers and signals show, most severe first."""
+        current = self.signals.current(now)
+        return diagnose(self.snapshots(now), current, decode_drop=self.decode.drop(current))

@@ -1,0 +1,180 @@
+"""What the policy reports and keeps about requests as they move."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from slopolicy.core.kv import KVStatistics
+from slopolicy.core.ladder_events import LadderEvent
+from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.overload import OverloadState
+from slopolicy.core.quotas import QuotaLease, QuotaStatistics
+from slopolicy.core.request import Request
+
+__all__ = ("Dispatch", "Entry", "Phase", "PolicyStatistics", "Started")
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A request the engine may start now.
+
+    ``request`` carries the lane's limits (capped ``max_new_tokens``) and the
+    fallback ladder's transforms; ``kv_blocks`` is the KV reservation;
+    ``queue_wait`` is seconds queued; ``rungs`` names the ladder rungs that
+    changed or marked the request (a ``compress_prompt`` marker asks the host
+    to compress the prompt itself).
+    """
+
+    id: str
+    tenant: str
+    lane: str
+    request: Request
+    kv_blocks: int
+    queue_wait: float
+    rungs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """The result of :meth:`Policy.dispatch`: iterate it for the started requests;
+    ``expired`` lists queued requests whose deadline passed; ``ladder`` is the
+    fallback ladder's move if dispatch evaluated it and it moved."""
+
+    started: tuple[Started, ...]
+    expired: tuple[Finished, ...]
+    ladder: LadderEvent | None = None
+
+    def __iter__(self) -> Iterator[Started]:
+        return iter(self.started)
+
+    def __len__(self) -> int:
+        return len(self.started)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyStatistics:
+    """A snapshot of the policy: requests waiting per lane, running, outcomes so
+    far (``submitted`` counts every submit; ``outcomes`` includes ``rejected``),
+    the KV and quota ledgers, the overload state and the ladder's level."""
+
+    submitted: int
+    queued: Mapping[str, int]
+    running: int
+    outcomes: Mapping[Outcome, int]
+    kv: KVStatistics
+    quotas: QuotaStatistics
+    overload: OverloadState
+    ladder_level: int
+
+
+class Phase(enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class Entry:
+    """The policy's record of one live request (mutable, internal)."""
+
+    __slots__ = (
+        "arrival",
+        "charged_output",
+        "cost",
+        "deadline",
+        "dispatched_at",
+        "first_token_at",
+        "id",
+        "kv_tokens",
+        "lane",
+        "last_token_at",
+        "lease",
+        "marks",
+        "output_tokens",
+        "phase",
+        "prompt_tokens",
+        "request",
+        "rungs",
+        "tenant",
+        "weight",
+    )
+
+    def __init__(
+        self,
+        request: Request,
+        lane: str,
+        weight: float,
+        prompt_tokens: int,
+        kv_tokens: int,
+        cost: float,
+        lease: QuotaLease,
+        arrival: float,
+        deadline: float,
+        rungs: tuple[str, ...] = (),
+    ) -> None:
+        self.id = request.id
+        self.tenant = request.tenant
+        self.request = request
+        self.lane = lane
+        self.weight = weight
+        self.prompt_tokens = prompt_tokens
+        self.kv_tokens = kv_tokens
+        self.cost = cost
+        self.lease = lease
+        self.arrival = arrival
+        self.deadline = deadline
+        self.rungs = rungs
+        self.marks: dict[str, float] | None = None
+        self.phase = Phase.QUEUED
+        self.dispatched_at: float | None = None
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
+        self.output_tokens = 0
+        self.charged_output = 0
+
+    def finished(self, outcome: Outcome, now: float, cost: float) -> Finished:
+        """Mark this entry done; its terminal record at ``now``."""
+        self.phase = Phase.DONE
+        queue_wait = None if self.dispatched_at is None else self.dispatched_at - self.arrival
+        ttft = tpot = None
+        if self.first_token_at is not None:
+            ttft = self.first_token_at - self.arrival
+            last = self.last_token_at if self.last_token_at is not None else self.first_token_at
+            tpot = (
+                (last - self.first_token_at) / (self.output_tokens - 1)
+                if self.output_tokens > 1
+                else 0.0
+            )
+        return Finished(
+            self.id,
+            self.tenant,
+            self.lane,
+            outcome,
+            self.arrival,
+            now,
+            queue_wait,
+            ttft,
+            tpot,
+            self.prompt_tokens,
+            self.output_tokens,
+            cost,
+            self._stages(),
+        )
+
+    def _stages(self) -> dict[str, float]:
+        """TTFT split at the marks present: each stage ends at its own mark and
+        starts at the previous one that exists."""
+        if self.dispatched_at is None:
+            return {}
+        stages = {"queue": self.dispatched_at - self.arrival}
+        marks = self.marks or {}
+        start = self.dispatched_at
+        for stage in ("schedule", "prefill"):
+            end = marks.get(stage)
+            if end is not None:
+                stages[stage] = end - start
+                start = end
+        if "prefill" in marks and self.first_token_at is not None:
+            stages["transfer"] = self.first_token_at - start
+        return stages

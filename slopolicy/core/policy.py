@@ -1,0 +1,504 @@
+"""The sans-IO policy: estimate, route, quota, queue fairly, reserve KV, release once.
+
+``Policy`` composes the core objects and owns every live request's record.
+It never reads a clock: each call takes ``now`` (monotonic seconds; a ``now``
+earlier than one already seen counts as the latest seen). The async gate,
+the simulator and tests all drive this same object.
+
+Lifecycle::
+
+    submit ─► route ─► ladder ─► quota ─► lane queue ─► dispatch ─► tokens ─► finish
+                │         │         │         │  └─ deadline passes ─► expired
+                └─────────┴─────────┴─ refused┘     cancel (queued or running) ─► cancelled
+
+Quota (cost units and concurrency) is taken at submit and settled once at the
+end against the actual tokens; KV blocks are reserved at dispatch for the
+prompt plus the output budget and released at the end. Fair-queue counters
+are charged the prompt's cost at dispatch and output tokens as they arrive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
+from slopolicy.core.findings import Finding
+from slopolicy.core.health import Health
+from slopolicy.core.kv import KVReservation
+from slopolicy.core.ladder import FallbackLadder
+from slopolicy.core.ladder_events import LadderEvent
+from slopolicy.core.lanes import LaneScheduler
+from slopolicy.core.lifecycle import Dispatch, Entry, Phase, PolicyStatistics, Started
+from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.overload import OverloadState
+from slopolicy.core.quotas import QuotaRefusal, TenantQuotas
+from slopolicy.core.request import Request
+from slopolicy.core.router import LaneRouter, RoutingRule
+from slopolicy.core.rungs import AdmissionAction
+from slopolicy.core.signals import EngineSignals
+from slopolicy.core.slo import SLOTargets
+from slopolicy.core.tokens import TokenCounter
+from slopolicy.core.tracker import CostModel
+from slopolicy.errors import UsageError
+
+__all__ = ("Policy", "PolicySource", "PolicySpec")
+
+_ENDINGS = frozenset({Outcome.COMPLETED, Outcome.FAILED, Outcome.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """Everything a :class:`Policy` is built from, as plain core objects.
+
+    Attributes:
+        router: routes requests to lanes (and owns the estimator and tiers).
+        kv_blocks: blocks in the engine's KV pool.
+        kv_block_size: tokens per block.
+        max_running: requests the engine may run at once.
+        max_tenants: tenant quota states kept before idle ones are evicted.
+        targets: SLO targets per lane (lanes without an entry have none).
+        ladder: the fallback ladder, or ``None``.
+        watch_lane: lane whose SLO drives the ladder (default: the first lane).
+        evaluate_every: seconds between automatic ladder evaluations in dispatch.
+        signal_max_age: seconds after which an engine signal is stale.
+        max_tracked_tenants: per-tenant SLO trackers kept.
+    """
+
+    router: LaneRouter
+    kv_blocks: int
+    kv_block_size: int
+    max_running: int
+    max_tenants: int = 100_000
+    targets: Mapping[str, SLOTargets] = field(default_factory=dict)
+    ladder: FallbackLadder | None = None
+    watch_lane: str | None = None
+    evaluate_every: float = 1.0
+    signal_max_age: float = 10.0
+    max_tracked_tenants: int = 1024
+
+
+class PolicySource(Protocol):
+    """Anything that builds a :class:`PolicySpec`, such as ``PolicyConfig``."""
+
+    def to_spec(
+        self,
+        *,
+        counter: TokenCounter | None = None,
+        rules: Sequence[RoutingRule] = (),
+        compress: Callable[[Request], Request] | None = None,
+    ) -> PolicySpec: ...
+
+
+class Policy:
+    """Admission, fair dispatch and exactly-once release for one engine.
+
+    Build it from a ``PolicyConfig`` (``Policy(config)``) or a
+    :class:`PolicySpec`. ``counter`` overrides the configured tokenizer,
+    ``rules`` adds custom routing rules, ``compress`` is the ladder's
+    prompt-compression hook, and ``cost_model`` prices finished requests for
+    the cost-per-success figures (default: cost units).
+    """
+
+    def __init__(
+        self,
+        config: PolicySource | PolicySpec,
+        *,
+        counter: TokenCounter | None = None,
+        rules: Sequence[RoutingRule] = (),
+        compress: Callable[[Request], Request] | None = None,
+        cost_model: CostModel | None = None,
+    ) -> None:
+        if isinstance(config, PolicySpec):
+            spec = config
+        else:
+            spec = config.to_spec(counter=counter, rules=rules, compress=compress)
+        if spec.max_running < 1:
+            raise UsageError("max_running must be >= 1")
+        lanes = [lane.name for lane in spec.router.lanes]
+        self.health = Health(
+            {name: spec.targets.get(name, SLOTargets()) for name in lanes},
+            watch_lane=spec.watch_lane or lanes[0],
+            ladder=spec.ladder,
+            evaluate_every=spec.evaluate_every,
+            signal_max_age=spec.signal_max_age,
+            max_tenants=spec.max_tracked_tenants,
+            cost_model=cost_model,
+        )
+        self._first_lane = lanes[0]
+        # Arrival order of the watched lane's queued requests (lazily pruned):
+        # the oldest one's age is a live queue-wait signal for the ladder.
+        self._arrivals: deque[Entry] = deque()
+        self.router = spec.router
+        self._lanes = {lane.name: lane for lane in spec.router.lanes}
+        reserves = {lane.name: lane.kv_reserve for lane in spec.router.lanes if lane.kv_reserve}
+        self.kv = KVReservation(spec.kv_blocks, spec.kv_block_size, reserves)
+        self.quotas = TenantQuotas(max_tenants=spec.max_tenants)
+        self._queues: LaneScheduler[Entry] = LaneScheduler(
+            [(lane.name, lane.weight, lane.queue_capacity) for lane in spec.router.lanes]
+        )
+        self.max_running = spec.max_running
+        self._entries: dict[str, Entry] = {}
+        self._deadlines: list[tuple[float, int, Entry]] = []
+        self._sequence = itertools.count()
+        self._running = 0
+        self._now = float("-inf")
+        self._submitted = 0
+        self._outcomes = dict.fromkeys(Outcome, 0)
+
+    # -- submit -------------------------------------------------------------
+
+    def submit(self, request: Request, now: float) -> Decision:
+        """Route ``request`` and, if accepted, queue it in its lane.
+
+        Returns the routing decision: ``Admit``/``Demote`` when queued (start it
+        only once :meth:`dispatch` returns it), ``Defer`` or ``Reject`` when
+        refused (by a rule, the tenant's quota, or a full queue). A request id
+        that is still live raises :class:`UsageError`.
+        """
+        now = self._advance(now)
+        if request.id in self._entries:
+            raise UsageError(f"request id {request.id!r} is already live")
+        self._submitted += 1
+        decision = self.router.route(request)
+        rungs: tuple[str, ...] = ()
+        if isinstance(decision, (Admit, Demote)):
+            decision, rungs = self._degrade(decision)
+        if isinstance(decision, (Admit, Demote)):
+            decision = self._enqueue(decision, rungs, now)
+        if not decision.accepted:
+            self._outcomes[Outcome.REJECTED] += 1
+            self.health.record_rejected(decision.lane or self._first_lane, request.tenant, now)
+        return decision
+
+    def _degrade(self, decision: Admit | Demote) -> tuple[Decision, tuple[str, ...]]:
+        """Apply the fallback ladder's active rungs to an accepted decision; the
+        result and the rungs that changed or marked the request."""
+        ladder = self.health.ladder
+        if ladder is None or ladder.level == 0:
+            return decision, ()
+        lane = decision.lane
+        verdict = ladder.admission(lane)
+        if verdict is not None and verdict.action is AdmissionAction.SHED:
+            steps = (*decision.steps, Step("fallback", lane, verdict.message))
+            shed = Defer(
+                Reason.OVERLOAD_SHED, verdict.message, verdict.retry_after, 503, lane, steps
+            )
+            return shed, ()
+        degraded, applied = ladder.apply(decision.request, lane)
+        if not applied:
+            return decision, ()
+        cost = self.router.estimator.score(
+            decision.prompt_tokens, degraded.output_budget, degraded.tool_risk
+        )
+        steps = (
+            *decision.steps,
+            *(Step("fallback", lane, f"rung {name} applied") for name in applied),
+        )
+        return dataclasses.replace(decision, request=degraded, cost=cost, steps=steps), applied
+
+    def _enqueue(self, decision: Admit | Demote, rungs: tuple[str, ...], now: float) -> Decision:
+        lane = self._lanes[decision.lane]
+        request = decision.request
+        kv_tokens = self.kv.tokens_needed(
+            decision.prompt_tokens, request.max_new_tokens, request.sequences
+        )
+        needed, most = self.kv.blocks_for(kv_tokens), self.kv.capacity_blocks(lane.name)
+        if needed > most:
+            message = f"needs {needed:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
+            return _refuse(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
+        tier = self.router.tiers.get(decision.tier)
+        assert tier is not None  # the router only names tiers it knows
+        lease = self.quotas.acquire(request.tenant, tier, lane.name, decision.cost, now)
+        if isinstance(lease, QuotaRefusal):
+            return _refuse(
+                decision, lease.reason, lease.message, lease.retry_after, lease.http_status, "quota"
+            )
+        deadline = now + lane.max_queue_wait
+        if request.deadline is not None:
+            deadline = min(deadline, request.deadline)
+        entry = Entry(
+            request,
+            lane.name,
+            tier.weight,
+            decision.prompt_tokens,
+            kv_tokens,
+            decision.cost,
+            lease,
+            now,
+            deadline,
+            rungs,
+        )
+        if not self._queues.push(lane.name, entry, request.tenant, tier.weight):
+            self.quotas.settle(lease, 0.0, now)
+            self.quotas.release(lease, now)
+            message = f"lane {lane.name!r} queue is full ({lane.queue_capacity:,} waiting)"
+            return _refuse(decision, Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, "queue")
+        self._entries[request.id] = entry
+        self._push_deadline(entry)
+        if lane.name == self.health.watch_lane:
+            self._arrivals.append(entry)
+        return decision
+
+    # -- dispatch -----------------------------------------------------------
+
+    def dispatch(self, now: float) -> Dispatch:
+        """Expire overdue queued requests, then start every request that fits.
+
+        Candidates come in fair order (lanes by weighted virtual time, tenants
+        inside a lane by virtual token counters); the first whose KV
+        reservation fits starts, and the loop repeats until the engine is full
+        or no lane's head fits. Within a lane the head is never skipped.
+        """
+        now = self._advance(now)
+        event = self.evaluate(now) if self.health.due(now) else None
+        expired = self._expire(now)
+        started: list[Started] = []
+        while self._running < self.max_running:
+            entry = self._start_next(now)
+            if entry is None:
+                break
+            assert entry.dispatched_at is not None
+            started.append(
+                Started(
+                    entry.id,
+                    entry.tenant,
+                    entry.lane,
+                    entry.request,
+                    self.kv.blocks_for(entry.kv_tokens),
+                    entry.dispatched_at - entry.arrival,
+                    entry.rungs,
+                )
+            )
+        return Dispatch(tuple(started), tuple(expired), event)
+
+    def _start_next(self, now: float) -> Entry | None:
+        for lane, entry in self._queues.candidates():
+            if self.health.paused(lane):
+                continue
+            if self.kv.try_reserve(entry.id, lane, entry.kv_tokens, now):
+                self._queues.pop(lane)
+                # Fair-queue counters are charged what is known to be served:
+                # the prompt now, output tokens as they arrive (VTC's order),
+                # so nothing has to be refunded later.
+                prompt_cost = self.router.estimator.score(
+                    entry.prompt_tokens, 0, entry.request.tool_risk
+                )
+                self._queues.charge(lane, entry.tenant, prompt_cost, weight=entry.weight)
+                entry.phase = Phase.RUNNING
+                entry.dispatched_at = now
+                self._running += 1
+                return entry
+        return None
+
+    def _expire(self, now: float) -> list[Finished]:
+        expired: list[Finished] = []
+        heap = self._deadlines
+        while heap and heap[0][0] <= now:
+            _, _, entry = heapq.heappop(heap)
+            if entry.phase is Phase.QUEUED:
+                self._queues.remove(entry.lane, entry)
+                expired.append(self._end_queued(entry, Outcome.EXPIRED, now))
+        return expired
+
+    def _push_deadline(self, entry: Entry) -> None:
+        heap = self._deadlines
+        # Dispatched and cancelled entries leave stale heap items until their
+        # deadline; rebuild when those outnumber the live ones.
+        if len(heap) > 64 and len(heap) > 2 * len(self._entries):
+            self._deadlines = heap = [item for item in heap if item[2].phase is Phase.QUEUED]
+            heapq.heapify(heap)
+        heapq.heappush(heap, (entry.deadline, next(self._sequence), entry))
+
+    # -- running requests ---------------------------------------------------
+
+    def first_token(self, request_id: str, now: float) -> None:
+        """The first output token of a started request arrived."""
+        entry = self._running_entry(request_id)
+        now = self._advance(now)
+        if entry.first_token_at is None:
+            entry.first_token_at = now
+            entry.last_token_at = now
+
+    def mark(self, request_id: str, stage: str, now: float) -> None:
+        """A TTFT stage of a started request ended: ``"schedule"`` (the engine
+        started the request) or ``"prefill"`` (the engine produced the first
+        token). With both marked, TTFT splits into queue, schedule, prefill and
+        transfer in :attr:`Finished.stages`."""
+        if stage not in ("schedule", "prefill"):
+            raise UsageError(f"stage must be 'schedule' or 'prefill', not {stage!r}")
+        entry = self._running_entry(request_id)
+        if entry.marks is None:
+            entry.marks = {}
+        entry.marks.setdefault(stage, self._advance(now))
+
+    def tokens(self, request_id: str, count: int, now: float) -> None:
+        """``count`` more output tokens arrived (a chunk may carry several)."""
+        entry = self._running_entry(request_id)
+        if count < 0:
+            raise UsageError(f"token count must be >= 0, got {count}")
+        now = self._advance(now)
+        if entry.first_token_at is None:
+            entry.first_token_at = now
+        entry.last_token_at = now
+        entry.output_tokens += count
+        self._charge_output(entry)
+
+    def finish(
+        self,
+        request_id: str,
+        now: float,
+        outcome: Outcome | str = Outcome.COMPLETED,
+        output_tokens: int | None = None,
+    ) -> Finished:
+        """End a started request: ``completed``, ``failed`` or ``cancelled``.
+
+        ``output_tokens`` (the engine's own usage count) overrides the tokens
+        reported so far. Releases its KV blocks and concurrency slots, charges
+        the tenant the actual cost, and returns the record. Finishing a request
+        twice, or one that never started, raises :class:`UsageError`.
+        """
+        ending = Outcome(outcome)
+        if ending not in _ENDINGS:
+            raise UsageError(
+                f"a started request ends completed, failed or cancelled, not {ending.value}"
+            )
+        entry = self._running_entry(request_id)
+        if output_tokens is not None:
+            if output_tokens < 0:
+                raise UsageError(f"output_tokens must be >= 0, got {output_tokens}")
+            entry.output_tokens = output_tokens
+        now = self._advance(now)
+        request = entry.request
+        cost = self.router.estimator.score(
+            entry.prompt_tokens, entry.output_tokens, request.tool_risk
+        )
+        self.kv.release(entry.id, now)
+        self.quotas.settle(entry.lease, cost, now)
+        self.quotas.release(entry.lease, now)
+        self._charge_output(entry)
+        self._running -= 1
+        del self._entries[entry.id]
+        self._outcomes[ending] += 1
+        finished = entry.finished(ending, now, cost)
+        self.health.record(finished, now)
+        return finished
+
+    def _charge_output(self, entry: Entry) -> None:
+        uncharged = entry.output_tokens - entry.charged_output
+        if uncharged > 0:
+            cost = self.router.estimator.weights.beta * uncharged
+            self._queues.charge(entry.lane, entry.tenant, cost, weight=entry.weight)
+            entry.charged_output = entry.output_tokens
+
+    def cancel(self, request_id: str, now: float) -> Finished:
+        """Cancel a queued or running request (the client went away)."""
+        entry = self._entries.get(request_id)
+        if entry is None:
+            raise UsageError(f"request {request_id!r} is not live")
+        if entry.phase is Phase.RUNNING:
+            return self.finish(request_id, now, Outcome.CANCELLED)
+        now = self._advance(now)
+        self._queues.remove(entry.lane, entry)
+        return self._end_queued(entry, Outcome.CANCELLED, now)
+
+    def _end_queued(self, entry: Entry, outcome: Outcome, now: float) -> Finished:
+        # Nothing was served: the whole estimated cost goes back to the tenant.
+        self.quotas.settle(entry.lease, 0.0, now)
+        self.quotas.release(entry.lease, now)
+        del self._entries[entry.id]
+        self._outcomes[outcome] += 1
+        finished = entry.finished(outcome, now, 0.0)
+        self.health.record(finished, now)
+        return finished
+
+    def _running_entry(self, request_id: str) -> Entry:
+        entry = self._entries.get(request_id)
+        if entry is None or entry.phase is not Phase.RUNNING:
+            state = "not live" if entry is None else "still queued"
+            raise UsageError(f"request {request_id!r} is {state}")
+        return entry
+
+    # -- health ---------------------------------------------------------------
+
+    def observe(self, signals: EngineSignals, now: float) -> None:
+        """Take the engine's latest signals (KV usage also reconciles the ledger)."""
+        now = self._advance(now)
+        self.health.observe(signals)
+        if signals.kv_usage is not None:
+            self.kv.observe(signals.kv_usage, now)
+
+    def evaluate(self, now: float) -> LadderEvent | None:
+        """Move the fallback ladder if pressure says so (``dispatch`` also does
+        this every ``evaluate_every`` seconds); the move made, if any."""
+        now = self._advance(now)
+        kv = self.kv.statistics()
+        arrivals = self._arrivals
+        while arrivals and arrivals[0].phase is not Phase.QUEUED:
+            arrivals.popleft()
+        oldest = now - arrivals[0].arrival if arrivals else 0.0
+        return self.health.evaluate(
+            now, kv_ledger=kv.used_blocks / kv.num_blocks, oldest_wait=oldest
+        )
+
+    def overload(self) -> tuple[OverloadState, str]:
+        """The overload state (normal, degraded, batch_paused, interactive_only) and why."""
+        return self.health.overload()
+
+    def diagnose(self, now: float) -> list[Finding]:
+        """Likely causes of SLO trouble, with the numbers, most severe first."""
+        return self.health.diagnose(self._advance(now))
+
+    # -- introspection ------------------------------------------------------
+
+    def phase(self, request_id: str) -> str | None:
+        """``"queued"``, ``"running"``, or ``None`` once ended (or never submitted)."""
+        entry = self._entries.get(request_id)
+        return None if entry is None else entry.phase.value
+
+    @property
+    def running(self) -> int:
+        """Requests dispatched and not yet finished."""
+        return self._running
+
+    def statistics(self) -> PolicyStatistics:
+        """A frozen snapshot of queues, running requests, outcomes and ledgers."""
+        state, _ = self.health.overload()
+        ladder = self.health.ladder
+        return PolicyStatistics(
+            self._submitted,
+            {name: len(self._queues.queue(name)) for name in self._lanes},
+            self._running,
+            dict(self._outcomes),
+            self.kv.statistics(),
+            self.quotas.statistics(),
+            state,
+            0 if ladder is None else ladder.level,
+        )
+
+    def _advance(self, now: float) -> float:
+        if now > self._now:
+            self._now = now
+        return self._now
+
+
+def _refuse(
+    decision: Admit | Demote,
+    reason: Reason,
+    message: str,
+    retry_after: float | None,
+    http_status: int,
+    rule: str,
+) -> Decision:
+    steps = (*decision.steps, Step(rule, decision.lane, message))
+    if http_status >= 500 or retry_after is not None or reason in _TRANSIENT:
+        return Defer(reason, message, retry_after, http_status, decision.lane, steps)
+    return Reject(reason, message, http_status, decision.lane, steps)
+
+
+_TRANSIENT = frozenset({Reason.RATE_LIMITED, Reason.CONCURRENCY_LIMITED, Reason.QUEUE_FULL})

@@ -1,0 +1,244 @@
+from __future__ import annotations
+
+import pytest
+
+from slopolicy import Admit, Defer, Demote, Policy, PolicyConfig, Reason, Reject, Request
+from slopolicy.core.outcome import Outcome
+from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.errors import UsageError
+
+
+def _config(**overrides: object) -> PolicyConfig:
+    data: dict[str, object] = {
+        "lanes": [
+            {
+                "name": "interactive",
+                "max_new_tokens": 64,
+                "max_prompt_tokens": 500,
+                "queue_capacity": 3,
+                "max_queue_wait_s": 2.0,
+                "weight": 4,
+                "kv_reserve": 0.25,
+            },
+            {
+                "name": "heavy",
+                "max_new_tokens": 256,
+                "max_prompt_tokens": 2000,
+                "over_budget": "reject",
+                "queue_capacity": 3,
+                "max_queue_wait_s": 10.0,
+                "weight": 1,
+            },
+        ],
+        "tiers": {
+            "default": {"rate": 1000.0, "burst": 4000.0, "max_concurrency": 4},
+            "tiny": {"rate": 10.0, "burst": 100.0, "max_concurrency": 1},
+        },
+        "tenants": {"small": "tiny"},
+        "kv": {"num_blocks": 40, "block_size": 16},
+        "engine": {"max_running": 2},
+    }
+    data.update(overrides)
+    return PolicyConfig.from_dict(data)
+
+
+def _policy(**overrides: object) -> Policy:
+    return Policy(_config(**overrides), counter=HeuristicCounter())
+
+
+def test_the_api_sketch_runs() -> None:
+    policy = Policy(PolicyConfig(), counter=HeuristicCounter())
+    t = 100.0
+    decision = policy.submit(
+        Request(id="r1", tenant="acme", prompt_tokens=1200, max_new_tokens=256), now=t
+    )
+    assert isinstance(decision, Admit)
+    started = list(policy.dispatch(now=t))
+    assert [s.id for s in started] == ["r1"]
+    assert started[0].queue_wait == 0
+    policy.first_token("r1", now=t + 0.2)
+    policy.tokens("r1", 240, now=t + 2.6)
+    done = policy.finish("r1", now=t + 2.6, outcome="completed", output_tokens=240)
+    assert done.outcome is Outcome.COMPLETED
+    assert done.ttft == pytest.approx(0.2)
+    assert done.tpot == pytest.approx(2.4 / 239)
+    assert done.cost == 1200 + 2 * 240
+    assert policy.phase("r1") is None
+    stats = policy.statistics()
+    assert stats.running == 0
+    assert stats.kv.used_blocks == 0
+    assert stats.outcomes[Outcome.COMPLETED] == 1
+
+
+def test_quota_is_charged_the_actual_cost_at_the_end() -> None:
+    policy = _policy()
+    policy.submit(Request(id="a", tenant="t", prompt_tokens=100, max_new_tokens=64), 0.0)
+    policy.dispatch(0.0)
+    before = policy.quotas.tenant("t", 0.0)
+    assert before is not None
+    assert before.bucket is not None
+    assert before.bucket.level == pytest.approx(4000 - (100 + 2 * 64))
+    policy.finish("a", 0.0, output_tokens=10)
+    after = policy.quotas.tenant("t", 0.0)
+    assert after is not None
+    assert after.bucket is not None
+    assert after.bucket.level == pytest.approx(4000 - (100 + 2 * 10))
+    assert after.in_flight == 0
+
+
+def test_engine_slots_and_kv_bound_dispatch() -> None:
+    policy = _policy()
+    for name in "abc":
+        policy.submit(Request(id=name, tenant=name, prompt_tokens=10, max_new_tokens=8), 0.0)
+    assert [s.id for s in policy.dispatch(0.0)] == ["a", "b"]  # max_running 2
+    assert policy.phase("c") == "queued"
+    policy.finish("a", 1.0)
+    assert [s.id for s in policy.dispatch(1.0)] == ["c"]
+
+
+def test_background_lanes_never_take_the_interactive_reserve() -> None:
+    policy = _policy(engine={"max_running": 10}, kv={"num_blocks": 100, "block_size": 16})
+    # heavy may use the 75 shared blocks; each request below needs 42 (664 tokens).
+    for name in "xy":
+        decision = policy.submit(
+            Request(id=name, tenant=name, prompt_tokens=600, max_new_tokens=64), 0.0
+        )
+        assert isinstance(decision, Demote)
+    assert [s.id for s in policy.dispatch(0.0)] == ["x"]
+    chat = policy.submit(Request(id="chat", tenant="c", prompt_tokens=100, max_new_tokens=64), 0.0)
+    assert isinstance(chat, Admit)
+    assert [s.id for s in policy.dispatch(0.0)] == ["chat"]
+
+
+def test_a_request_larger_than_its_lane_can_ever_hold_is_refused() -> None:
+    policy = _policy()
+    decision = policy.submit(Request(tenant="t", prompt_tokens=1900, max_new_tokens=256), 0.0)
+    assert isinstance(decision, Reject)
+    assert (decision.reason, decision.http_status) == (Reason.PROMPT_TOO_LONG, 413)
+    assert "KV blocks" in decision.message
+
+
+def test_full_queues_defer_with_retry_after() -> None:
+    policy = _policy()
+    for index in range(3):
+        policy.submit(Request(tenant=f"t{index}", prompt_tokens=10, max_new_tokens=8), 0.0)
+    decision = policy.submit(Request(tenant="t9", prompt_tokens=10, max_new_tokens=8), 0.0)
+    assert isinstance(decision, Defer)
+    assert (decision.reason, decision.http_status, decision.retry_after) == (
+        Reason.QUEUE_FULL,
+        503,
+        2.0,
+    )
+    assert "queue is full" in decision.explain()
+    stats = policy.statistics()
+    assert stats.quotas.in_flight == 3  # the refused request holds nothing
+
+
+def test_tenant_quotas_defer_or_reject() -> None:
+    policy = _policy()
+    first = policy.submit(Request(tenant="small", prompt_tokens=10, max_new_tokens=8), 0.0)
+    assert isinstance(first, Admit)
+    busy = policy.submit(Request(tenant="small", prompt_tokens=10, max_new_tokens=8), 0.0)
+    assert isinstance(busy, Defer)
+    assert (busy.reason, busy.http_status) == (Reason.CONCURRENCY_LIMITED, 429)
+    too_big = policy.submit(Request(tenant="small", prompt_tokens=200, max_new_tokens=8), 0.0)
+    assert isinstance(too_big, Reject)
+    assert too_big.reason is Reason.COST_OVER_BURST
+
+
+def test_rate_limits_say_when_to_come_back() -> None:
+    policy = _policy(tiers={"default": {"rate": 100.0, "burst": 200.0}}, tenants={})
+    policy.submit(Request(tenant="t", prompt_tokens=150, max_new_tokens=10), 0.0)
+    decision = policy.submit(Request(tenant="t", prompt_tokens=150, max_new_tokens=10), 0.0)
+    assert isinstance(decision, Defer)
+    assert decision.reason is Reason.RATE_LIMITED
+    assert decision.retry_after == pytest.approx((170 - 30) / 100)
+
+
+def test_queued_requests_expire_at_their_deadline() -> None:
+    policy = _policy(engine={"max_running": 1})
+    policy.submit(Request(id="run", tenant="a", prompt_tokens=10, max_new_tokens=8), 0.0)
+    policy.submit(Request(id="wait", tenant="b", prompt_tokens=10, max_new_tokens=8), 0.0)
+    policy.submit(
+        Request(id="short", tenant="c", prompt_tokens=10, max_new_tokens=8, deadline=0.5), 0.0
+    )
+    assert [s.id for s in policy.dispatch(0.0)] == ["run"]
+    result = policy.dispatch(0.6)
+    assert [f.id for f in result.expired] == ["short"]
+    result = policy.dispatch(2.0)  # the lane's 2 s queue limit
+    assert [(f.id, f.outcome) for f in result.expired] == [("wait", Outcome.EXPIRED)]
+    assert result.expired[0].queue_wait is None
+    assert policy.statistics().quotas.in_flight == 1
+
+
+def test_cancel_works_queued_and_running() -> None:
+    policy = _policy(engine={"max_running": 1})
+    policy.submit(Request(id="a", tenant="a", prompt_tokens=10, max_new_tokens=8), 0.0)
+    policy.submit(Request(id="b", tenant="b", prompt_tokens=10, max_new_tokens=8), 0.0)
+    policy.dispatch(0.0)
+    policy.tokens("a", 3, 0.5)
+    running = policy.cancel("a", 1.0)
+    queued = policy.cancel("b", 1.0)
+    assert (running.outcome, running.output_tokens) == (Outcome.CANCELLED, 3)
+    assert (queued.outcome, queued.cost) == (Outcome.CANCELLED, 0.0)
+    stats = policy.statistics()
+    assert (stats.running, stats.kv.used_blocks, stats.quotas.in_flight) == (0, 0, 0)
+
+
+def test_misuse_raises_and_changes_nothing() -> None:
+    policy = _policy()
+    policy.submit(Request(id="a", tenant="a", prompt_tokens=10, max_new_tokens=8), 0.0)
+    with pytest.raises(UsageError, match="already live"):
+        policy.submit(Request(id="a", tenant="a", prompt_tokens=10, max_new_tokens=8), 0.0)
+    with pytest.raises(UsageError, match="still queued"):
+        policy.finish("a", 0.0)
+    policy.dispatch(0.0)
+    with pytest.raises(UsageError, match="completed, failed or cancelled"):
+        policy.finish("a", 0.0, outcome="expired")
+    with pytest.raises(UsageError, match=">= 0"):
+        policy.tokens("a", -1, 0.0)
+    policy.finish("a", 0.0)
+    with pytest.raises(UsageError, match="not live"):
+        policy.finish("a", 0.0)
+    with pytest.raises(UsageError, match="not live"):
+        policy.cancel("zzz", 0.0)
+    assert policy.statistics().outcomes[Outcome.COMPLETED] == 1
+
+
+def test_ids_can_be_reused_once_ended() -> None:
+    policy = _policy()
+    for _ in range(3):
+        policy.submit(Request(id="same", tenant="a", prompt_tokens=10, max_new_tokens=8), 0.0)
+        policy.cancel("same", 0.0)
+    assert policy.statistics().outcomes[Outcome.CANCELLED] == 3
+
+
+def test_time_never_runs_backwards() -> None:
+    policy = _policy()
+    policy.submit(Request(id="a", tenant="a", prompt_tokens=10, max_new_tokens=8), 5.0)
+    policy.dispatch(4.0)  # treated as 5.0
+    policy.first_token("a", 3.0)
+    done = policy.finish("a", 6.0)
+    assert done.ttft == 0.0
+    assert done.queue_wait == 0.0
+
+
+def test_tenants_share_a_lane_fairly() -> None:
+    policy = _policy(
+        tiers={"default": {"rate": 1e9, "burst": 1e9, "max_concurrency": 1000}},
+        tenants={},
+        lanes=[{"name": "only", "queue_capacity": 1000}],
+        engine={"max_running": 1},
+        kv={"num_blocks": 10_000, "block_size": 16},
+    )
+    # 'big' sends requests ten times as costly as 'small'; both stay backlogged.
+    served = {"big": 0.0, "small": 0.0}
+    for index in range(60):
+        policy.submit(Request(id=f"b{index}", tenant="big", prompt_tokens=1000), 0.0)
+        policy.submit(Request(id=f"s{index}", tenant="small", prompt_tokens=100), 0.0)
+    for step in range(40):
+        (started,) = policy.dispatch(float(step)).started
+        done = policy.finish(started.id, float(step), output_tokens=0)
+        served[done.tenant] += done.cost
+    # Equal service in cost units, within one large request.
+    assert abs(served["big"] - served["small"]) <= 1000

@@ -1,0 +1,189 @@
+"""The Policy's lifecycle invariants under random traffic (DESIGN.md 3, 4, 6)."""
+
+from __future__ import annotations
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from slopolicy import Policy, PolicyConfig, Request
+from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.tokens import HeuristicCounter
+
+_CONFIG = PolicyConfig.from_dict(
+    {
+        "lanes": [
+            {
+                "name": "interactive",
+                "max_new_tokens": 64,
+                "max_prompt_tokens": 400,
+                "queue_capacity": 4,
+                "max_queue_wait_s": 2.0,
+                "weight": 4,
+                "kv_reserve": 0.2,
+            },
+            {
+                "name": "heavy",
+                "max_new_tokens": 256,
+                "max_prompt_tokens": 1500,
+                "queue_capacity": 4,
+                "max_queue_wait_s": 8.0,
+                "weight": 2,
+            },
+            {
+                "name": "background",
+                "max_prompt_tokens": 3000,
+                "over_budget": "reject",
+                "queue_capacity": 6,
+                "max_queue_wait_s": 20.0,
+                "weight": 1,
+            },
+        ],
+        "tiers": {
+            "default": {"rate": 3000.0, "burst": 8000.0, "max_concurrency": 5},
+            "tiny": {
+                "rate": 50.0,
+                "burst": 900.0,
+                "max_concurrency": 2,
+                "allowed_lanes": ["interactive", "background"],
+            },
+        },
+        "tenants": {"t3": "tiny"},
+        "kv": {"num_blocks": 150, "block_size": 16},
+        "engine": {"max_running": 3},
+    }
+)
+_TENANTS = st.sampled_from(["t0", "t1", "t2", "t3"])
+
+
+class PolicyLifecycle(RuleBasedStateMachine):
+    """Random submits, dispatches, tokens, finishes, cancels and time steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.policy = Policy(_CONFIG, counter=HeuristicCounter())
+        self.now = 0.0
+        self.count = 0
+        self.live: dict[str, str] = {}  # id -> "queued" | "running"
+        self.ended: dict[str, Outcome] = {}
+
+    def _end(self, finished: Finished) -> None:
+        assert finished.id not in self.ended, f"{finished.id} ended twice"
+        assert self.live.pop(finished.id) in ("queued", "running")
+        self.ended[finished.id] = finished.outcome
+
+    @rule(
+        tenant=_TENANTS,
+        prompt=st.integers(0, 3200),
+        max_new=st.integers(1, 400),
+        lane=st.none() | st.sampled_from(["interactive", "heavy", "background"]),
+        deadline=st.none() | st.floats(0.0, 5.0),
+    )
+    def submit(
+        self, tenant: str, prompt: int, max_new: int, lane: str | None, deadline: float | None
+    ) -> None:
+        self.count += 1
+        request_id = f"r{self.count}"
+        request = Request(
+            id=request_id,
+            tenant=tenant,
+            prompt_tokens=prompt,
+            max_new_tokens=max_new,
+            lane=lane,
+            deadline=None if deadline is None else self.now + deadline,
+        )
+        decision = self.policy.submit(request, self.now)
+        if decision.accepted:
+            self.live[request_id] = "queued"
+        else:
+            self.ended[request_id] = Outcome.REJECTED
+
+    @rule()
+    def dispatch(self) -> None:
+        result = self.policy.dispatch(self.now)
+        for finished in result.expired:
+            assert finished.outcome is Outcome.EXPIRED
+            self._end(finished)
+        for started in result.started:
+            assert self.live[started.id] == "queued"
+            self.live[started.id] = "running"
+        self._check_work_conserving()
+        # Invariant 6: nothing still queued is past its deadline.
+        for entry in self.policy._entries.values():
+            if entry.phase.value == "queued":
+                assert entry.deadline > self.now, f"{entry.id} overdue"
+
+    def _running_ids(self) -> list[str]:
+        return [rid for rid, phase in self.live.items() if phase == "running"]
+
+    @precondition(lambda self: any(p == "running" for p in self.live.values()))
+    @rule(data=st.data(), count=st.integers(0, 50))
+    def tokens(self, data: st.DataObject, count: int) -> None:
+        request_id = data.draw(st.sampled_from(self._running_ids()))
+        if data.draw(st.booleans()):
+            self.policy.first_token(request_id, self.now)
+        self.policy.tokens(request_id, count, self.now)
+
+    @precondition(lambda self: any(p == "running" for p in self.live.values()))
+    @rule(
+        data=st.data(),
+        outcome=st.sampled_from(["completed", "failed", "cancelled"]),
+        usage=st.none() | st.integers(0, 500),
+    )
+    def finish(self, data: st.DataObject, outcome: str, usage: int | None) -> None:
+        request_id = data.draw(st.sampled_from(self._running_ids()))
+        self._end(self.policy.finish(request_id, self.now, outcome, usage))
+
+    @precondition(lambda self: bool(self.live))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        request_id = data.draw(st.sampled_from(sorted(self.live)))
+        finished = self.policy.cancel(request_id, self.now)
+        assert finished.outcome is Outcome.CANCELLED
+        self._end(finished)
+
+    @rule(dt=st.floats(0.0, 3.0))
+    def advance(self, dt: float) -> None:
+        self.now += dt
+
+    def _check_work_conserving(self) -> None:
+        # Invariant 4: after dispatch, no waiting head could start now.
+        policy = self.policy
+        if policy.running >= policy.max_running:
+            return
+        for lane, entry in policy._queues.candidates():
+            assert policy.kv.free_blocks(lane) < policy.kv.blocks_for(entry.kv_tokens), (
+                f"{entry.id} in {lane} fits but waits"
+            )
+
+    @invariant()
+    def phases_match(self) -> None:
+        for request_id, phase in self.live.items():
+            assert self.policy.phase(request_id) == phase
+        for request_id in self.ended:
+            assert self.policy.phase(request_id) is None
+
+    @invariant()
+    def ledgers_balance(self) -> None:
+        stats = self.policy.statistics()
+        running = self._running_ids()
+        assert stats.running == len(running) <= self.policy.max_running
+        assert stats.quotas.in_flight == len(self.live)
+        assert stats.kv.used_blocks <= stats.kv.num_blocks
+        assert sum(stats.queued.values()) == len(self.live) - len(running)
+        counted = sum(stats.outcomes.values())
+        assert counted == len(self.ended)
+        assert stats.submitted == self.count
+
+    def teardown(self) -> None:
+        for request_id in sorted(self.live):
+            self._end(self.policy.cancel(request_id, self.now))
+        stats = self.policy.statistics()
+        assert stats.running == 0
+        assert stats.kv.used_blocks == 0
+        assert stats.quotas.in_flight == 0
+        assert sum(stats.queued.values()) == 0
+
+
+PolicyLifecycle.TestCase.settings = settings(max_examples=150, stateful_step_count=60)
+TestPolicyLifecycle = PolicyLifecycle.TestCase
