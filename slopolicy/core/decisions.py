@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import ClassVar, TypeAlias
+from typing import ClassVar, NamedTuple, TypeAlias
 
 from slopolicy.core.request import Request
 
@@ -41,13 +41,22 @@ class Reason(enum.Enum):
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One rule that fired while deciding: which rule, in which lane, what it did."""
+class Step(NamedTuple):
+    """One rule that fired while deciding: which rule, in which lane, what it did.
+
+    ``detail`` is ``template`` formatted with ``args`` (``str.format``), done
+    only when read: decisions are made per request, explanations rarely.
+    """
 
     rule: str
     lane: str | None
-    detail: str
+    template: str
+    args: tuple[object, ...] = ()
+
+    @property
+    def detail(self) -> str:
+        """What the rule did, in a sentence."""
+        return self.template.format(*self.args) if self.args else self.template
 
     def __str__(self) -> str:
         where = f" [{self.lane}]" if self.lane else ""

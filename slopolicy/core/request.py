@@ -168,6 +168,25 @@ class Request:
         """A copy with ``changes`` applied and validated again."""
         return dataclasses.replace(self, **changes)
 
+    def with_max_new_tokens(self, max_new_tokens: int) -> Request:
+        """A copy with a smaller ``max_new_tokens`` (validated: ``1 <= it <= now``).
+
+        Lanes and rungs cap outputs on every request; this skips re-checking
+        fields that cannot have changed.
+        """
+        _check_int("max_new_tokens", max_new_tokens, minimum=1)
+        if max_new_tokens > self.max_new_tokens:
+            raise InvalidRequest("max_new_tokens", "a cap cannot raise the limit")
+        copy = object.__new__(Request)
+        for name in _FIELDS:
+            _SET(copy, name, getattr(self, name))
+        _SET(copy, "max_new_tokens", max_new_tokens)
+        return copy
+
+
+_FIELDS = tuple(field.name for field in dataclasses.fields(Request))
+_SET = object.__setattr__
+
 
 def _normalize_messages(messages: object) -> tuple[Message, ...]:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):

@@ -128,12 +128,10 @@ class LaneRouter:
             if unknown:
                 raise UsageError(f"tier {tier.name!r} names unknown lanes {sorted(unknown)}")
         self.rules = tuple(rules)
-        self._named_rules: tuple[tuple[str, RoutingRule], ...] = (
-            ("prompt budget", _prompt_budget),
-            ("cost limit", _cost_limit),
-            *((_rule_name(rule), rule) for rule in self.rules),
-            (f"{type(self).__name__}.check", self.check),
-        )
+        custom = [(_rule_name(rule), rule) for rule in self.rules]
+        if type(self).check is not LaneRouter.check:
+            custom.append((f"{type(self).__name__}.check", self.check))
+        self._custom: tuple[tuple[str, RoutingRule], ...] = tuple(custom)
 
     @property
     def lanes(self) -> tuple[LaneSpec, ...]:
@@ -157,16 +155,18 @@ class LaneRouter:
                 message = f"unknown tier {request.tier!r}"
                 steps.append(Step("tier", None, message))
                 return Reject(Reason.UNKNOWN_TIER, message, 400, steps=tuple(steps))
-            steps.append(Step("tier", None, f"tier {tier.name!r} requested"))
+            steps.append(Step("tier", None, "tier {!r} requested", (tier.name,)))
         else:
             tier = self.tiers.for_tenant(request.tenant)
-            steps.append(Step("tier", None, f"tenant {request.tenant!r} has tier {tier.name!r}"))
+            steps.append(
+                Step("tier", None, "tenant {!r} has tier {!r}", (request.tenant, tier.name))
+            )
         start = self._start_lane(request, tier, steps)
         if isinstance(start, Reject):
             return start
         if prompt is None:
             prompt = self.estimator.prompt_tokens(request)
-        steps.append(Step("estimate", None, _describe(prompt)))
+        steps.append(Step("estimate", None, "{}", (_Described(prompt),)))
         cap = tier.max_prompt_tokens
         if cap is not None and prompt.tokens > cap:
             message = (
@@ -188,7 +188,9 @@ class LaneRouter:
                 steps.append(Step("lane hint", hint, "honoured"))
                 return index
             steps.append(
-                Step("lane hint", hint, f"not allowed for tier {tier.name!r}; using its default")
+                Step(
+                    "lane hint", hint, "not allowed for tier {!r}; using its default", (tier.name,)
+                )
             )
         return self._index[tier.default_lane]
 
@@ -211,11 +213,11 @@ class LaneRouter:
         while True:
             lane = self._lanes[index]
             lower = self._lower(index, tier)
-            context = self._enter(request, lane, tier, prompt, lower, steps)
-            outcome = self._evaluate(context, steps)
-            if isinstance(outcome, RouteContext):
-                return _accept(outcome, self._lanes[start].name, demoted_by, steps)
-            verdict = outcome
+            visit = self._visit(request, lane, tier, prompt, lower, steps)
+            if not isinstance(visit, Verdict):
+                admitted, cost = visit
+                return self._accept(admitted, lane, tier, start, prompt, cost, demoted_by, steps)
+            verdict = visit
             if verdict.kind is VerdictKind.DEFER:
                 assert verdict.retry_after is not None
                 assert verdict.http_status is not None
@@ -235,7 +237,11 @@ class LaneRouter:
             if lower is None:  # a demotion with nowhere to go
                 if not verdict.required:
                     steps.append(Step("demote", lane.name, "no lower lane; stays"))
-                    return _accept(context, self._lanes[start].name, demoted_by, steps)
+                    capped = self._capped(request, lane, None)
+                    cost = self.estimator.score(
+                        prompt.tokens, capped.output_budget, capped.tool_risk
+                    )
+                    return self._accept(capped, lane, tier, start, prompt, cost, demoted_by, steps)
                 reason = (
                     Reason.PROMPT_TOO_LONG
                     if verdict.reason is Reason.PROMPT_OVER_BUDGET
@@ -245,10 +251,10 @@ class LaneRouter:
                 message = f"no lane below {lane.name!r} takes it: {verdict.note}"
                 return Reject(reason, message, status, lane.name, tuple(steps))
             demoted_by = demoted_by or verdict.reason
-            steps.append(Step("demote", lane.name, f"moved to {self._lanes[lower].name!r}"))
+            steps.append(Step("demote", lane.name, "moved to {!r}", (self._lanes[lower].name,)))
             index = lower
 
-    def _enter(
+    def _visit(
         self,
         request: Request,
         lane: LaneSpec,
@@ -256,23 +262,22 @@ class LaneRouter:
         prompt: TokenEstimate,
         lower: int | None,
         steps: list[Step],
-    ) -> RouteContext:
-        cap = lane.max_new_tokens
-        if cap is not None and request.max_new_tokens > cap:
-            steps.append(
-                Step("max_new_tokens cap", lane.name, f"{request.max_new_tokens:,} -> {cap:,}")
-            )
-            capped = request.replace(max_new_tokens=cap)
-        else:
-            capped = request
+    ) -> tuple[Request, float] | Verdict:
+        """One lane's checks: the request to admit and its cost, or the verdict
+        that ends the visit. Rewrites by custom rules apply and continue."""
+        capped = self._capped(request, lane, steps)
         cost = self.estimator.score(prompt.tokens, capped.output_budget, capped.tool_risk)
+        for name, check in _BUILT_IN:
+            verdict = check(lane, prompt.tokens, cost)
+            if verdict is not None:
+                steps.append(Step(name, lane.name, verdict.note))
+                return verdict
+        if not self._custom:
+            return capped, cost
+        # Custom rules see a context; built only when there are custom rules.
         lower_name = None if lower is None else self._lanes[lower].name
-        return RouteContext(capped, request, lane, tier, prompt, cost, lower_name)
-
-    def _evaluate(self, context: RouteContext, steps: list[Step]) -> RouteContext | Verdict:
-        """Run the lane's checks; the context to admit with, or the first verdict
-        that ends the visit (rewrites apply and continue)."""
-        for name, rule in self._named_rules:
+        context = RouteContext(capped, request, lane, tier, prompt, cost, lower_name)
+        for name, rule in self._custom:
             verdict = rule(context)
             if verdict is None:
                 continue
@@ -280,24 +285,66 @@ class LaneRouter:
                 raise RoutingError(
                     f"routing rule {name} returned {type(verdict).__name__}, not a Verdict or None"
                 )
-            steps.append(Step(name, context.lane.name, verdict.note))
+            steps.append(Step(name, lane.name, verdict.note))
             if verdict.kind is not VerdictKind.REWRITE:
                 return verdict
             assert verdict.request is not None
             rewritten = verdict.request
-            cost = self.estimator.score(
-                context.prompt.tokens, rewritten.output_budget, rewritten.tool_risk
-            )
+            cost = self.estimator.score(prompt.tokens, rewritten.output_budget, rewritten.tool_risk)
             context = replace(context, request=rewritten, cost=cost)
-        return context
+        return context.request, context.cost
+
+    @staticmethod
+    def _capped(request: Request, lane: LaneSpec, steps: list[Step] | None) -> Request:
+        cap = lane.max_new_tokens
+        if cap is None or request.max_new_tokens <= cap:
+            return request
+        if steps is not None:
+            steps.append(
+                Step("max_new_tokens cap", lane.name, "{:,} -> {:,}", (request.max_new_tokens, cap))
+            )
+        return request.with_max_new_tokens(cap)
+
+    def _accept(
+        self,
+        request: Request,
+        lane: LaneSpec,
+        tier: TierSpec,
+        start: int,
+        prompt: TokenEstimate,
+        cost: float,
+        demoted_by: Reason | None,
+        steps: list[Step],
+    ) -> Admit | Demote:
+        if demoted_by is None:
+            return Admit(
+                lane.name,
+                tier.name,
+                request,
+                prompt.tokens,
+                cost,
+                f"admitted to lane {lane.name!r}",
+                tuple(steps),
+            )
+        origin = self._lanes[start].name
+        return Demote(
+            lane.name,
+            origin,
+            tier.name,
+            request,
+            prompt.tokens,
+            cost,
+            f"admitted to lane {lane.name!r}, demoted from {origin!r} ({demoted_by.code})",
+            demoted_by,
+            tuple(steps),
+        )
 
 
-def _prompt_budget(context: RouteContext) -> Verdict | None:
-    lane = context.lane
+def _prompt_budget(lane: LaneSpec, prompt_tokens: int, cost: float) -> Verdict | None:
     budget = lane.max_prompt_tokens
-    if budget is None or context.prompt.tokens <= budget:
+    if budget is None or prompt_tokens <= budget:
         return None
-    note = f"prompt of {context.prompt.tokens:,} tokens over the {budget:,}-token budget"
+    note = f"prompt of {prompt_tokens:,} tokens over the {budget:,}-token budget"
     reason = Reason.PROMPT_OVER_BUDGET
     if lane.over_budget is OverBudget.DEMOTE:
         return Verdict.demote(note, reason=reason)
@@ -306,40 +353,27 @@ def _prompt_budget(context: RouteContext) -> Verdict | None:
     return Verdict.reject(note, reason=Reason.PROMPT_TOO_LONG, http_status=413)
 
 
-def _cost_limit(context: RouteContext) -> Verdict | None:
-    limit = context.lane.max_cost
-    if limit is None or context.cost <= limit:
+def _cost_limit(lane: LaneSpec, prompt_tokens: int, cost: float) -> Verdict | None:
+    limit = lane.max_cost
+    if limit is None or cost <= limit:
         return None
-    note = f"cost {context.cost:,.0f} over the lane's {limit:,.0f}"
+    note = f"cost {cost:,.0f} over the lane's {limit:,.0f}"
     return Verdict.demote(note, reason=Reason.COST_OVER_LIMIT, required=False)
 
 
-def _accept(
-    context: RouteContext, start: str, demoted_by: Reason | None, steps: list[Step]
-) -> Admit | Demote:
-    lane = context.lane.name
-    tier = context.tier.name
-    if demoted_by is None:
-        return Admit(
-            lane,
-            tier,
-            context.request,
-            context.prompt.tokens,
-            context.cost,
-            f"admitted to lane {lane!r}",
-            tuple(steps),
-        )
-    return Demote(
-        lane,
-        start,
-        tier,
-        context.request,
-        context.prompt.tokens,
-        context.cost,
-        f"admitted to lane {lane!r}, demoted from {start!r} ({demoted_by.code})",
-        demoted_by,
-        tuple(steps),
-    )
+_BUILT_IN = (("prompt budget", _prompt_budget), ("cost limit", _cost_limit))
+
+
+class _Described:
+    """Formats a prompt estimate only when an explanation is read."""
+
+    __slots__ = ("prompt",)
+
+    def __init__(self, prompt: TokenEstimate) -> None:
+        self.prompt = prompt
+
+    def __format__(self, spec: str) -> str:
+        return _describe(self.prompt)
 
 
 def _describe(prompt: TokenEstimate) -> str:
