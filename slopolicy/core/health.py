@@ -104,12 +104,12 @@ class Health:
 
     def pressure(self, now: float, *, kv_ledger: float, oldest_wait: float) -> Pressure:
         """The ladder's inputs at ``now``; see the module docstring."""
-        snapshot = self.trackers.lane(self.watch_lane).snapshot(now)
-        target = snapshot.targets.ttft_target
-        ttft = snapshot.ttft_p95_fraction or 0.0
-        queued = snapshot.queue_wait_fraction or 0.0
-        if target is not None and target > 0:
-            queued = max(queued, oldest_wait / target)
+        tracker = self.trackers.lane(self.watch_lane)
+        target = tracker.targets.ttft_target
+        ttft = queued = 0.0
+        if target is not None:
+            ttft = (tracker.quantile("ttft", 0.95, now) or 0.0) / target
+            queued = max(tracker.quantile("queue_wait", 0.95, now) or 0.0, oldest_wait) / target
         current = self.signals.current(now)
         return Pressure(
             ttft_p95_fraction=ttft,

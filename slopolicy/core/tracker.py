@@ -62,6 +62,13 @@ _ATTAINED, _SPEND, _OUTPUT = 5, 6, 7
 _COUNTS = 8  # the stage sums follow the counts
 # One ring holds every short-window metric, so a record looks up one slice.
 _TTFT, _TPOT, _QUEUE, _E2E, _PROMPT = range(5)
+_METRICS = {
+    "ttft": _TTFT,
+    "tpot": _TPOT,
+    "queue_wait": _QUEUE,
+    "e2e": _E2E,
+    "prompt_tokens": _PROMPT,
+}
 _STAGES = 5  # first stage sketch
 
 
@@ -293,6 +300,15 @@ class SLOTracker:
             alerts=self.alerts(now),
             rejected_are_errors=self.rejected_are_errors,
         )
+
+    def quantile(self, metric: str, q: float, now: float) -> float | None:
+        """One quantile of one metric over the window, without a full snapshot:
+        ``metric`` is ``ttft``, ``tpot``, ``queue_wait``, ``e2e`` (seconds) or
+        ``prompt_tokens``; ``None`` when the window holds no values."""
+        index = _METRICS.get(metric)
+        if index is None:
+            raise UsageError(f"metric must be one of {sorted(_METRICS)}, not {metric!r}")
+        return self._window.sketch(index, self._see(now)).quantile(q)
 
     def span(self, now: float) -> float:
         """Seconds the short window covers at ``now`` (the rates' divisor, >= one slice)."""

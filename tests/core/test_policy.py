@@ -242,3 +242,23 @@ def test_tenants_share_a_lane_fairly() -> None:
         served[done.tenant] += done.cost
     # Equal service in cost units, within one large request.
     assert abs(served["big"] - served["small"]) <= 1000
+
+
+def test_a_flood_of_tenant_ids_keeps_every_per_tenant_table_bounded() -> None:
+    # TenantQuotas' own test feeds 10^6 ids; here every per-tenant table the
+    # Policy holds (quotas, SLO trackers, fair-queue counters) stays bounded.
+    config = _config(
+        tiers={"default": {"rate": 1e9, "burst": 1e9, "max_concurrency": 10}},
+        tenants={},
+        engine={"max_running": 64},
+        max_tenants=500,
+    )
+    policy = Policy(config, counter=HeuristicCounter())
+    for index in range(20_000):
+        now = index / 100
+        policy.submit(Request(id=f"r{index}", tenant=f"t{index}", prompt_tokens=10), now)
+        for started in policy.dispatch(now):
+            policy.finish(started.id, now, output_tokens=1)
+    assert policy.statistics().quotas.tenants <= 500
+    assert policy.health.trackers.tenant_count <= 1024
+    assert policy._queues.queue("interactive").statistics().idle_counters <= 10_000
