@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -24,15 +24,8 @@ RungName = Literal[
     "pause_background",
     "shed",
 ]
-#: The six rungs in the seed's order, mildest first.
-RUNGS: tuple[RungName, ...] = (
-    "drop_optional_features",
-    "cap_max_new_tokens",
-    "compress_prompt",
-    "cheaper_model",
-    "pause_background",
-    "shed",
-)
+#: The six rungs in the seed's order, mildest first (the core's ``BUILTIN_RUNGS``).
+RUNGS: tuple[RungName, ...] = get_args(RungName)
 
 
 class Threshold(ConfigModel):
