@@ -43,6 +43,7 @@ from slopolicy.sim.comparison import POLICIES as POLICIES
 from slopolicy.sim.comparison import Comparison as Comparison
 from slopolicy.sim.comparison import classify as classify
 from slopolicy.sim.comparison import compare as compare
+from slopolicy.sim.comparison import evaluate as evaluate
 from slopolicy.sim.comparison import lane_targets as lane_targets
 from slopolicy.sim.comparison import make_scheduler as make_scheduler
 from slopolicy.sim.engine import Engine as Engine
@@ -162,6 +163,7 @@ __all__ = (
     "capacity",
     "classify",
     "compare",
+    "evaluate",
     "jain_index",
     "lane_targets",
     "load_outside_bursts",

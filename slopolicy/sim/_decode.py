@@ -10,7 +10,7 @@ keyed by the step at which each member reaches its output target), and
 O(block_size) for the KV blocks the step allocates, counted from a histogram
 of ``(base - 1) mod block_size``: a member whose context ``x`` satisfies
 ``(x - 1) mod b = q`` needs ``(q + k) // b`` new blocks over the next ``k``
-tokens.
+tokens, so how many steps fit in the free blocks is O(block_size) too.
 """
 
 from __future__ import annotations
@@ -112,40 +112,33 @@ class DecodePool:
         """Context tokens ``seq`` has now."""
         return seq.base + self.steps
 
-    def stall(self, seq: Seq) -> int:
-        """Keep ``seq`` out of the next step (the token budget ran out before it);
-        returns the blocks it would have taken in that step."""
-        size = self.block_size
-        context = seq.base + self.steps
-        self._hist[(seq.base - 1) % size] -= 1
-        seq.base -= 1
-        seq.out_base -= 1
-        self._hist[(seq.base - 1) % size] += 1
-        self.context -= 1  # step() adds one per member
-        # The histogram now says ``context - 1`` at this step; count its blocks
-        # that way too, and the next step() adds the difference back.
-        self.blocks -= 1 if (context - 1) % size == 0 else 0
-        seq.version += 1
-        self._push(seq)
-        return ((context - 1) % size + 1) // size
-
     def new_blocks(self, k: int) -> int:
-        """KV blocks the members need for their next ``k`` tokens."""
-        size, steps = self.block_size, self.steps
-        return sum(n * (((p + steps) % size + k) // size) for p, n in enumerate(self._hist) if n)
+        """KV blocks the members need for their next ``k`` tokens.
+
+        With ``k = m·b + r`` (``b`` the block size), every member fills ``m``
+        whole blocks, and those whose last block has at most ``r`` free slots
+        start one more: ``m·count + Σ_{q >= b - r} n_q``.
+        """
+        size = self.block_size
+        whole, rest = divmod(k, size)
+        return whole * self.count + sum(self._at(q) for q in range(size - rest, size))
 
     def max_steps(self, free_blocks: int) -> int | None:
         """The most steps whose new blocks fit in ``free_blocks`` (``None``: no limit)."""
         if not self.count:
             return None
-        low, high = 0, self.block_size * (free_blocks // self.count + 1)
-        while low < high:  # new_blocks(high) > free_blocks always holds
-            middle = (low + high + 1) // 2
-            if self.new_blocks(middle) <= free_blocks:
-                low = middle
-            else:
-                high = middle - 1
-        return low
+        size = self.block_size
+        whole, left = divmod(free_blocks, self.count)
+        starting = 0
+        for rest in range(1, size):  # new_blocks(whole·b + rest) = whole·count + starting
+            starting += self._at(size - rest)
+            if starting > left:
+                return whole * size + rest - 1
+        return whole * size + size - 1
+
+    def _at(self, q: int) -> int:
+        """Members whose context ``x`` has ``(x - 1) mod b == q`` now."""
+        return self._hist[(q - self.steps) % self.block_size]
 
     def steps_to_finish(self) -> int | None:
         """Steps until the first member reaches its output target (``None``: no member)."""

@@ -20,7 +20,7 @@ from slopolicy.sim.engine import EngineSpec
 from slopolicy.sim.metrics import PolicyReport, fallback_summary, report
 from slopolicy.sim.ours import DEFAULT_SIGNALS, PolicyScheduler
 from slopolicy.sim.scheduler import Scheduler
-from slopolicy.sim.simulator import Client, SimulationResult, simulate
+from slopolicy.sim.simulator import Client, Progress, SimulationResult, simulate
 from slopolicy.sim.workload import Workload
 
 __all__ = (
@@ -88,6 +88,48 @@ def lane_targets(config: PolicyConfig) -> dict[str, SLOTargets]:
     return {lane.name: lane.slo.to_targets() for lane in config.lanes}
 
 
+def evaluate(
+    chosen: Scheduler,
+    workload: Workload,
+    engine: EngineSpec,
+    config: PolicyConfig,
+    *,
+    lanes: Mapping[str, str] | None = None,
+    report_every: float = 1.0,
+    drain: float = 3600.0,
+    client: Client | None = None,
+    progress: Progress | None = None,
+) -> tuple[SimulationResult, PolicyReport]:
+    """Run one scheduler (ours, a baseline, or your own) over ``workload`` and
+    report it against ``config``'s lanes and targets; ``lanes`` defaults to
+    :func:`classify`. The building block of :func:`compare` and of property
+    tests of custom policies."""
+    result = simulate(
+        workload,
+        chosen,
+        engine,
+        lanes=classify(workload, config) if lanes is None else lanes,
+        report_every=report_every,
+        drain=drain,
+        client=client,
+        progress=progress,
+    )
+    summary = None
+    if isinstance(chosen, PolicyScheduler):
+        moves = [(m.at, m.level, m.rung, m.state) for m in chosen.moves]
+        summary = fallback_summary(moves, rungs=config.ladder.rungs, end=result.end)
+    summary_report = report(
+        chosen.name,
+        result.records,
+        lane_targets(config),
+        duration=workload.duration,
+        end=result.end,
+        preemptions=result.engine.preemptions,
+        fallback=summary,
+    )
+    return result, summary_report
+
+
 def compare(
     workload: Workload,
     config: PolicyConfig,
@@ -110,7 +152,6 @@ def compare(
         if name not in POLICIES:
             raise UsageError(f"unknown policy {name!r}; policies are {', '.join(POLICIES)}")
     lanes = classify(workload, config)
-    targets = lane_targets(config)
     results: dict[str, SimulationResult] = {}
     reports: dict[str, PolicyReport] = {}
     for name in policies:
@@ -122,28 +163,15 @@ def compare(
             if progress is not None:
                 progress(name, fraction)
 
-        result = simulate(
-            workload,
+        results[name], reports[name] = evaluate(
             chosen,
+            workload,
             engine,
+            config,
             lanes=lanes,
             report_every=report_every,
             drain=drain,
             client=client,
             progress=tell,
-        )
-        summary = None
-        if isinstance(chosen, PolicyScheduler):
-            moves = [(m.at, m.level, m.rung, m.state) for m in chosen.moves]
-            summary = fallback_summary(moves, rungs=config.ladder.rungs, end=result.end)
-        results[name] = result
-        reports[name] = report(
-            name,
-            result.records,
-            targets,
-            duration=workload.duration,
-            end=result.end,
-            preemptions=result.engine.preemptions,
-            fallback=summary,
         )
     return Comparison(workload, engine, config, results, reports)

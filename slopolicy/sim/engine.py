@@ -1,9 +1,9 @@
 """A deterministic model of a continuous-batching engine, one iteration at a time.
 
 It follows vLLM v1's scheduler: each iteration has a token budget
-(``max_num_batched_tokens``); running requests are served first, in the order
-they were admitted (one token for a decoding request, a chunk of its prompt for
-a prefilling one, capped by ``long_prefill_token_threshold`` when set), then
+(``max_num_batched_tokens``); running requests are served first (one token for
+a decoding request, a chunk of its prompt for a prefilling one, capped by
+``long_prefill_token_threshold`` when set), then
 waiting requests are admitted while fewer than ``max_num_seqs`` run, budget is
 left and the KV blocks for their first chunk are free (the head is never
 skipped: a head that does not fit blocks the queue). KV is allocated in
@@ -202,50 +202,33 @@ class Engine:
         spec, pool = self.spec, self._pool
         budget = spec.max_num_batched_tokens
         cap = spec.long_prefill_token_threshold or budget
+        # Running requests first, in order. A request starts only with budget
+        # left over after everyone before it, and no request before the last
+        # one served ever asks for more than it got the iteration before, so
+        # every decoding request gets its token; only the last prefill served
+        # can be cut short, which handing out what decoding leaves, prefills
+        # in running order, reproduces.
+        budget -= pool.count
         chunks: list[tuple[Seq, int]] = []
-        demand = pool.count + sum(min(s.prefill_len - s.computed, cap) for s in self._prefilling)
-        stalled: list[Seq] = []
-        if demand <= budget:
-            chunks.extend((s, min(s.prefill_len - s.computed, cap)) for s in self._prefilling)
-            budget -= demand
-        else:
-            budget = self._share(budget, cap, chunks, stalled)
+        for seq in self._prefilling:
+            chunk = min(seq.prefill_len - seq.computed, cap, budget)
+            if chunk:
+                chunks.append((seq, chunk))
+                budget -= chunk
         need, preempted = self._make_room(chunks)
         if not preempted:
             self._admit(budget, cap, chunks, need)
-        stalled = [s for s in stalled if s.decoding]  # not preempted since
-        decoders = pool.count - len(stalled)
-        decode_context = pool.context - sum(pool.context_of(s) for s in stalled)
         prompt = sum(c for _, c in chunks)
-        if not decoders and not prompt:
+        if not pool.count and not prompt:
             return None
         pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
-        seconds = self._profile.iteration_time(decoders + prompt, pairs, decode_context)
+        seconds = self._profile.iteration_time(pool.count + prompt, pairs, pool.context)
         self._iterations += 1
         self._busy += seconds
         self._prefill_tokens += prompt
-        self._decode_tokens += decoders
+        self._decode_tokens += pool.count
         first, finished = self._apply(chunks)
         return StepResult(now + seconds, 1, first, finished, preempted)
-
-    def _share(
-        self, budget: int, cap: int, chunks: list[tuple[Seq, int]], stalled: list[Seq]
-    ) -> int:
-        """Hand out the budget in running order; decoding requests left without
-        a token stall this iteration. Returns the budget left."""
-        pool = self._pool
-        for seq in self._running:
-            if seq.decoding:
-                if budget:
-                    budget -= 1
-                else:
-                    stalled.append(seq)
-                    pool.stall(seq)
-            elif budget:
-                chunk = min(seq.prefill_len - seq.computed, cap, budget)
-                chunks.append((seq, chunk))
-                budget -= chunk
-        return budget
 
     def _chunk_blocks(self, seq: Seq, chunk: int) -> int:
         # The chunk that completes the prompt also holds the sampled token.
