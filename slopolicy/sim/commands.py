@@ -119,6 +119,8 @@ def simulate(options: SimulateOptions, console: Console | None = None) -> int:
             f"unknown baseline(s) {', '.join(unknown)}; baselines are {', '.join(BASELINES)}",
             source="--compare",
         )
+    if options.claims == "overload" and "fcfs" not in options.compare:
+        raise SimulationError("overload claims need fcfs in --compare", source="--claims")
     scenario = _scenario(options)
     comparison, load = _run(scenario, (OURS, *options.compare), options.progress, console)
     print_comparison(comparison, console, load=load)
@@ -126,8 +128,6 @@ def simulate(options: SimulateOptions, console: Console | None = None) -> int:
     if options.claims == "seed":
         claims = seed_claims(comparison)
     elif options.claims == "overload":
-        if "fcfs" not in comparison.reports:
-            raise SimulationError("overload claims need fcfs in --compare", source="--claims")
         claims = overload_claims(comparison)
     print_claims(claims, console)
     _outputs(comparison, load, scenario.description, options.json_path, options.plot_path, console)

@@ -62,14 +62,13 @@ def _cdf(axes: Any, comparison: Comparison, lane: str) -> None:
 
 def _timeline(axes: Any, comparison: Comparison, lane: str) -> None:
     ours = comparison.reports.get(OURS)
-    if ours is not None and ours.fallback is not None:
-        moves = list(ours.fallback.timeline)
-        for (start, _, _, state), end in zip(
-            moves, [m[0] for m in moves[1:]] + [ours.end_s], strict=True
-        ):
+    moves = [] if ours is None or ours.fallback is None else list(ours.fallback.timeline)
+    if moves:
+        ends = [m[0] for m in moves[1:]] + [max(ours.end_s if ours else 0.0, moves[-1][0])]
+        for (start, _, _, state), end in zip(moves, ends, strict=True):
             if state in _SHADES:
                 axes.axvspan(start, end, color=_SHADES[state], zorder=0)
-    for name, result in comparison.results.items():
+    for name, result in reversed(list(comparison.results.items())):  # ours on top
         points = [(r.request.arrival, r.ttft) for r in result.records if r.lane == lane and r.ttft]
         if points:
             axes.scatter([p[0] for p in points], [p[1] for p in points], s=3, label=name)

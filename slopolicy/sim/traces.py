@@ -9,7 +9,8 @@ formats are recognised from the header:
   ``GeneratedTokens``; CC-BY-4.0, Patel et al., "Splitwise", ISCA 2024);
 * the Gate's arrival log (JSONL with ``arrival``, ``tenant``, ``lane``,
   ``prompt_tokens``, ``max_new_tokens``, ``output_tokens``; ``arrival`` in
-  monotonic seconds).
+  monotonic seconds), or any trace with its ``arrival``, ``prompt_tokens`` and
+  ``output_tokens`` columns (the others are optional).
 
 Arrivals are shifted so the first is at 0 and divided by ``rate_scale``.
 A request without a ``max_new_tokens`` column asks for
@@ -82,7 +83,9 @@ AZURE_CLASSES: Mapping[str, tuple[str, str, str]] = {
 
 @dataclass(frozen=True, slots=True)
 class _Row:
-    at: float  # in the trace's own unit, converted to seconds; not yet shifted
+    # Seconds as (whole, fraction): epoch seconds as one float would keep only
+    # about 0.1 µs, and traces are shifted to start at 0 only once merged.
+    at: tuple[int, float]
     tenant: str
     lane: str | None
     prompt: int
@@ -161,11 +164,11 @@ def _workload(
 ) -> Workload:
     if not (math.isfinite(rate_scale) and rate_scale > 0):
         raise SimulationError(f"the rate scale must be a number > 0, got {rate_scale!r}")
-    start = min((row.at for rows in streams.values() for row in rows), default=0.0)
+    whole, fraction = min((row.at for rows in streams.values() for row in rows), default=(0, 0.0))
     requests = [
         SimRequest(
             id=f"{stream}-{n}",
-            arrival=(row.at - start) / rate_scale,
+            arrival=max(0.0, (row.at[0] - whole) + (row.at[1] - fraction)) / rate_scale,
             tenant=row.tenant,
             prompt_tokens=row.prompt,
             output_tokens=row.output,
@@ -233,9 +236,13 @@ def _rows(path: Path) -> Iterator[tuple[int, Mapping[str, object]]]:
 
 
 def _recognise(row: Mapping[str, object], path: Path, line: int) -> TraceFormat:
-    for fmt in (AZURE_2023, GATE_LOG):
-        if all(column in row for column in fmt.columns):
-            return fmt
+    if all(column in row for column in AZURE_2023.columns):
+        return AZURE_2023
+    if all(column in row for column in TraceFormat().columns):
+        # The Gate's arrival log, or any trace in its column names; its
+        # optional columns are read where present.
+        present = [name if name in row else None for name in ("tenant", "lane", "max_new_tokens")]
+        return TraceFormat(tenant=present[0], lane=present[1], max_new_tokens=present[2])
     have = ", ".join(sorted(row)) or "none"
     raise SimulationError(
         f"unrecognised trace columns ({have}); name them with --time-col, --input-col "
@@ -291,7 +298,7 @@ def _count(value: object, fail: _Fail) -> int:
     return number
 
 
-def _time(value: object, unit: TimeUnit, fail: _Fail) -> float:
+def _time(value: object, unit: TimeUnit, fail: _Fail) -> tuple[int, float]:
     if unit == "datetime":
         return _datetime(value, fail)
     if isinstance(value, bool):
@@ -302,13 +309,13 @@ def _time(value: object, unit: TimeUnit, fail: _Fail) -> float:
         raise fail(f"expected a number of {unit}, got {value!r}") from None
     if not math.isfinite(number):
         raise fail("times must be finite")
-    return number / 1000.0 if unit == "ms" else number
+    return 0, number / 1000.0 if unit == "ms" else number
 
 
-def _datetime(value: object, fail: _Fail) -> float:
-    """Seconds since the epoch of an ISO 8601 time with any number of
-    fractional digits (Azure's traces have seven; ``fromisoformat`` takes at
-    most six before Python 3.11)."""
+def _datetime(value: object, fail: _Fail) -> tuple[int, float]:
+    """Whole seconds since the epoch and the fraction of an ISO 8601 time with
+    any number of fractional digits (Azure's traces have seven;
+    ``fromisoformat`` takes at most six before Python 3.11)."""
     text = str(value).strip().replace("T", " ", 1)
     head, dot, rest = text.partition(".")
     fraction, zone = 0.0, ""
@@ -322,4 +329,4 @@ def _datetime(value: object, fail: _Fail) -> float:
         raise fail(f"expected an ISO 8601 date and time, got {value!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp() + fraction
+    return round(moment.timestamp()), fraction
