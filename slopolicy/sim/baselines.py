@@ -80,6 +80,7 @@ def lane_of(router: LaneRouter, request: SimRequest) -> str:
             prompt_tokens=request.prompt_tokens,
             max_new_tokens=request.max_new_tokens,
             lane=request.lane,
+            tier=request.tier,
         )
     )
     if decision.lane is not None:

@@ -185,8 +185,11 @@ def _print_timeline(report: PolicyReport, console: Console) -> None:
         f"{state} {seconds:.0f} s" for state, seconds in summary.seconds_by_state.items()
     )
     console.print(f"{report.name} overload states: {states}")
+    previous = 0
     for at, level, rung, state in summary.timeline:
-        console.print(f"  t={at:7.1f} s  level {level}  {rung:<24} -> {state}")
+        change = f"+{rung}" if level > previous else f"-{rung}"
+        console.print(f"  t={at:7.1f} s  level {previous} -> {level}  {change:<25} {state}")
+        previous = level
 
 
 def print_claims(claims: Sequence[Claim], console: Console) -> None:

@@ -202,6 +202,23 @@ def _lane(
     )
 
 
+def _tenant(
+    tenant: str, records: list[RequestRecord], targets: Mapping[str, SLOTargets], duration: float
+) -> TenantReport:
+    attained = sum(1 for r in records if _attains(r, targets.get(r.lane, SLOTargets())))
+    counts = _Counts.of(records, attained)
+    return TenantReport(
+        tenant,
+        counts.offered,
+        counts.completed,
+        counts.rejected,
+        counts.expired,
+        attained,
+        attained / counts.offered,
+        attained / duration,
+    )
+
+
 def report(
     name: str,
     records: Sequence[RequestRecord],
@@ -224,20 +241,9 @@ def report(
         lane: _lane(lane, found, targets.get(lane, SLOTargets()), duration)
         for lane, found in by_lane.items()
     }
-    tenants = {}
-    for tenant, found in by_tenant.items():
-        attained = sum(1 for r in found if _attains(r, targets.get(r.lane, SLOTargets())))
-        counts = _Counts.of(found, attained)
-        tenants[tenant] = TenantReport(
-            tenant,
-            counts.offered,
-            counts.completed,
-            counts.rejected,
-            counts.expired,
-            attained,
-            attained / counts.offered,
-            attained / duration,
-        )
+    tenants = {
+        tenant: _tenant(tenant, found, targets, duration) for tenant, found in by_tenant.items()
+    }
     attained = sum(lane.attained for lane in lanes.values())
     total = _Counts.of(records, attained)
     worst = min(tenants.values(), key=lambda t: (t.attainment or 0.0, t.tenant), default=None)

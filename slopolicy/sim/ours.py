@@ -101,6 +101,7 @@ class PolicyScheduler:
                 prompt_tokens=request.prompt_tokens,
                 max_new_tokens=request.max_new_tokens,
                 lane=request.lane,
+                tier=request.tier,
             ),
             now,
         )

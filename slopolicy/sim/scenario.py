@@ -141,6 +141,13 @@ def _build(model: ScenarioModel, folder: Path, source: str | None) -> Scenario:
             f"(its lanes are {sorted(lanes)})",
             source=source,
         )
+    tiers = sorted({r.tier for r in workload if r.tier is not None} - set(policy.tiers))
+    if tiers:
+        raise SimulationError(
+            f"the workload names tiers {tiers} that the policy does not define "
+            f"(its tiers are {sorted(policy.tiers)})",
+            source=source,
+        )
     return Scenario(
         model.name,
         workload,

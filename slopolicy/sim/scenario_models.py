@@ -166,22 +166,30 @@ Lengths = Annotated[_Constant | _Uniform | _LogNormal | _Empirical, Field(discri
 
 class TenantsModel(ConfigModel):
     """Who sends a stream: ``names``, or ``count`` tenants called
-    ``prefix0``, ``prefix1``...; ``skew`` > 0 makes the first ones busier (Zipf)."""
+    ``prefix0``, ``prefix1``...; ``weights`` (one per name) sets each one's
+    share of the traffic, else ``skew`` > 0 makes the first ones busier (Zipf)."""
 
     names: Annotated[list[_Name], Field(min_length=1)] | None = None
     count: _Count | None = None
     prefix: _Name = "tenant-"
     skew: _NonNegative = 0.0
+    weights: list[_NonNegative] | None = None
 
     @model_validator(mode="after")
     def _one_way(self) -> TenantsModel:
         if (self.names is None) == (self.count is None):
             raise ValueError("give either names or count")
+        if self.weights is not None:
+            if self.names is None or len(self.weights) != len(self.names):
+                raise ValueError("give one weight per name")
+            if not sum(self.weights) > 0:
+                raise ValueError("weights must not all be 0")
         return self
 
     def build(self) -> Tenants:
         if self.names is not None:
-            return Tenants(tuple(self.names), self.skew)
+            weights = None if self.weights is None else tuple(self.weights)
+            return Tenants(tuple(self.names), self.skew, weights)
         assert self.count is not None
         return Tenants.numbered(self.prefix, self.count, skew=self.skew)
 
@@ -199,6 +207,7 @@ class StreamModel(ConfigModel):
     start_s: _NonNegative = 0.0
     end_s: _Positive | None = None
     retries: Annotated[int, Field(ge=0)] = 0
+    tier: str | None = None
 
     def build(self) -> Stream:
         return Stream(
@@ -212,6 +221,7 @@ class StreamModel(ConfigModel):
             self.start_s,
             self.end_s,
             self.retries,
+            self.tier,
         )
 
 

@@ -23,11 +23,13 @@ __all__ = ("Stream", "Tenants", "build_workload")
 
 @dataclass(frozen=True, slots=True)
 class Tenants:
-    """Who sends a stream's requests: ``names``, picked uniformly, or with
-    Zipf weights ``1/(i+1)**skew`` when ``skew`` > 0 (the first is busiest)."""
+    """Who sends a stream's requests: ``names``, picked in proportion to
+    ``weights`` when given, else with Zipf weights ``1/(i+1)**skew`` (``skew``
+    0: uniformly; > 0: the first is busiest)."""
 
     names: tuple[str, ...]
     skew: float = 0.0
+    weights: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.names or not all(isinstance(n, str) and n for n in self.names):
@@ -36,6 +38,13 @@ class Tenants:
             raise UsageError("tenant names must be unique")
         if not self.skew >= 0:
             raise UsageError(f"skew must be >= 0, got {self.skew!r}")
+        if self.weights is not None:
+            weights = tuple(self.weights)
+            object.__setattr__(self, "weights", weights)
+            if len(weights) != len(self.names) or not all(w >= 0 for w in weights):
+                raise UsageError("give one weight >= 0 per tenant")
+            if not sum(weights) > 0:
+                raise UsageError("tenant weights must not all be 0")
 
     @classmethod
     def numbered(cls, prefix: str, count: int, *, skew: float = 0.0) -> Tenants:
@@ -56,7 +65,9 @@ class _Picker:
     def __init__(self, tenants: Tenants, rng: random.Random) -> None:
         self._names = tenants.names
         self._rng = rng
-        weights = [1.0 / (i + 1) ** tenants.skew for i in range(len(tenants.names))]
+        weights = list(tenants.weights or ())
+        if tenants.weights is None:
+            weights = [1.0 / (i + 1) ** tenants.skew for i in range(len(tenants.names))]
         total, running = sum(weights), 0.0
         self._cumulative = []
         for weight in weights:
@@ -92,6 +103,7 @@ class Stream:
         start: seconds after the workload's start when the stream begins.
         end: when it stops (``None``: the workload's duration).
         retries: times a client sends a request again after a retryable refusal.
+        tier: tier hint for the policy (default: the tier it gives each tenant).
     """
 
     name: str
@@ -104,6 +116,7 @@ class Stream:
     start: float = 0.0
     end: float | None = None
     retries: int = 0
+    tier: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -136,6 +149,7 @@ class Stream:
                     lane=self.lane,
                     stream=self.name,
                     retries=self.retries,
+                    tier=self.tier,
                 )
             )
         return found

@@ -34,6 +34,8 @@ class SimRequest:
         stream: the stream or trace class it came from (``chat``, ``code``...).
         retries: times the client sends it again after a retryable refusal
             (429/503; see :class:`~slopolicy.sim.simulator.Client`).
+        tier: tier hint for the policy (``Request.tier``), or ``None`` for the
+            tier the policy gives the tenant.
     """
 
     id: str
@@ -45,6 +47,7 @@ class SimRequest:
     lane: str | None = None
     stream: str = "default"
     retries: int = 0
+    tier: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:

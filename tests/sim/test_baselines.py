@@ -56,6 +56,21 @@ def test_priority_ranks_requests_by_the_lane_they_route_to() -> None:
     assert ranks == {"chat": 0, "doc": 1, "batch": 2}
 
 
+def test_a_tier_hint_routes_as_the_policy_would() -> None:
+    config = PolicyConfig.from_dict(
+        {
+            "tiers": {
+                "default": {},
+                "batch": {"default_lane": "background", "allowed_lanes": ["background"]},
+            }
+        }
+    )
+    priority = LanePriority(config)
+    priority.submit(SimRequest("job", 0.0, "t", 100, 10, 20, tier="batch"), 0.0)
+    (started,) = priority.dispatch(0.0, FakeEngine()).started
+    assert started.priority == 2
+
+
 def test_vtc_waits_for_room_and_serves_the_smallest_counter_first() -> None:
     vtc = VTC()
     for index in range(3):

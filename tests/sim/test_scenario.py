@@ -101,6 +101,22 @@ def test_lane_hints_must_exist_in_the_policy() -> None:
         scenario_from_dict(data)
 
 
+def test_streams_can_name_tenant_weights_and_a_tier() -> None:
+    data = {
+        "duration_s": 60,
+        "streams": [_chat(tenants={"names": ["a", "b"], "weights": [1, 0]}, tier="default")],
+    }
+    scenario = scenario_from_dict(data)
+    assert {r.tenant for r in scenario.workload} == {"a"}
+    assert {r.tier for r in scenario.workload} == {"default"}
+    data["streams"] = [_chat(tier="gold")]
+    with pytest.raises(SimulationError, match=r"tiers \['gold'\]"):
+        scenario_from_dict(data)
+    data["streams"] = [_chat(tenants={"names": ["a"], "weights": [1, 2]})]
+    with pytest.raises(SimulationError, match="one weight per name"):
+        scenario_from_dict(data)
+
+
 def test_a_bad_policy_file_is_reported_with_its_fields(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text("lanes: [{name: interactive, weight: -1}]\n")
     data = {"duration_s": 10, "streams": [_chat()], "policy": "p.yaml"}

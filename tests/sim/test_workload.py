@@ -109,6 +109,12 @@ def test_zipf_skew_makes_the_first_tenant_busiest() -> None:
     assert counts["t-0"] > 2 * counts["t-4"] > 0
     uniform = Tenants(("a", "b")).picker(random.Random(7))
     assert {uniform() for _ in range(100)} == {"a", "b"}
+    weighted = Tenants(("a", "b", "c"), weights=(3, 1, 0)).picker(random.Random(8))
+    drawn = [weighted() for _ in range(8_000)]
+    assert drawn.count("c") == 0
+    assert drawn.count("a") / drawn.count("b") == pytest.approx(3, rel=0.1)
+    with pytest.raises(UsageError, match="one weight"):
+        Tenants(("a", "b"), weights=(1,))
 
 
 def _stream(name: str, rate: float = 2.0) -> Stream:
