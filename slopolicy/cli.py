@@ -1,4 +1,5 @@
-"""The ``slopolicy`` command: validate and explain policies, export the schema, try a route."""
+"""The ``slopolicy`` command: validate and explain policies, export the schema, try a
+route, and compare policies in the simulator (``demo``, ``simulate``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from slopolicy.config import PolicyConfig
 from slopolicy.config.describe import describe
 from slopolicy.core.request import Request
-from slopolicy.errors import ConfigError, InvalidRequest
+from slopolicy.errors import ConfigError, InvalidRequest, SimulationError
 
 __all__ = ("main",)
 
@@ -36,12 +37,71 @@ def _parser() -> argparse.ArgumentParser:
     route.add_argument("--lane", help="lane hint")
     route.add_argument("--tier", help="tier to use instead of the tenant's")
     route.add_argument("--tool-risk", type=float, default=0.0)
+    _add_demo(commands)
+    _add_simulate(commands)
     return parser
+
+
+def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = commands.add_parser(
+        "demo", help="the seed incident under ours and four baselines, side by side"
+    )
+    demo.add_argument("--quick", action="store_true", help="a half-length run")
+    demo.add_argument("--json", metavar="OUT", help="write the report as JSON")
+    demo.add_argument("--plot", metavar="OUT.png", help="write plots (needs slopolicy[plot])")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sim = commands.add_parser(
+        "simulate",
+        help="compare policies on a scenario or a trace",
+        description="Run a scenario file, a built-in scenario (seed, azure-2023) or traces "
+        "through ours and the baselines on a simulated engine.",
+    )
+    sim.add_argument("scenario", nargs="?", help="scenario file or built-in scenario name")
+    sim.add_argument(
+        "--trace",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="CSV/JSONL trace (repeatable), or azure-2023 for the bundled Azure traces",
+    )
+    sim.add_argument("--policy", metavar="POLICY.yaml", help="our policy file")
+    sim.add_argument(
+        "--compare",
+        default="fcfs,priority,vtc,rpm",
+        help="baselines to run besides ours, comma-separated ('' for none)",
+    )
+    sim.add_argument("--json", metavar="OUT", help="write the report as JSON")
+    sim.add_argument("--plot", metavar="OUT.png", help="write plots (needs slopolicy[plot])")
+    sim.add_argument("--claims", choices=["seed", "overload"], help="check a set of claims")
+    sim.add_argument("--no-progress", action="store_true", help="no progress bar")
+    traces = sim.add_argument_group("traces")
+    traces.add_argument("--time-col", help="arrival time column")
+    traces.add_argument("--input-col", help="prompt tokens column")
+    traces.add_argument("--output-col", help="output tokens column")
+    traces.add_argument("--tenant-col", help="tenant column")
+    traces.add_argument("--lane-col", help="lane hint column")
+    traces.add_argument("--time-unit", choices=["s", "ms", "datetime"], default="s")
+    traces.add_argument("--tenant", help="tenant for traces without a tenant column")
+    traces.add_argument("--lane", help="lane hint for traces without a lane column")
+    traces.add_argument("--max-new-tokens", type=int, default=1024, help="output limit floor")
+    traces.add_argument("--retries", type=int, default=0, help="client retries after 429/503")
+    run = sim.add_argument_group("run")
+    run.add_argument("--rate-scale", type=float, default=1.0, help="compress time by X")
+    run.add_argument("--duration", type=float, help="replay only the first S seconds")
+    run.add_argument("--engine", help="engine profile, e.g. llama3-8b/a100")
+    run.add_argument("--max-num-seqs", type=int)
+    run.add_argument("--max-num-batched-tokens", type=int)
+    run.add_argument("--long-prefill-token-threshold", type=int)
+    run.add_argument("--rpm-limit", type=int, help="the rpm baseline's limit per tenant")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 invalid input)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     try:
         if args.command == "validate":
             config = PolicyConfig.from_file(args.file)
@@ -49,12 +109,70 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(describe(config))
         elif args.command == "schema":
             print(json.dumps(PolicyConfig.model_json_schema(), indent=2))
+        elif args.command == "demo":
+            from slopolicy.sim.commands import demo
+
+            return demo(
+                quick=args.quick,
+                json_path=args.json,
+                plot_path=args.plot,
+                progress=not args.no_progress,
+            )
+        elif args.command == "simulate":
+            return _simulate(args)
         else:
             return _route(args)
-    except ConfigError as error:
+    except (ConfigError, SimulationError) as error:
+        print(error, file=sys.stderr)
+        return 1
+    except ImportError as error:  # an optional extra is missing; the message names it
         print(error, file=sys.stderr)
         return 1
     return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from slopolicy.sim.commands import SimulateOptions, TraceOptions, simulate
+
+    for name in ("max_new_tokens", "retries", "rpm_limit", "max_num_seqs"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "retries" else 1):
+            raise SimulationError(
+                f"must be >= {0 if name == 'retries' else 1}", source=f"--{name.replace('_', '-')}"
+            )
+    if not args.rate_scale > 0 or (args.duration is not None and not args.duration > 0):
+        raise SimulationError("--rate-scale and --duration must be > 0")
+    trace = TraceOptions(
+        args.time_col,
+        args.input_col,
+        args.output_col,
+        args.tenant_col,
+        args.lane_col,
+        args.time_unit,
+        args.tenant,
+        args.lane,
+        args.max_new_tokens,
+        args.retries,
+    )
+    options = SimulateOptions(
+        scenario=args.scenario,
+        traces=tuple(args.trace),
+        trace=trace,
+        policy=args.policy,
+        compare=tuple(name.strip() for name in args.compare.split(",") if name.strip()),
+        rate_scale=args.rate_scale,
+        duration=args.duration,
+        engine=args.engine,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        long_prefill_token_threshold=args.long_prefill_token_threshold,
+        rpm_limit=args.rpm_limit,
+        claims=args.claims,
+        json_path=args.json,
+        plot_path=args.plot,
+        progress=not args.no_progress,
+    )
+    return simulate(options)
 
 
 def _route(args: argparse.Namespace) -> int:

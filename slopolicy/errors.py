@@ -8,7 +8,8 @@ input. Every exception derives from one root::
     ├── ConfigError          an invalid policy configuration (ValueError)
     ├── InvalidRequest       a malformed request (ValueError)
     ├── UsageError           an API called against its contract (ValueError)
-    └── RoutingError         a custom routing rule broke its contract (TypeError)
+    ├── RoutingError         a custom routing rule broke its contract (TypeError)
+    └── SimulationError      a bad scenario file, trace or simulation argument (ValueError)
 
 Each carries structured fields so callers never parse messages.
 """
@@ -22,6 +23,7 @@ __all__ = (
     "FieldError",
     "InvalidRequest",
     "RoutingError",
+    "SimulationError",
     "SlopolicyError",
     "UsageError",
 )
@@ -79,3 +81,32 @@ class UsageError(SlopolicyError, ValueError):
 
 class RoutingError(SlopolicyError, TypeError):
     """A custom routing rule returned something other than a verdict or ``None``."""
+
+
+class SimulationError(SlopolicyError, ValueError):
+    """A scenario file, trace or simulation argument is invalid.
+
+    ``source`` names the file (or option), ``line`` the 1-based line of a
+    trace, and ``errors`` every bad field of a scenario file with its dotted
+    path, so a CLI can point at each one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        errors: tuple[FieldError, ...] = (),
+    ) -> None:
+        self.message = message
+        self.source = source
+        self.line = line
+        self.errors = errors
+        where = source or ""
+        if line is not None:
+            where = f"{where}:{line}" if where else f"line {line}"
+        text = f"{where}: {message}" if where else message
+        if errors:
+            text += "\n" + "\n".join(f"  {error}" for error in errors)
+        super().__init__(text)

@@ -11,11 +11,12 @@ import pytest
 import slopolicy
 import slopolicy.config
 import slopolicy.core
+import slopolicy.sim
 
 PACKAGE = Path(slopolicy.__file__).parent
 
 
-@pytest.mark.parametrize("module", [slopolicy, slopolicy.core, slopolicy.config])
+@pytest.mark.parametrize("module", [slopolicy, slopolicy.core, slopolicy.config, slopolicy.sim])
 def test_all_lists_exactly_the_public_names(module: types.ModuleType) -> None:
     public = {
         name

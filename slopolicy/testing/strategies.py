@@ -1,12 +1,16 @@
-"""Hypothesis strategies for requests and policy configurations.
+"""Hypothesis strategies for requests, policy configurations, simulated
+workloads and engine signals.
 
 Use them to property-test your own rules and policies::
 
     from hypothesis import given
-    from slopolicy.testing.strategies import requests
+    from slopolicy.testing.strategies import requests, workloads
 
     @given(requests(lanes=["interactive", "heavy"]))
     def test_my_rule_never_crashes(request): ...
+
+    @given(workloads(lanes=["interactive"]))
+    def test_my_policy_keeps_its_slo(workload): ...   # see docs/simulator.md
 """
 
 from __future__ import annotations
@@ -24,8 +28,25 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 from slopolicy.config import PolicyConfig
 from slopolicy.config.ladder import RUNGS
 from slopolicy.core.request import REASONING_EFFORTS, Message, Request
+from slopolicy.core.signals import EngineSignals
+from slopolicy.sim import arrivals, lengths
+from slopolicy.sim.engine_spec import EngineSpec
+from slopolicy.sim.profiles import PROFILES
+from slopolicy.sim.streams import Stream, Tenants, build_workload
+from slopolicy.sim.workload import SimRequest, Workload
 
-__all__ = ("messages", "policy_configs", "requests")
+__all__ = (
+    "arrival_processes",
+    "engine_specs",
+    "length_distributions",
+    "messages",
+    "policy_configs",
+    "requests",
+    "signal_sequences",
+    "sim_requests",
+    "tenants",
+    "workloads",
+)
 
 _names = st.from_regex(r"[a-z][a-z0-9_-]{0,11}", fullmatch=True)
 
@@ -138,3 +159,165 @@ def _config_data(draw: st.DrawFn) -> dict[str, Any]:
 def policy_configs() -> st.SearchStrategy[PolicyConfig]:
     """Valid, varied policy configurations."""
     return _config_data().map(PolicyConfig.from_dict)
+
+
+def tenants(*, min_size: int = 1, max_size: int = 6) -> st.SearchStrategy[tuple[str, ...]]:
+    """Between ``min_size`` and ``max_size`` distinct tenant names."""
+    return st.lists(_names, min_size=min_size, max_size=max_size, unique=True).map(tuple)
+
+
+def sim_requests(
+    *,
+    tenants: Sequence[str] = ("acme", "globex", "initech"),
+    lanes: Sequence[str] = (),
+    max_prompt_tokens: int = 8192,
+    max_output_tokens: int = 1024,
+    max_arrival: float = 60.0,
+    id: str = "r",
+) -> st.SearchStrategy[SimRequest]:
+    """One simulated request called ``id`` (lane hints from ``lanes``, or none)."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> SimRequest:
+        output = draw(st.integers(1, max_output_tokens))
+        return SimRequest(
+            id=id,
+            arrival=draw(st.floats(0, max_arrival)),
+            tenant=draw(st.sampled_from(list(tenants))),
+            prompt_tokens=draw(st.integers(1, max_prompt_tokens)),
+            output_tokens=output,
+            max_new_tokens=draw(st.integers(1, max_output_tokens)),
+            lane=draw(st.none() | st.sampled_from(list(lanes))) if lanes else None,
+            retries=draw(st.integers(0, 3)),
+        )
+
+    return build()
+
+
+def arrival_processes(
+    *, max_rate: float = 10.0, horizon: float = 60.0
+) -> st.SearchStrategy[arrivals.ArrivalProcess]:
+    """Poisson, bursty gamma, on/off, ramps and bursts, at most ``max_rate``
+    requests per second on average (a burst: at most ``max_rate x horizon / 4``)."""
+    rate = st.floats(0.05, max_rate)
+    burst_size = max(1, int(max_rate * horizon / 4))
+    return st.one_of(
+        st.builds(arrivals.Poisson, rate),
+        st.builds(arrivals.GammaArrivals, rate, st.floats(0.5, 8)),
+        st.builds(arrivals.OnOff, rate, st.floats(0.5, horizon), st.floats(0.5, horizon)),
+        st.builds(arrivals.Ramp, rate, rate),
+        st.builds(
+            arrivals.Burst,
+            st.integers(1, burst_size),
+            st.floats(0, horizon * 0.9),
+            st.floats(0, horizon / 4),
+        ),
+    )
+
+
+def length_distributions(
+    *, low: int = 1, high: int = 4096
+) -> st.SearchStrategy[lengths.LengthDistribution]:
+    """Constant, uniform, log-normal or empirical token counts in ``[low, high]``."""
+    count = st.integers(low, high)
+    return st.one_of(
+        st.builds(lengths.Constant, count),
+        st.tuples(count, count).map(lambda p: lengths.Uniform(min(p), max(p))),
+        st.builds(
+            lengths.LogNormal,
+            st.floats(max(low, 1), high),
+            st.floats(0, 1.5),
+            st.just(low),
+            st.just(high),
+        ),
+        st.lists(count, min_size=1, max_size=20).map(lengths.Empirical),
+    )
+
+
+def workloads(
+    *,
+    tenants: Sequence[str] | None = None,
+    lanes: Sequence[str] = (),
+    max_streams: int = 3,
+    max_duration: float = 60.0,
+    max_rate: float = 5.0,
+    max_prompt_tokens: int = 4096,
+    max_output_tokens: int = 512,
+    max_requests: int = 300,
+) -> st.SearchStrategy[Workload]:
+    """Seeded workloads of 1 to ``max_streams`` composed streams (any
+    arrival process and length distribution, lane hints from ``lanes``), cut
+    to the first ``max_requests`` arrivals."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Workload:
+        duration = draw(st.floats(1.0, max_duration))
+        names = list(tenants) if tenants is not None else list(draw(_tenant_names))
+        streams = []
+        for index in range(draw(st.integers(1, max_streams))):
+            senders = draw(st.lists(st.sampled_from(names), min_size=1, unique=True))
+            streams.append(
+                Stream(
+                    name=f"s{index}",
+                    arrivals=draw(arrival_processes(max_rate=max_rate, horizon=duration)),
+                    prompt_tokens=draw(length_distributions(high=max_prompt_tokens)),
+                    output_tokens=draw(length_distributions(high=max_output_tokens)),
+                    tenants=Tenants(tuple(senders), draw(st.sampled_from([0.0, 1.0]))),
+                    max_new_tokens=draw(st.integers(1, max_output_tokens)),
+                    lane=draw(st.sampled_from(list(lanes))) if lanes else None,
+                    retries=draw(st.integers(0, 2)),
+                )
+            )
+        seed = draw(st.integers(0, 2**32 - 1))
+        workload = build_workload(streams, duration=duration, seed=seed, name="hypothesis")
+        kept = workload.requests[:max_requests]
+        return Workload(kept, workload.duration, workload.name, workload.bursts)
+
+    return build()
+
+
+_tenant_names = tenants(min_size=1, max_size=5)
+
+
+def engine_specs(*, max_blocks: int = 4096) -> st.SearchStrategy[EngineSpec]:
+    """Small engines (any profile, a few seats, a small KV cache) so properties
+    run fast and KV pressure happens."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> EngineSpec:
+        seats = draw(st.integers(1, 64))
+        return EngineSpec(
+            PROFILES[draw(st.sampled_from(sorted(PROFILES)))],
+            max_num_seqs=seats,
+            max_num_batched_tokens=draw(st.integers(max(seats, 512), 8192)),
+            long_prefill_token_threshold=draw(st.sampled_from([0, 256, 1024])),
+            num_blocks=draw(st.integers(max_blocks // 4, max_blocks)),
+        )
+
+    return build()
+
+
+def signal_sequences(
+    *, min_size: int = 1, max_size: int = 30, start: float = 0.0, max_gap: float = 5.0
+) -> st.SearchStrategy[list[EngineSignals]]:
+    """Engine reports at increasing ``observed_at`` times (gaps up to
+    ``max_gap`` seconds), each field sometimes missing, as a scraper sees them."""
+    report = st.tuples(
+        st.floats(0, max_gap),
+        st.none() | st.floats(0, 1),
+        st.none() | st.integers(0, 512),
+        st.none() | st.integers(0, 512),
+        st.none() | st.floats(0, 50_000),
+        st.none() | st.floats(0, 1),
+    )
+
+    def build(
+        rows: list[tuple[float, float | None, int | None, int | None, float | None, float | None]],
+    ) -> list[EngineSignals]:
+        found, now = [], start
+        for gap, kv, waiting, running, tps, timeouts in rows:
+            now += gap
+            found.append(EngineSignals(now, kv, waiting, running, tps, timeouts))
+        return found
+
+    return st.lists(report, min_size=min_size, max_size=max_size).map(build)

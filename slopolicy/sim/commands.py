@@ -1,0 +1,230 @@
+"""What ``slopolicy demo`` and ``slopolicy simulate`` do (``slopolicy.cli`` parses)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from slopolicy.config import PolicyConfig
+from slopolicy.errors import SimulationError, UsageError
+from slopolicy.sim.baselines import BASELINES
+from slopolicy.sim.claims import Claim, overload_claims, seed_claims
+from slopolicy.sim.comparison import OURS, Comparison
+from slopolicy.sim.console import make_console, print_claims, print_comparison, progress_bar
+from slopolicy.sim.engine_spec import EngineSpec
+from slopolicy.sim.export import to_json
+from slopolicy.sim.load import Load, load_outside_bursts
+from slopolicy.sim.profiles import profile
+from slopolicy.sim.scenario import (
+    BUILTIN_SCENARIOS,
+    Scenario,
+    builtin_scenario,
+    load_scenario,
+    run_scenario,
+    seed_scenario,
+)
+from slopolicy.sim.traces import TimeUnit, TraceFormat, azure_2023, read_traces
+from slopolicy.sim.workload import Workload
+
+__all__ = ("SimulateOptions", "TraceOptions", "demo", "simulate")
+
+
+def demo(
+    *,
+    quick: bool = False,
+    json_path: str | None = None,
+    plot_path: str | None = None,
+    progress: bool = True,
+    console: Console | None = None,
+) -> int:
+    """Run the seed scenario under every policy and print the comparison."""
+    console = console or make_console()
+    scenario = seed_scenario(short=quick)
+    console.print(f"[bold]slopolicy demo[/]: {scenario.description}")
+    comparison, load = _run(scenario, (OURS, *BASELINES), progress, console)
+    print_comparison(comparison, console, load=load)
+    print_claims(seed_claims(comparison), console)
+    _outputs(comparison, load, scenario.description, json_path, plot_path, console)
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class TraceOptions:
+    """How to read ``--trace`` files (``None``: recognise the format)."""
+
+    time_col: str | None = None
+    input_col: str | None = None
+    output_col: str | None = None
+    tenant_col: str | None = None
+    lane_col: str | None = None
+    time_unit: TimeUnit = "s"
+    tenant: str | None = None
+    lane: str | None = None
+    max_new_tokens: int = 1024
+    retries: int = 0
+
+    def format(self) -> TraceFormat | None:
+        time, given, output = self.time_col, self.input_col, self.output_col
+        columns = (time, given, output, self.tenant_col, self.lane_col)
+        if all(c is None for c in columns):
+            return None
+        if time is None or given is None or output is None:
+            raise SimulationError(
+                "give --time-col, --input-col and --output-col together", source="--trace"
+            )
+        return TraceFormat(
+            time,
+            given,
+            output,
+            self.tenant_col,
+            self.lane_col,
+            None,
+            self.time_unit,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateOptions:
+    """Everything ``slopolicy simulate`` takes (see its ``--help``)."""
+
+    scenario: str | None = None
+    traces: Sequence[str] = ()
+    trace: TraceOptions = TraceOptions()
+    policy: str | None = None
+    compare: Sequence[str] = BASELINES
+    rate_scale: float = 1.0
+    duration: float | None = None
+    engine: str | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    long_prefill_token_threshold: int | None = None
+    rpm_limit: int | None = None
+    claims: str | None = None
+    json_path: str | None = None
+    plot_path: str | None = None
+    progress: bool = True
+
+
+def simulate(options: SimulateOptions, console: Console | None = None) -> int:
+    """Build the scenario the options describe, compare, print and write."""
+    console = console or make_console()
+    unknown = [name for name in options.compare if name not in BASELINES]
+    if unknown:
+        raise SimulationError(
+            f"unknown baseline(s) {', '.join(unknown)}; baselines are {', '.join(BASELINES)}",
+            source="--compare",
+        )
+    if options.claims == "overload" and "fcfs" not in options.compare:
+        raise SimulationError("overload claims need fcfs in --compare", source="--claims")
+    scenario = _scenario(options)
+    comparison, load = _run(scenario, (OURS, *options.compare), options.progress, console)
+    print_comparison(comparison, console, load=load)
+    claims: tuple[Claim, ...] = ()
+    if options.claims == "seed":
+        claims = seed_claims(comparison)
+    elif options.claims == "overload":
+        claims = overload_claims(comparison)
+    print_claims(claims, console)
+    _outputs(comparison, load, scenario.description, options.json_path, options.plot_path, console)
+    return 0
+
+
+def _scenario(options: SimulateOptions) -> Scenario:
+    if options.scenario is None and not options.traces:
+        raise SimulationError("give a scenario file, a built-in scenario or --trace")
+    if options.scenario is None:
+        scenario = _trace_scenario(options)
+    elif options.scenario in BUILTIN_SCENARIOS and not Path(options.scenario).exists():
+        scenario = builtin_scenario(options.scenario)
+    else:
+        scenario = load_scenario(options.scenario)
+    if options.traces and options.scenario is not None:
+        scenario = dataclasses.replace(scenario, workload=_traces(options))
+    if options.policy is not None:
+        scenario = dataclasses.replace(scenario, policy=PolicyConfig.from_file(options.policy))
+    workload = scenario.workload
+    if options.rate_scale != 1:
+        workload = workload.scaled(options.rate_scale)
+    if options.duration is not None:
+        workload = workload.window(0.0, options.duration)
+    rpm = options.rpm_limit or scenario.rpm_limit
+    return dataclasses.replace(
+        scenario, workload=workload, engine=_engine(scenario.engine, options), rpm_limit=rpm
+    )
+
+
+def _trace_scenario(options: SimulateOptions) -> Scenario:
+    workload = _traces(options)
+    if list(options.traces) == ["azure-2023"]:
+        # The built-in scenario's engine, policy and settings, at the trace's own rate.
+        return dataclasses.replace(builtin_scenario("azure-2023"), workload=workload)
+    return Scenario(workload.name, workload, EngineSpec(profile("llama3-8b/h100")), PolicyConfig())
+
+
+def _traces(options: SimulateOptions) -> Workload:
+    trace = options.trace
+    if list(options.traces) == ["azure-2023"]:
+        return azure_2023(max_new_tokens=trace.max_new_tokens, retries=trace.retries)
+    if "azure-2023" in options.traces:
+        raise SimulationError("azure-2023 cannot be mixed with trace files", source="--trace")
+    return read_traces(
+        list(options.traces),
+        trace.format(),
+        tenant=trace.tenant,
+        lane=trace.lane,
+        max_new_tokens=trace.max_new_tokens,
+        retries=trace.retries,
+    )
+
+
+def _engine(spec: EngineSpec, options: SimulateOptions) -> EngineSpec:
+    changes: dict[str, object] = {}
+    if options.engine is not None:
+        try:
+            changes["profile"] = profile(options.engine)
+        except UsageError as error:
+            raise SimulationError(str(error), source="--engine") from error
+    for name in ("max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"):
+        value = getattr(options, name)
+        if value is not None:
+            changes[name] = value
+    try:
+        return dataclasses.replace(spec, **changes)  # type: ignore[arg-type]
+    except UsageError as error:
+        raise SimulationError(str(error), source="engine options") from error
+
+
+def _run(
+    scenario: Scenario, policies: Sequence[str], progress: bool, console: Console
+) -> tuple[Comparison, Load | None]:
+    load = None
+    if scenario.workload.bursts:
+        load = load_outside_bursts(scenario.workload, scenario.engine)
+    if not progress:
+        return run_scenario(scenario, policies=policies), load
+    with progress_bar(console, policies) as advance:
+        return run_scenario(scenario, policies=policies, progress=advance), load
+
+
+def _outputs(
+    comparison: Comparison,
+    load: Load | None,
+    description: str,
+    json_path: str | None,
+    plot_path: str | None,
+    console: Console,
+) -> None:
+    if json_path is not None:
+        data = to_json(comparison, load=load, description=description)
+        Path(json_path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_path}")
+    if plot_path is not None:
+        from slopolicy.sim.plot import plot_comparison
+
+        plot_comparison(comparison, plot_path)
+        console.print(f"wrote {plot_path}")

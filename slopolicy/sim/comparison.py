@@ -1,0 +1,177 @@
+"""Run ours and the baselines over one workload on one engine model, side by side.
+
+Every policy sees the same requests and the same engine. Requests are
+reported under the lane the policy config's router gives them (routing is
+stateless, so the grouping is the same for every policy and matches the lane
+ours queues them in), and judged against that lane's SLO targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from slopolicy.config import PolicyConfig
+from slopolicy.core.slo import SLOTargets
+from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.errors import UsageError
+from slopolicy.sim.baselines import BASELINES, FCFS, RPM, VTC, LanePriority, lane_of
+from slopolicy.sim.engine import EngineSpec
+from slopolicy.sim.metrics import PolicyReport, fallback_summary, report
+from slopolicy.sim.ours import DEFAULT_SIGNALS, PolicyScheduler
+from slopolicy.sim.scheduler import Scheduler
+from slopolicy.sim.simulator import Client, Progress, SimulationResult, simulate
+from slopolicy.sim.workload import Workload
+
+__all__ = (
+    "OURS",
+    "POLICIES",
+    "Comparison",
+    "classify",
+    "compare",
+    "lane_targets",
+    "make_scheduler",
+)
+
+#: Our policy's name in reports.
+OURS = "slopolicy"
+#: Every policy :func:`compare` knows, ours first.
+POLICIES = (OURS, *BASELINES)
+
+#: Told ``(policy name, fraction done)`` as each policy's run advances.
+CompareProgress = Callable[[str, float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """The runs and reports of several policies over one workload."""
+
+    workload: Workload
+    engine: EngineSpec
+    config: PolicyConfig
+    results: Mapping[str, SimulationResult]
+    reports: Mapping[str, PolicyReport]
+
+
+def make_scheduler(
+    name: str,
+    config: PolicyConfig,
+    *,
+    rpm_limit: int = 60,
+    signals: Collection[str] = DEFAULT_SIGNALS,
+    engine_priority: bool = True,
+) -> Scheduler:
+    """A fresh scheduler called ``name`` (one of :data:`POLICIES`); ours is
+    ``Policy(config)`` (``signals`` and ``engine_priority`` as in
+    :class:`PolicyScheduler`), and ``priority`` ranks lanes as ``config`` orders them."""
+    if name == OURS:
+        return PolicyScheduler(config, signals=signals, engine_priority=engine_priority)
+    if name == "fcfs":
+        return FCFS()
+    if name == "priority":
+        return LanePriority(config)
+    if name == "vtc":
+        return VTC()
+    if name == "rpm":
+        return RPM(rpm_limit)
+    raise UsageError(f"unknown policy {name!r}; policies are {', '.join(POLICIES)}")
+
+
+def classify(workload: Workload, config: PolicyConfig) -> dict[str, str]:
+    """The lane each request is reported under: where ``config`` routes it."""
+    router = config.build_router(config.build_estimator(HeuristicCounter()))
+    return {request.id: lane_of(router, request) for request in workload}
+
+
+def lane_targets(config: PolicyConfig) -> dict[str, SLOTargets]:
+    """Each lane's SLO targets."""
+    return {lane.name: lane.slo.to_targets() for lane in config.lanes}
+
+
+def evaluate(
+    chosen: Scheduler,
+    workload: Workload,
+    engine: EngineSpec,
+    config: PolicyConfig,
+    *,
+    lanes: Mapping[str, str] | None = None,
+    report_every: float = 1.0,
+    drain: float = 3600.0,
+    client: Client | None = None,
+    progress: Progress | None = None,
+) -> tuple[SimulationResult, PolicyReport]:
+    """Run one scheduler (ours, a baseline, or your own) over ``workload`` and
+    report it against ``config``'s lanes and targets; ``lanes`` defaults to
+    :func:`classify`. The building block of :func:`compare` and of property
+    tests of custom policies."""
+    result = simulate(
+        workload,
+        chosen,
+        engine,
+        lanes=classify(workload, config) if lanes is None else lanes,
+        report_every=report_every,
+        drain=drain,
+        client=client,
+        progress=progress,
+    )
+    summary = None
+    if isinstance(chosen, PolicyScheduler):
+        moves = [(m.at, m.level, m.rung, m.state) for m in chosen.moves]
+        summary = fallback_summary(moves, rungs=config.ladder.rungs, end=result.end)
+    summary_report = report(
+        chosen.name,
+        result.records,
+        lane_targets(config),
+        duration=workload.duration,
+        end=result.end,
+        preemptions=result.engine.preemptions,
+        fallback=summary,
+    )
+    return result, summary_report
+
+
+def compare(
+    workload: Workload,
+    config: PolicyConfig,
+    engine: EngineSpec,
+    *,
+    policies: Sequence[str] = POLICIES,
+    rpm_limit: int = 60,
+    report_every: float = 1.0,
+    drain: float = 3600.0,
+    client: Client | None = None,
+    signals: Collection[str] = DEFAULT_SIGNALS,
+    engine_priority: bool = True,
+    progress: CompareProgress | None = None,
+) -> Comparison:
+    """Run each of ``policies`` over ``workload`` on ``engine``; see the module
+    doc, :func:`scheduler` and :func:`~slopolicy.sim.simulator.simulate`."""
+    if not policies or len(set(policies)) != len(policies):
+        raise UsageError("give at least one policy, each once")
+    for name in policies:
+        if name not in POLICIES:
+            raise UsageError(f"unknown policy {name!r}; policies are {', '.join(POLICIES)}")
+    lanes = classify(workload, config)
+    results: dict[str, SimulationResult] = {}
+    reports: dict[str, PolicyReport] = {}
+    for name in policies:
+        chosen = make_scheduler(
+            name, config, rpm_limit=rpm_limit, signals=signals, engine_priority=engine_priority
+        )
+
+        def tell(fraction: float, name: str = name) -> None:
+            if progress is not None:
+                progress(name, fraction)
+
+        results[name], reports[name] = evaluate(
+            chosen,
+            workload,
+            engine,
+            config,
+            lanes=lanes,
+            report_every=report_every,
+            drain=drain,
+            client=client,
+            progress=tell,
+        )
+    return Comparison(workload, engine, config, results, reports)

@@ -1,0 +1,199 @@
+"""Comparisons as rich tables, and a progress bar for the runs.
+
+Used by ``slopolicy demo`` and ``slopolicy simulate``; the progress bar is the
+only place in the simulator that reads the wall clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from slopolicy.sim.claims import Claim
+from slopolicy.sim.comparison import CompareProgress, Comparison
+from slopolicy.sim.load import Load
+from slopolicy.sim.metrics import LaneReport, PolicyReport
+
+__all__ = ("make_console", "print_claims", "print_comparison", "progress_bar")
+
+
+def make_console() -> Console:
+    """A console for reports: the terminal's width, or 120 columns when the
+    output is a file or a pipe (rich would assume 80 and squeeze the tables)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=120)
+
+
+def _s(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+@contextmanager
+def progress_bar(console: Console, policies: Sequence[str]) -> Iterator[CompareProgress]:
+    """A progress bar with one row per policy; yields the callback to pass
+    to :func:`~slopolicy.sim.comparison.compare`."""
+    columns = (
+        TextColumn("{task.description:>10}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+        tasks = {name: bar.add_task(name, total=1.0) for name in policies}
+
+        def advance(name: str, fraction: float) -> None:
+            bar.update(tasks[name], completed=fraction)
+
+        yield advance
+
+
+def _table(title: str, headers: Sequence[str]) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for index, header in enumerate(headers):
+        table.add_column(header, justify="left" if index == 0 else "right", no_wrap=True)
+    return table
+
+
+def _summary(reports: Sequence[PolicyReport]) -> Table:
+    table = _table(
+        "Every lane together (rates per second; attainment counts refused requests as missed)",
+        (
+            "policy",
+            "goodput",
+            "throughput",
+            "attain",
+            "done",
+            "refused",
+            "expired",
+            "Jain",
+            "worst tenant",
+            "ladder",
+        ),
+    )
+    for report in reports:
+        climbs = "-" if report.fallback is None else f"{report.fallback.climbs} moves up"
+        table.add_row(
+            report.name,
+            f"{report.goodput_rps:.2f}",
+            f"{report.throughput_rps:.2f}",
+            _pct(report.attainment),
+            f"{report.completed:,}",
+            f"{report.rejected:,}",
+            f"{report.expired:,}",
+            "-" if report.jain_attainment is None else f"{report.jain_attainment:.3f}",
+            f"{report.worst_tenant} {_pct(report.worst_tenant_attainment)}",
+            climbs,
+        )
+    return table
+
+
+def _targets(lane: LaneReport) -> str:
+    t = lane.targets
+    parts = []
+    if t.ttft_p95 is not None:
+        parts.append(f"TTFT p95 {_s(t.ttft_p95)}")
+    if t.ttft_p99 is not None:
+        parts.append(f"p99 {_s(t.ttft_p99)}")
+    if t.tpot_p95 is not None:
+        parts.append(f"TPOT p95 {_s(t.tpot_p95)}")
+    if t.e2e_p95 is not None:
+        parts.append(f"end-to-end p95 {_s(t.e2e_p95)}")
+    return ", ".join(parts) or "no latency target"
+
+
+def _lane_table(lane: str, reports: Sequence[PolicyReport]) -> Table:
+    first = reports[0].lanes[lane]
+    table = _table(
+        f"Lane {lane!r}: {first.offered:,} requests; targets {_targets(first)}",
+        (
+            "policy",
+            "attain",
+            "goodput",
+            "TTFT p50",
+            "p95",
+            "p99",
+            "TPOT p95",
+            "done",
+            "refused",
+            "expired",
+            "drain",
+        ),
+    )
+    for report in reports:
+        row = report.lanes.get(lane)
+        if row is None:
+            continue
+        table.add_row(
+            report.name,
+            _pct(row.attainment),
+            f"{row.goodput_rps:.2f}",
+            _s(row.ttft_p50_s),
+            _s(row.ttft_p95_s),
+            _s(row.ttft_p99_s),
+            _s(row.tpot_p95_s),
+            f"{row.completed:,}",
+            f"{row.rejected:,}",
+            f"{row.expired:,}",
+            _s(row.drain_s),
+        )
+    return table
+
+
+def print_comparison(comparison: Comparison, console: Console, *, load: Load | None = None) -> None:
+    """The summary table, one table per lane, and our fallback timeline."""
+    reports = list(comparison.reports.values())
+    workload = comparison.workload
+    engine = comparison.engine
+    console.print(
+        f"[bold]{workload.name}[/]: {len(workload):,} requests from "
+        f"{len(workload.tenants):,} tenants over {workload.duration:.0f} s on "
+        f"{engine.profile.name} (max_num_seqs {engine.max_num_seqs}, "
+        f"max_num_batched_tokens {engine.max_num_batched_tokens:,}, "
+        f"long_prefill_token_threshold {engine.long_prefill_token_threshold:,})"
+    )
+    if load is not None:
+        console.print(
+            f"Load outside the bursts: {load.load:.0%} ({load.rate_rps:.2f} req/s offered, "
+            f"capacity {load.capacity_rps:.2f} req/s for that mix)"
+        )
+    console.print(_summary(reports))
+    for lane in reports[0].lanes:
+        console.print(_lane_table(lane, reports))
+    for report in reports:
+        _print_timeline(report, console)
+
+
+def _print_timeline(report: PolicyReport, console: Console) -> None:
+    summary = report.fallback
+    if summary is None:
+        return
+    if not summary.timeline:
+        console.print(f"{report.name}: the fallback ladder never moved (overload state: normal).")
+        return
+    states = ", ".join(
+        f"{state} {seconds:.0f} s" for state, seconds in summary.seconds_by_state.items()
+    )
+    console.print(f"{report.name} overload states: {states}")
+    previous = 0
+    for at, level, rung, state in summary.timeline:
+        change = f"+{rung}" if level > previous else f"-{rung}"
+        console.print(f"  t={at:7.1f} s  level {previous} -> {level}  {change:<25} {state}")
+        previous = level
+
+
+def print_claims(claims: Sequence[Claim], console: Console) -> None:
+    """Each claim with a check mark or a cross."""
+    for claim in claims:
+        mark = "[green]✔[/]" if claim.holds else "[red]✘[/]"
+        console.print(f"{mark} {claim.text}")

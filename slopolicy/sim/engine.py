@@ -1,0 +1,352 @@
+"""A deterministic model of a continuous-batching engine, one iteration at a time.
+
+It follows vLLM v1's scheduler: each iteration has a token budget
+(``max_num_batched_tokens``); running requests are served first (one token for
+a decoding request, a chunk of its prompt for a prefilling one, capped by
+``long_prefill_token_threshold`` when set), then
+waiting requests are admitted while fewer than ``max_num_seqs`` run, budget is
+left and the KV blocks for their first chunk are free (the head is never
+skipped: a head that does not fit blocks the queue). KV is allocated in
+``block_size``-token blocks as tokens are computed; when the running requests
+need more than is free, the engine preempts by recompute (the victim loses its
+KV and waits again at the front, to prefill its prompt and outputs anew): the
+latest admitted request under FCFS, the lowest priority (then latest arrival)
+under priority scheduling. No request is admitted in an iteration that
+preempted. The iteration that computes a prompt's last chunk samples its first
+token. Times come from :class:`~slopolicy.sim.profiles.EngineProfile`.
+
+**Speed.** While no request is prefilling and the waiting queue's head cannot
+start, every iteration is pure decode and the batch only changes when a
+request finishes, so :meth:`Engine.start` jumps over ``k`` such iterations at
+once (:class:`~slopolicy.sim._decode.DecodePool`): ``k`` is the least of the
+iterations until the next request finishes, until the KV blocks run out, and
+until the caller's ``horizon`` (the next arrival or timer), and their total time
+is closed-form: ``k·(T_cpu + knee(n)) + β_d·(k·C + n·k(k-1)/2)`` for ``n``
+decoding requests holding ``C`` context tokens.
+
+Time is virtual: :meth:`Engine.start` plans the next iteration (or run of
+decode iterations) at ``now`` and returns when it ends; :meth:`Engine.complete`
+returns what it produced, to be delivered at that time.
+"""
+
+from __future__ import annotations
+
+import math
+
+from slopolicy.errors import UsageError
+from slopolicy.sim._decode import DecodePool, Seq
+from slopolicy.sim._waiting import WaitingQueue
+from slopolicy.sim.engine_spec import (
+    EngineSpec,
+    EngineStatistics,
+    Scheduling,
+    StepResult,
+    check_int,
+)
+
+__all__ = ("Engine", "EngineSpec", "EngineStatistics", "Scheduling", "StepResult")
+
+
+class Engine:
+    """The engine model; see the module docstring.
+
+    ``scheduling`` orders the waiting queue: ``fcfs`` by arrival, ``priority``
+    by ``(priority, arrival)`` (lower first, as vLLM).
+    """
+
+    def __init__(self, spec: EngineSpec, *, scheduling: Scheduling = "fcfs") -> None:
+        if scheduling not in ("fcfs", "priority"):
+            raise UsageError(f"scheduling must be 'fcfs' or 'priority', not {scheduling!r}")
+        self.spec = spec
+        self.scheduling: Scheduling = scheduling
+        self._profile = spec.profile
+        self._num_blocks = spec.blocks
+        self._size = spec.block_size
+        self._pool = DecodePool(spec.block_size)
+        self._running: list[Seq] = []
+        self._prefilling: list[Seq] = []
+        self._prefill_blocks = 0
+        self._waiting = WaitingQueue(priority=scheduling == "priority")
+        self._live: dict[str, Seq] = {}
+        self._orders = 0
+        self._pending: StepResult | None = None
+        self._iterations = 0
+        self._busy = 0.0
+        self._prefill_tokens = 0
+        self._decode_tokens = 0
+        self._preemptions = 0
+
+    # -- requests -------------------------------------------------------------
+
+    def add(
+        self, request_id: str, prompt_tokens: int, output_tokens: int, priority: int = 0
+    ) -> bool:
+        """Queue a request that will generate ``output_tokens`` tokens (>= 1).
+
+        Returns ``False``, queueing nothing, when prompt plus output exceed
+        ``max_model_len`` (the engine would answer 400). A live id raises.
+        """
+        if request_id in self._live:
+            raise UsageError(f"request {request_id!r} is already in the engine")
+        check_int("prompt_tokens", prompt_tokens, 1)
+        check_int("output_tokens", output_tokens, 1)
+        if prompt_tokens + output_tokens > self.spec.model_len:
+            return False
+        self._orders += 1
+        seq = Seq(request_id, prompt_tokens, output_tokens, priority, self._orders)
+        self._live[request_id] = seq
+        self._waiting.add(seq)
+        return True
+
+    def output_tokens(self, request_id: str) -> int:
+        """Tokens ``request_id`` has generated so far (0 if unknown or not started)."""
+        seq = self._live.get(request_id)
+        if seq is None:
+            return 0
+        return self._pool.outputs(seq) if seq.decoding else seq.out
+
+    def admissible(self, prompt_tokens: int) -> bool:
+        """Whether a request with this prompt would start at the next iteration
+        after everything already waiting (a seat and KV for its prompt)."""
+        seats = self.spec.max_num_seqs - len(self._running) - self.waiting
+        if seats <= 0:
+            return False
+        waiting = sum(-(-(s.prefill_len + 1) // self._size) for s in self._waiting.seqs())
+        need = -(-(prompt_tokens + 1) // self._size)
+        return need <= self.free_blocks - self._pool.new_blocks(1) - waiting
+
+    # -- views ------------------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        """Requests running (prefilling or decoding)."""
+        return len(self._running)
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting in the engine's own queue."""
+        return len(self._waiting)
+
+    @property
+    def used_blocks(self) -> int:
+        """KV blocks allocated now."""
+        return self._pool.blocks + self._prefill_blocks
+
+    @property
+    def free_blocks(self) -> int:
+        """KV blocks free now."""
+        return self._num_blocks - self.used_blocks
+
+    @property
+    def busy(self) -> bool:
+        """Whether an iteration is in flight (started and not completed)."""
+        return self._pending is not None
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing runs or waits."""
+        return not self._running and not self.waiting
+
+    def kv_usage(self) -> float:
+        """Fraction of KV blocks in use, 0-1."""
+        return self.used_blocks / self._num_blocks
+
+    def decode_tokens(self) -> int:
+        """Decode tokens computed since the start."""
+        return self._decode_tokens
+
+    def statistics(self) -> EngineStatistics:
+        """A snapshot of the counters."""
+        return EngineStatistics(
+            self._iterations,
+            self._busy,
+            self._prefill_tokens,
+            self._decode_tokens,
+            self._preemptions,
+            len(self._running),
+            self.waiting,
+            self.used_blocks / self._num_blocks,
+        )
+
+    # -- time -------------------------------------------------------------------
+
+    def start(self, now: float, horizon: float = math.inf) -> float | None:
+        """Plan the next iteration at ``now`` (seconds); its end time, or ``None``
+        when there is nothing to run. A run of pure-decode iterations stops at
+        the first iteration boundary at or after ``horizon``."""
+        if self._pending is not None:
+            raise UsageError("an iteration is already in flight; complete() it first")
+        if not self._running and not self.waiting:
+            return None
+        result = None
+        if not self._prefilling and self._pool.count and not self._head_can_start():
+            result = self._decode_run(now, horizon)
+        if result is None:
+            result = self._iteration(now)
+            if result is None:
+                return None
+        self._pending = result
+        return result.end
+
+    def complete(self) -> StepResult:
+        """The in-flight iteration's results (deliver them at ``result.end``)."""
+        result = self._pending
+        if result is None:
+            raise UsageError("no iteration in flight")
+        self._pending = None
+        return result
+
+    # -- one iteration ------------------------------------------------------------
+
+    def _iteration(self, now: float) -> StepResult | None:
+        spec, pool = self.spec, self._pool
+        budget = spec.max_num_batched_tokens
+        cap = spec.long_prefill_token_threshold or budget
+        # Running requests first, in order. A request starts only with budget
+        # left over after everyone before it, and no request before the last
+        # one served ever asks for more than it got the iteration before, so
+        # every decoding request gets its token; only the last prefill served
+        # can be cut short, which handing out what decoding leaves, prefills
+        # in running order, reproduces.
+        budget -= pool.count
+        chunks: list[tuple[Seq, int]] = []
+        for seq in self._prefilling:
+            chunk = min(seq.prefill_len - seq.computed, cap, budget)
+            if chunk:
+                chunks.append((seq, chunk))
+                budget -= chunk
+        need, preempted = self._make_room(chunks)
+        if not preempted:
+            self._admit(budget, cap, chunks, need)
+        prompt = sum(c for _, c in chunks)
+        if not pool.count and not prompt:
+            return None
+        pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
+        seconds = self._profile.iteration_time(pool.count + prompt, pairs, pool.context)
+        self._iterations += 1
+        self._busy += seconds
+        self._prefill_tokens += prompt
+        self._decode_tokens += pool.count
+        first, finished = self._apply(chunks)
+        return StepResult(now + seconds, 1, first, finished, preempted)
+
+    def _chunk_blocks(self, seq: Seq, chunk: int) -> int:
+        # The chunk that completes the prompt also holds the sampled token.
+        tokens = seq.computed + chunk + (1 if seq.computed + chunk == seq.prefill_len else 0)
+        return -(-tokens // self._size) - seq.blocks
+
+    def _make_room(self, chunks: list[tuple[Seq, int]]) -> tuple[int, tuple[str, ...]]:
+        """Preempt until the running requests' new blocks fit; the blocks they
+        need and the ids preempted."""
+        preempted: list[str] = []
+        while True:
+            need = self._pool.new_blocks(1) + sum(self._chunk_blocks(s, c) for s, c in chunks)
+            if need <= self.free_blocks or not self._running:
+                return need, tuple(preempted)
+            victim = self._victim()
+            self._preempt(victim)
+            chunks[:] = [(s, c) for s, c in chunks if s is not victim]
+            preempted.append(victim.id)
+
+    def _victim(self) -> Seq:
+        if self.scheduling == "priority":
+            return max(self._running, key=lambda s: (s.priority, s.order))
+        return self._running[-1]
+
+    def _preempt(self, seq: Seq) -> None:
+        self._running.remove(seq)
+        if seq.decoding:
+            self._pool.remove(seq)
+        else:
+            self._prefilling.remove(seq)
+            self._prefill_blocks -= seq.blocks
+        seq.blocks = seq.computed = 0
+        seq.prefill_len = seq.prompt + seq.out
+        self._preemptions += 1
+        self._waiting.put_back(seq)
+
+    def _admit(self, budget: int, cap: int, chunks: list[tuple[Seq, int]], need: int) -> None:
+        free = self.free_blocks - need
+        while budget > 0 and len(self._running) < self.spec.max_num_seqs:
+            seq = self._waiting.head()
+            if seq is None:
+                return
+            chunk = min(seq.prefill_len, cap, budget)
+            blocks = self._chunk_blocks(seq, chunk)
+            if blocks > free:
+                return
+            self._waiting.pop()
+            self._running.append(seq)
+            self._prefilling.append(seq)
+            chunks.append((seq, chunk))
+            budget -= chunk
+            free -= blocks
+
+    def _apply(
+        self, chunks: list[tuple[Seq, int]]
+    ) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
+        pool = self._pool
+        ready: list[Seq] = []
+        for seq, chunk in chunks:
+            blocks = self._chunk_blocks(seq, chunk)
+            seq.blocks += blocks
+            self._prefill_blocks += blocks
+            seq.computed += chunk
+            if seq.computed == seq.prefill_len:
+                ready.append(seq)
+        done = pool.step(1) if pool.count else []
+        first: list[str] = []
+        finished: list[tuple[str, int]] = []
+        for seq in ready:
+            self._prefilling.remove(seq)
+            self._prefill_blocks -= seq.blocks
+            seq.out += 1
+            if seq.out == 1:
+                first.append(seq.id)
+            if seq.out >= seq.target:
+                self._running.remove(seq)
+                del self._live[seq.id]
+                finished.append((seq.id, seq.out))
+            else:
+                pool.add(seq)  # takes over its blocks: prompt + out tokens
+        finished.extend(self._retire(done))
+        return tuple(first), tuple(finished)
+
+    def _retire(self, done: list[Seq]) -> list[tuple[str, int]]:
+        for seq in done:
+            self._running.remove(seq)
+            del self._live[seq.id]
+        return [(seq.id, seq.out) for seq in done]
+
+    # -- runs of pure decode ------------------------------------------------------
+
+    def _head_can_start(self) -> bool:
+        seq = self._waiting.head()
+        if seq is None or len(self._running) >= self.spec.max_num_seqs:
+            return False
+        budget = self.spec.max_num_batched_tokens - self._pool.count
+        chunk = min(seq.prefill_len, self.spec.long_prefill_token_threshold or budget, budget)
+        if chunk <= 0:
+            return False
+        free = self.free_blocks - self._pool.new_blocks(1)
+        return self._chunk_blocks(seq, chunk) <= free
+
+    def _decode_run(self, now: float, horizon: float) -> StepResult | None:
+        """``k`` pure-decode iterations at once, or ``None`` when even one
+        needs a preemption (the single-iteration path handles it)."""
+        pool, profile = self._pool, self._profile
+        fits = pool.max_steps(self.free_blocks)
+        finish = pool.steps_to_finish()
+        # The pool is not empty, so both are known.
+        assert fits is not None
+        assert finish is not None
+        if fits == 0:
+            return None
+        n, context = pool.count, pool.context
+        k = min(fits, finish, profile.decode_iterations(horizon - now, n, context))
+        seconds = profile.decode_time(k, n, context)
+        self._iterations += k
+        self._busy += seconds
+        self._decode_tokens += n * k
+        finished = self._retire(pool.step(k))
+        return StepResult(now + seconds, k, (), tuple(finished), ())

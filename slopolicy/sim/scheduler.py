@@ -1,0 +1,113 @@
+"""The interface between the simulator and whatever decides admission and order.
+
+The simulator drives a :class:`Scheduler` exactly as a gateway drives a
+policy: ``submit`` on arrival, ``dispatch`` whenever something changed (an
+arrival, a finish, a timer the scheduler asked for with ``wakeup``), then
+``first_token`` / ``tokens`` / ``finish`` as the engine produces output.
+Released requests go to the engine's own queue. Ours wraps the real
+:class:`~slopolicy.Policy` (:mod:`slopolicy.sim.ours`); the baselines are small
+objects in :mod:`slopolicy.sim.baselines`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from slopolicy.sim.engine import Scheduling
+from slopolicy.sim.workload import SimRequest
+
+__all__ = ("Admission", "EngineView", "Release", "Released", "Scheduler")
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The answer to ``submit``: ``accepted`` (queued) or refused, in ``lane``
+    (``None`` when the scheduler has no lanes), with a reason code
+    (``admitted``, ``demoted``, ``rate_limited``, ``overload_shed`` ...).
+
+    A refusal is ``retryable`` when the same request should succeed later
+    (HTTP 429/503: a client may come back), after ``retry_after`` seconds
+    when that is known.
+    """
+
+    accepted: bool
+    lane: str | None = None
+    reason: str = "admitted"
+    retryable: bool = False
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """A request handed to the engine, with the output limit it runs under
+    (after caps and fallbacks) and its engine priority (lower runs first)."""
+
+    id: str
+    max_new_tokens: int
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What ``dispatch`` did: requests released to the engine, and queued
+    requests that expired (their deadline passed) instead."""
+
+    started: tuple[Release, ...] = ()
+    expired: tuple[str, ...] = ()
+
+
+class EngineView(Protocol):
+    """What a scheduler may read from the engine (a real gateway sees as much
+    from the engine's metrics)."""
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def free_blocks(self) -> int: ...
+
+    def admissible(self, prompt_tokens: int) -> bool:
+        """Whether a request with this prompt would start at the next iteration."""
+        ...
+
+    def kv_usage(self) -> float:
+        """Fraction of KV blocks in use, 0-1."""
+        ...
+
+    def decode_tokens(self) -> int:
+        """Decode tokens computed since the start."""
+        ...
+
+
+class Scheduler(Protocol):
+    """Admission and ordering in front of the engine; every time is simulated seconds.
+
+    ``scheduling`` says how the engine orders what it was released (``fcfs``
+    or ``priority``).
+    """
+
+    name: str
+    scheduling: Scheduling
+
+    def submit(self, request: SimRequest, now: float) -> Admission: ...
+
+    def dispatch(self, now: float, engine: EngineView) -> Released: ...
+
+    def first_token(self, request_id: str, now: float) -> None: ...
+
+    def tokens(self, request_id: str, count: int, now: float) -> None: ...
+
+    def finish(self, request_id: str, now: float, output_tokens: int) -> None: ...
+
+    def wakeup(self) -> float | None:
+        """When ``dispatch`` must run again even if nothing happens (timers,
+        deadlines), or ``None``."""
+        ...
+
+    def observe(self, engine: EngineView, now: float) -> None:
+        """Periodic engine signals (called at every wakeup)."""
+        ...

@@ -1,0 +1,91 @@
+"""Drive an engine (the real one or the reference) over fixed arrivals."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from slopolicy.sim.engine import Engine
+from slopolicy.sim.engine_spec import EngineSpec
+from tests.sim.reference import Reference, Req
+
+
+@dataclass(frozen=True)
+class Arrival:
+    at: float
+    id: str
+    prompt: int
+    output: int
+    priority: int = 0
+
+
+@dataclass
+class Outcome:
+    first: float | None = None
+    finished: float | None = None
+    output: int = 0
+    preemptions: int = 0
+
+
+def run_engine(
+    spec: EngineSpec, arrivals: list[Arrival], *, priority: bool = False, bulk: bool = True
+) -> dict[str, Outcome]:
+    """The real engine; ``bulk=False`` forbids runs of decode iterations."""
+    engine = Engine(spec, scheduling="priority" if priority else "fcfs")
+    found = {a.id: Outcome() for a in arrivals}
+    index, end, now = 0, None, 0.0
+    max_used = 0
+    while True:
+        arrival = arrivals[index].at if index < len(arrivals) else math.inf
+        finish = math.inf if end is None else end
+        if arrival == finish == math.inf:
+            break
+        if finish <= arrival:
+            now = finish
+            result = engine.complete()
+            end = None
+            for request_id in result.first_tokens:
+                found[request_id].first = now
+            for request_id, output in result.finished:
+                found[request_id].finished, found[request_id].output = now, output
+            for request_id in result.preempted:
+                found[request_id].preemptions += 1
+        else:
+            now = arrival
+            while index < len(arrivals) and arrivals[index].at == arrival:
+                a = arrivals[index]
+                assert engine.add(a.id, a.prompt, a.output, a.priority)
+                index += 1
+        max_used = max(max_used, engine.used_blocks)
+        assert engine.used_blocks <= spec.blocks
+        if end is None:
+            following = arrivals[index].at if index < len(arrivals) else math.inf
+            end = engine.start(now, now if not bulk else following)
+    assert engine.idle
+    return found
+
+
+def run_reference(
+    spec: EngineSpec, arrivals: list[Arrival], *, priority: bool = False
+) -> dict[str, Outcome]:
+    ref = Reference(spec, priority)
+    reqs = {
+        a.id: Req(a.id, a.prompt, a.output, a.priority, order)
+        for order, a in enumerate(arrivals, 1)
+    }
+    index, now = 0, 0.0
+    while True:
+        if not ref.running and not ref.waiting:
+            if index == len(arrivals):
+                break
+            now = max(now, arrivals[index].at)
+            while index < len(arrivals) and arrivals[index].at <= now:
+                ref.add(reqs[arrivals[index].id])
+                index += 1
+        end = ref.step(now)
+        assert end is not None
+        while index < len(arrivals) and arrivals[index].at < end:
+            ref.add(reqs[arrivals[index].id])
+            index += 1
+        now = end
+    return {rid: Outcome(r.first, r.finished, r.out, r.preemptions) for rid, r in reqs.items()}

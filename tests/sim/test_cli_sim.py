@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from slopolicy.cli import main
+
+
+def test_the_demo_prints_the_tables_and_the_claims(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demo.json"
+    assert main(["demo", "--quick", "--no-progress", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Load outside the bursts" in printed
+    assert "Lane 'interactive'" in printed
+    assert printed.count("✔") == 6
+    assert json.loads(out.read_text())["scenario"]["name"] == "seed-short"
+
+
+def test_simulate_replays_a_mapped_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.csv"
+    rows = "\n".join(f"{i * 100},{200 + i},{20},u{i % 3}" for i in range(50))
+    trace.write_text("ms,in,out,user\n" + rows + "\n")
+    out = tmp_path / "r.json"
+    args = [
+        "simulate",
+        "--trace",
+        str(trace),
+        "--time-col",
+        "ms",
+        "--input-col",
+        "in",
+        "--output-col",
+        "out",
+        "--tenant-col",
+        "user",
+        "--time-unit",
+        "ms",
+        "--compare",
+        "fcfs,vtc",
+        "--no-progress",
+        "--json",
+        str(out),
+        "--rate-scale",
+        "2",
+    ]
+    assert main(args) == 0
+    data = json.loads(out.read_text())
+    assert set(data["policies"]) == {"slopolicy", "fcfs", "vtc"}
+    assert data["scenario"]["duration_s"] == pytest.approx(2.45)
+    assert set(data["policies"]["fcfs"]["tenants"]) == {"u0", "u1", "u2"}
+    assert "Lane 'interactive'" in capsys.readouterr().out
+
+
+def test_simulate_runs_the_azure_trace_with_its_builtin_policy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = [
+        "simulate",
+        "--trace",
+        "azure-2023",
+        "--duration",
+        "100",  # the code trace starts 77 s after the conversation trace
+        "--compare",
+        "fcfs",
+        "--no-progress",
+        "--engine",
+        "llama3-8b/a100",
+        "--long-prefill-token-threshold",
+        "512",
+    ]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "Lane 'code'" in printed
+    assert "llama3-8b/a100" in printed
+    assert "long_prefill_token_threshold 512" in printed
+
+
+def test_simulate_checks_claims_on_a_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "simulate",
+        "azure-2023",
+        "--duration",
+        "20",
+        "--compare",
+        "fcfs",
+        "--no-progress",
+        "--claims",
+        "overload",
+    ]
+    assert main(args) == 0
+    assert "FCFS attainment" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["simulate"], "give a scenario file"),
+        (["simulate", "seed", "--compare", "fifo"], "unknown baseline(s) fifo"),
+        (["simulate", "seed", "--engine", "tpu"], "unknown engine profile"),
+        (["simulate", "seed", "--rate-scale", "0"], "--rate-scale"),
+        (["simulate", "seed", "--retries", "-1"], "--retries: must be >= 0"),
+        (["simulate", "seed", "--claims", "overload", "--compare", ""], "need fcfs"),
+        (["simulate", "--trace", "a.csv", "--trace", "azure-2023"], "cannot be mixed"),
+        (["simulate", "--trace", "nope.csv"], "cannot read the trace"),
+        (["simulate", "--trace", "x.csv", "--time-col", "t"], "together"),
+        (["simulate", "missing.yaml"], "missing.yaml"),
+    ],
+)
+def test_simulate_explains_bad_input(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*args, "--no-progress"]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_a_bad_scenario_lists_its_fields(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "s.yaml"
+    bad.write_text("duration_s: -1\nstreams: []\nengine: {max_num_seqs: 0}\n")
+    assert main(["simulate", str(bad), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "duration_s: Input should be greater than 0" in err
+    assert "engine.max_num_seqs" in err
+
+
+def test_plots_without_matplotlib_name_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    args = [
+        "simulate",
+        "seed",
+        "--duration",
+        "5",
+        "--compare",
+        "",
+        "--no-progress",
+        "--plot",
+        str(tmp_path / "p.png"),
+    ]
+    assert main(args) == 1
+    assert "pip install 'slopolicy[plot]'" in capsys.readouterr().err
+
+
+def test_the_plot_is_written(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "p.png"
+    args = [
+        "simulate",
+        "seed",
+        "--duration",
+        "20",
+        "--compare",
+        "fcfs",
+        "--no-progress",
+        "--plot",
+        str(out),
+    ]
+    assert main(args) == 0
+    assert out.read_bytes().startswith(b"\x89PNG")

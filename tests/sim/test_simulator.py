@@ -1,0 +1,204 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from slopolicy import PolicyConfig
+from slopolicy.errors import UsageError
+from slopolicy.sim import (
+    FCFS,
+    Admission,
+    Client,
+    EngineSpec,
+    EngineView,
+    PolicyScheduler,
+    SimOutcome,
+    SimRequest,
+    Workload,
+    profile,
+    simulate,
+)
+from slopolicy.testing import assert_no_leaks
+from slopolicy.testing.strategies import engine_specs, workloads
+
+H100 = EngineSpec(profile("llama3-8b/h100"))
+
+
+class Refusing(FCFS):
+    """Refuses every request's first ``times`` attempts as retryable."""
+
+    name = "refusing"
+
+    def __init__(self, times: int, retry_after: float | None = None) -> None:
+        super().__init__()
+        self.times = times
+        self.retry_after = retry_after
+        self.seen: dict[str, list[float]] = {}
+
+    def submit(self, request: SimRequest, now: float) -> Admission:
+        attempts = self.seen.setdefault(request.id, [])
+        attempts.append(now)
+        if len(attempts) <= self.times:
+            return Admission(False, None, "busy", True, self.retry_after)
+        return super().submit(request, now)
+
+
+def _one(retries: int = 0, output: int = 5, max_new: int = 100) -> Workload:
+    return Workload.of([SimRequest("r", 1.0, "t", 100, output, max_new, retries=retries)])
+
+
+def test_refused_requests_come_back_as_the_client_retries() -> None:
+    scheduler = Refusing(times=2)
+    client = Client(backoff=0.5, jitter=0.0)
+    result = simulate(_one(retries=3), scheduler, H100, client=client)
+    (record,) = result.records
+    assert scheduler.seen["r"] == [1.0, 1.5, 2.5]  # 0.5 s, then 1 s
+    assert record.attempts == 3
+    assert record.outcome is SimOutcome.COMPLETED
+    assert record.ttft is not None
+    assert record.ttft > 1.5  # counted from the first arrival
+
+
+def test_retry_after_is_honoured_and_retries_run_out() -> None:
+    scheduler = Refusing(times=5, retry_after=7.0)
+    result = simulate(_one(retries=2), scheduler, H100)
+    (record,) = result.records
+    assert scheduler.seen["r"] == [1.0, 8.0, 15.0]
+    assert (record.outcome, record.attempts, record.finished_at) == (SimOutcome.REJECTED, 3, 15.0)
+
+
+def test_the_client_backs_off_with_jitter_from_its_seed() -> None:
+    client = Client(backoff=1.0, max_backoff=4.0, jitter=0.25, seed=1)
+    assert client.delay(0, None, 0.0) == 1.0
+    assert client.delay(5, None, 0.0) == 4.0
+    assert client.delay(1, None, 1.0) == pytest.approx(1.5)
+    assert client.delay(1, 30.0, 0.5) == 30.0
+    assert client.delay(1, 90.0, 0.0) == 2.0  # past max_retry_after: back off instead
+    with pytest.raises(UsageError):
+        Client(jitter=1.0)
+
+
+def test_outputs_stop_at_max_new_tokens_and_every_time_is_ordered() -> None:
+    result = simulate(_one(output=500, max_new=40), FCFS(), H100)
+    (record,) = result.records
+    assert record.output_tokens == 40
+    assert record.max_new_tokens == 40
+    assert record.dispatched_at == 1.0
+    assert record.first_token_at is not None
+    assert record.finished_at is not None
+    assert 1.0 < record.first_token_at < record.finished_at
+    assert record.tpot == pytest.approx((record.finished_at - record.first_token_at) / 39)
+
+
+def test_requests_too_long_for_the_engine_are_refused() -> None:
+    small = EngineSpec(profile("llama2-7b/a100"), num_blocks=10)
+    result = simulate(Workload.of([SimRequest("r", 0.0, "t", 500, 10, 10)]), FCFS(), small)
+    assert (result.records[0].outcome, result.records[0].reason) == (
+        SimOutcome.REJECTED,
+        "too_long",
+    )
+
+
+def test_what_has_not_ended_when_the_drain_runs_out_is_unfinished() -> None:
+    workload = Workload.of([SimRequest("r", 0.0, "t", 100, 5000, 5000)])
+    result = simulate(workload, FCFS(), H100, drain=1.0)
+    assert result.records[0].outcome is SimOutcome.UNFINISHED
+    assert result.end <= 1.0
+
+
+def test_queued_requests_expire_at_their_deadline() -> None:
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [{"name": "chat", "max_queue_wait_s": 2.0}],
+            "engine": {"max_running": 1},
+            "ladder": {"enabled": False},
+        }
+    )
+    workload = Workload.of(
+        [SimRequest("long", 0.0, "t", 100, 2000, 2000), SimRequest("next", 0.1, "t", 100, 5, 5)]
+    )
+    scheduler = PolicyScheduler(config)
+    result = simulate(workload, scheduler, H100)
+    records = {r.request.id: r for r in result.records}
+    assert records["next"].outcome is SimOutcome.EXPIRED
+    assert records["next"].finished_at == pytest.approx(2.1)
+    assert records["long"].outcome is SimOutcome.COMPLETED
+    assert_no_leaks(scheduler.policy)
+
+
+def test_a_wakeup_that_does_not_move_is_misuse() -> None:
+    class Stuck(FCFS):
+        name = "stuck"
+
+        def wakeup(self) -> float | None:
+            return 0.0
+
+    with pytest.raises(UsageError, match="wakeup"):
+        simulate(_one(), Stuck(), H100)
+
+
+def test_the_same_inputs_give_the_same_records() -> None:
+    config = PolicyConfig()
+    workload = Workload.of(
+        [SimRequest(f"r{i}", i * 0.01, f"t{i % 3}", 500 + i, 50, 100) for i in range(200)]
+    )
+    first = simulate(workload, PolicyScheduler(config), H100)
+    second = simulate(workload, PolicyScheduler(config), H100)
+    assert first.records == second.records
+
+
+_DIGEST = """
+import hashlib, json
+from slopolicy.sim import OURS, run_scenario, seed_scenario, to_json
+comparison = run_scenario(seed_scenario(short=True), policies=[OURS, "vtc"])
+text = json.dumps(to_json(comparison), sort_keys=True)
+print(hashlib.sha256(text.encode()).hexdigest())
+"""
+
+
+def test_runs_repeat_exactly_across_processes_and_hash_seeds() -> None:
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", _DIGEST],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(digests) == 1
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(lanes=["interactive", "heavy", "background"]), engine_specs())
+def test_every_request_ends_once_and_nothing_leaks(workload: Workload, engine: EngineSpec) -> None:
+    for scheduler in (PolicyScheduler(PolicyConfig()), FCFS()):
+        result = simulate(workload, scheduler, engine)
+        assert [r.request for r in result.records] == list(workload.requests)
+        for record in result.records:
+            assert record.outcome is not SimOutcome.UNFINISHED
+            assert record.attempts <= record.request.retries + 1
+            if record.outcome is SimOutcome.COMPLETED:
+                assert record.dispatched_at is not None
+                assert record.first_token_at is not None
+                assert record.finished_at is not None
+                assert record.request.arrival <= record.dispatched_at <= record.first_token_at
+                assert record.first_token_at <= record.finished_at
+                assert record.max_new_tokens is not None
+                assert record.output_tokens == min(
+                    record.request.output_tokens, record.max_new_tokens
+                )
+        if isinstance(scheduler, PolicyScheduler):
+            assert_no_leaks(scheduler.policy)
+
+
+def test_the_engine_is_an_engine_view() -> None:
+    from slopolicy.sim import Engine
+
+    view: EngineView = Engine(H100)
+    assert view.admissible(100)
+    assert (view.running, view.waiting, view.kv_usage(), view.decode_tokens()) == (0, 0, 0.0, 0)
