@@ -68,6 +68,10 @@ class LaneConfig(ConfigModel):
         max_queue_wait_s: longest wait in the queue before expiry, seconds.
         weight: dispatch share relative to other lanes.
         kv_reserve: fraction of the KV pool reserved for this lane, 0-1.
+        max_running: requests of this lane running at once (unset: no cap).
+            The engine gives running requests its token budget first, so a
+            few long prompts prefilling side by side can take whole
+            iterations; capping the heavy lane keeps room for chat.
     """
 
     name: LaneName
@@ -81,6 +85,7 @@ class LaneConfig(ConfigModel):
     max_queue_wait_s: _Seconds = 60.0
     weight: Annotated[float, Field(gt=0)] = 1.0
     kv_reserve: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    max_running: Annotated[int, Field(gt=0)] | None = None
 
     def to_spec(self) -> LaneSpec:
         """The plain core value for this lane."""
@@ -95,4 +100,5 @@ class LaneConfig(ConfigModel):
             max_queue_wait=self.max_queue_wait_s,
             weight=self.weight,
             kv_reserve=self.kv_reserve,
+            max_running=self.max_running,
         )

@@ -147,6 +147,7 @@ class Policy:
         self._deadlines: list[tuple[float, int, Entry]] = []
         self._sequence = itertools.count()
         self._running = 0
+        self._lane_running = dict.fromkeys(self._lanes, 0)
         self._now = float("-inf")
         self._submitted = 0
         self._outcomes = dict.fromkeys(Outcome, 0)
@@ -279,7 +280,8 @@ class Policy:
 
     def _start_next(self, now: float) -> Entry | None:
         for lane, entry in self._queues.candidates():
-            if self.health.paused(lane):
+            cap = self._lanes[lane].max_running
+            if self.health.paused(lane) or (cap is not None and self._lane_running[lane] >= cap):
                 continue
             if self.kv.try_reserve(entry.id, lane, entry.kv_tokens, now):
                 self._queues.pop(lane)
@@ -293,6 +295,7 @@ class Policy:
                 entry.phase = Phase.RUNNING
                 entry.dispatched_at = now
                 self._running += 1
+                self._lane_running[lane] += 1
                 return entry
         return None
 
@@ -383,6 +386,7 @@ class Policy:
         self.quotas.release(entry.lease, now)
         self._charge_output(entry)
         self._running -= 1
+        self._lane_running[entry.lane] -= 1
         del self._entries[entry.id]
         self._outcomes[ending] += 1
         finished = entry.finished(ending, now, cost)

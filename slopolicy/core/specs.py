@@ -38,6 +38,8 @@ class LaneSpec:
         max_queue_wait: longest a request may wait before it expires (seconds).
         weight: share of dispatch relative to other lanes.
         kv_reserve: fraction of the KV pool only this lane may use (0-1).
+        max_running: requests of this lane running at once (``None``: no cap);
+            bounds how much of each engine iteration long prefills can take.
     """
 
     name: str
@@ -50,6 +52,7 @@ class LaneSpec:
     max_queue_wait: float = 60.0
     weight: float = 1.0
     kv_reserve: float = 0.0
+    max_running: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

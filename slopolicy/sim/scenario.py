@@ -40,7 +40,7 @@ __all__ = (
 )
 
 #: Scenarios shipped with slopolicy, by name.
-BUILTIN_SCENARIOS = ("seed", "azure-2023")
+BUILTIN_SCENARIOS = ("seed", "azure-2023", "long-prompts")
 
 
 @dataclass(frozen=True, slots=True)

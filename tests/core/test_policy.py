@@ -262,3 +262,20 @@ def test_a_flood_of_tenant_ids_keeps_every_per_tenant_table_bounded() -> None:
     assert policy.statistics().quotas.tenants <= 500
     assert policy.health.trackers.tenant_count <= 1024
     assert policy._queues.queue("interactive").statistics().idle_counters <= 10_000
+
+
+def test_a_lane_cap_bounds_what_runs_but_not_other_lanes() -> None:
+    policy = _policy(
+        engine={"max_running": 10},
+        kv={"num_blocks": 1000, "block_size": 16},
+        lanes=[
+            {"name": "interactive", "max_prompt_tokens": 500, "weight": 4},
+            {"name": "heavy", "max_running": 1},
+        ],
+    )
+    for name in ("h1", "h2"):
+        policy.submit(Request(id=name, tenant=name, prompt_tokens=900, max_new_tokens=8), 0.0)
+    policy.submit(Request(id="chat", tenant="c", prompt_tokens=10, max_new_tokens=8), 0.0)
+    assert sorted(s.id for s in policy.dispatch(0.0)) == ["chat", "h1"]
+    policy.finish("h1", 1.0)
+    assert [s.id for s in policy.dispatch(1.0)] == ["h2"]

@@ -29,6 +29,7 @@ _CONFIG = PolicyConfig.from_dict(
                 "queue_capacity": 4,
                 "max_queue_wait_s": 8.0,
                 "weight": 2,
+                "max_running": 1,
             },
             {
                 "name": "background",
@@ -152,6 +153,8 @@ class PolicyLifecycle(RuleBasedStateMachine):
         if policy.running >= policy.max_running:
             return
         for lane, entry in policy._queues.candidates():
+            if policy._lane_running[lane] >= (policy._lanes[lane].max_running or 10**9):
+                continue  # the lane's own cap holds it
             assert policy.kv.free_blocks(lane) < policy.kv.blocks_for(entry.kv_tokens), (
                 f"{entry.id} in {lane} fits but waits"
             )

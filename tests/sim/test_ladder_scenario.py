@@ -1,0 +1,82 @@
+"""Issue 4's scenario: a stream of 40k-token prompts lands on a busy system.
+
+The ladder must climb in the seed's order, reach batch_paused before any chat
+request misses its TTFT target by 2x, and step back down once the load ends.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from slopolicy.sim import builtin_scenario, evaluate
+from slopolicy.sim.ours import LadderMove, PolicyScheduler
+from slopolicy.sim.records import RequestRecord
+from slopolicy.sim.scenario import Scenario
+
+_RUNGS = [
+    "drop_optional_features",
+    "cap_max_new_tokens",
+    "compress_prompt",
+    "cheaper_model",
+    "pause_background",
+]
+
+
+@pytest.fixture(scope="module")
+def run() -> tuple[Scenario, list[LadderMove], tuple[RequestRecord, ...]]:
+    scenario = builtin_scenario("long-prompts")
+    scheduler = PolicyScheduler(
+        scenario.policy, signals=scenario.signals, engine_priority=scenario.engine_priority
+    )
+    result, _ = evaluate(
+        scheduler,
+        scenario.workload,
+        scenario.engine,
+        scenario.policy,
+        client=scenario.client,
+        drain=scenario.drain_s,
+    )
+    return scenario, scheduler.moves, result.records
+
+
+def test_the_ladder_climbs_in_the_seeds_order(
+    run: tuple[Scenario, list[LadderMove], tuple[RequestRecord, ...]],
+) -> None:
+    _, moves, _ = run
+    first = moves[: len(_RUNGS)]
+    assert [move.level for move in first] == [1, 2, 3, 4, 5]
+    assert [move.rung for move in first] == _RUNGS
+    assert first[-1].state == "batch_paused"
+    # at most one rung per dwell period (2 s)
+    assert all(b.at - a.at >= 2.0 for a, b in itertools.pairwise(moves))
+
+
+def test_batch_pauses_before_chat_misses_twice_its_target(
+    run: tuple[Scenario, list[LadderMove], tuple[RequestRecord, ...]],
+) -> None:
+    scenario, moves, records = run
+    target = scenario.policy.lanes[0].slo.ttft_p95_s
+    assert target == 0.5
+    paused = min(move.at for move in moves if move.state == "batch_paused")
+    misses = [
+        record.first_token_at
+        for record in records
+        if record.lane == "interactive"
+        and record.first_token_at is not None
+        and record.first_token_at - record.request.arrival > 2 * target
+    ]
+    assert all(paused < at for at in misses), (paused, min(misses))
+
+
+def test_the_ladder_comes_back_down_after_the_load(
+    run: tuple[Scenario, list[LadderMove], tuple[RequestRecord, ...]],
+) -> None:
+    _, moves, records = run
+    documents_done = max(record.finished_at or 0.0 for record in records if record.lane == "heavy")
+    after = [move for move in moves if move.at > documents_done]
+    assert after, "no move once the documents were through"
+    assert after[-1].level == 0
+    assert after[-1].state == "normal"
+    assert [move.level for move in after] == sorted((m.level for m in after), reverse=True)
