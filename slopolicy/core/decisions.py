@@ -96,6 +96,7 @@ class Admit(_Explained):
     message: str
     steps: tuple[Step, ...] = ()
     reason: Reason = Reason.ADMITTED
+    rungs: tuple[str, ...] = ()
     http_status: ClassVar[int] = 200
     retry_after: ClassVar[None] = None
     accepted: ClassVar[bool] = True
@@ -114,6 +115,7 @@ class Demote(_Explained):
     message: str
     reason: Reason
     steps: tuple[Step, ...] = ()
+    rungs: tuple[str, ...] = ()
     http_status: ClassVar[int] = 200
     retry_after: ClassVar[None] = None
     accepted: ClassVar[bool] = True

@@ -108,7 +108,7 @@ class Entry:
         prompt_tokens: int,
         kv_tokens: int,
         cost: float,
-        lease: QuotaLease,
+        lease: QuotaLease | None,
         arrival: float,
         deadline: float,
         rungs: tuple[str, ...] = (),

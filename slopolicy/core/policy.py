@@ -37,7 +37,7 @@ from slopolicy.core.lanes import LaneScheduler
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.overload import OverloadState
-from slopolicy.core.quotas import QuotaRefusal, TenantQuotas
+from slopolicy.core.quotas import QuotaLease, QuotaRefusal, TenantQuotas
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.rungs import AdmissionAction
@@ -159,51 +159,81 @@ class Policy:
 
         Returns the routing decision: ``Admit``/``Demote`` when queued (start it
         only once :meth:`dispatch` returns it), ``Defer`` or ``Reject`` when
-        refused (by a rule, the tenant's quota, or a full queue). A request id
-        that is still live raises :class:`UsageError`.
+        refused (by a rule, the ladder, the tenant's quota, or a full queue). A
+        request id that is still live raises :class:`UsageError`. Equivalent
+        to :meth:`prepare` then :meth:`enqueue`.
+        """
+        decision = self.prepare(request, now)
+        if isinstance(decision, (Admit, Demote)):
+            decision = self.enqueue(decision, now)
+        return decision
+
+    def prepare(self, request: Request, now: float) -> Decision:
+        """The first half of :meth:`submit`: route ``request`` and apply the
+        fallback ladder, without queueing it or taking quota.
+
+        A shared quota store (several gateway replicas) sits between this and
+        :meth:`enqueue`: take the tenant's quota for the accepted decision's
+        lane and cost there, then enqueue with ``quota_held=True``.
         """
         now = self._advance(now)
         if request.id in self._entries:
             raise UsageError(f"request id {request.id!r} is already live")
         self._submitted += 1
         decision = self.router.route(request)
-        rungs: tuple[str, ...] = ()
         if isinstance(decision, (Admit, Demote)):
-            decision, rungs = self._degrade(decision)
-        if isinstance(decision, (Admit, Demote)):
-            decision = self._enqueue(decision, rungs, now)
+            decision = self._degrade(decision)
         if not decision.accepted:
-            self._outcomes[Outcome.REJECTED] += 1
-            self.health.record_rejected(decision.lane or self._first_lane, request.tenant, now)
+            self._rejected(decision, request.tenant, now)
         return decision
 
-    def _degrade(self, decision: Admit | Demote) -> tuple[Decision, tuple[str, ...]]:
-        """Apply the fallback ladder's active rungs to an accepted decision; the
-        result and the rungs that changed or marked the request."""
+    def enqueue(
+        self, decision: Admit | Demote, now: float, *, quota_held: bool = False
+    ) -> Decision:
+        """The second half of :meth:`submit`: queue a decision :meth:`prepare`
+        accepted. Takes the tenant's quota from :attr:`quotas` unless
+        ``quota_held`` (the caller took it elsewhere, and settles it with the
+        cost in the request's :class:`Finished` record). Returns ``decision``,
+        or the refusal that replaced it."""
+        now = self._advance(now)
+        if decision.request.id in self._entries:
+            raise UsageError(f"request id {decision.request.id!r} is already live")
+        result = self._enqueue(decision, now, quota_held)
+        if not result.accepted:
+            self._rejected(result, decision.request.tenant, now)
+        return result
+
+    def _rejected(self, decision: Decision, tenant: str, now: float) -> None:
+        self._outcomes[Outcome.REJECTED] += 1
+        self.health.record_rejected(decision.lane or self._first_lane, tenant, now)
+
+    def _degrade(self, decision: Admit | Demote) -> Decision:
+        """Apply the fallback ladder's active rungs to an accepted decision."""
         ladder = self.health.ladder
         if ladder is None or ladder.level == 0:
-            return decision, ()
+            return decision
         lane = decision.lane
         verdict = ladder.admission(lane)
         if verdict is not None and verdict.action is AdmissionAction.SHED:
             steps = (*decision.steps, Step("fallback", lane, verdict.message))
-            shed = Defer(
+            return Defer(
                 Reason.OVERLOAD_SHED, verdict.message, verdict.retry_after, 503, lane, steps
             )
-            return shed, ()
         degraded, applied = ladder.apply(decision.request, lane)
         if not applied:
-            return decision, ()
+            return decision
         cost = self.router.estimator.score(
             decision.prompt_tokens, degraded.output_budget, degraded.tool_risk
         )
         steps = (
             *decision.steps,
-            *(Step("fallback", lane, f"rung {name} applied") for name in applied),
+            *(Step("fallback", lane, "rung {} applied", (name,)) for name in applied),
         )
-        return dataclasses.replace(decision, request=degraded, cost=cost, steps=steps), applied
+        return dataclasses.replace(
+            decision, request=degraded, cost=cost, steps=steps, rungs=applied
+        )
 
-    def _enqueue(self, decision: Admit | Demote, rungs: tuple[str, ...], now: float) -> Decision:
+    def _enqueue(self, decision: Admit | Demote, now: float, quota_held: bool) -> Decision:
         lane = self._lanes[decision.lane]
         request = decision.request
         kv_tokens = self.kv.tokens_needed(
@@ -215,11 +245,19 @@ class Policy:
             return _refuse(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
         tier = self.router.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
-        lease = self.quotas.acquire(request.tenant, tier, lane.name, decision.cost, now)
-        if isinstance(lease, QuotaRefusal):
-            return _refuse(
-                decision, lease.reason, lease.message, lease.retry_after, lease.http_status, "quota"
-            )
+        lease: QuotaLease | None = None
+        if not quota_held:
+            granted = self.quotas.acquire(request.tenant, tier, lane.name, decision.cost, now)
+            if isinstance(granted, QuotaRefusal):
+                return _refuse(
+                    decision,
+                    granted.reason,
+                    granted.message,
+                    granted.retry_after,
+                    granted.http_status,
+                    "quota",
+                )
+            lease = granted
         deadline = now + lane.max_queue_wait
         if request.deadline is not None:
             deadline = min(deadline, request.deadline)
@@ -233,11 +271,10 @@ class Policy:
             lease,
             now,
             deadline,
-            rungs,
+            decision.rungs,
         )
         if not self._queues.push(lane.name, entry, request.tenant, tier.weight):
-            self.quotas.settle(lease, 0.0, now)
-            self.quotas.release(lease, now)
+            self._settle(entry, 0.0, now)
             message = f"lane {lane.name!r} queue is full ({lane.queue_capacity:,} waiting)"
             return _refuse(decision, Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, "queue")
         self._entries[request.id] = entry
@@ -245,6 +282,12 @@ class Policy:
         if lane.name == self.health.watch_lane:
             self._arrivals.append(entry)
         return decision
+
+    def _settle(self, entry: Entry, cost: float, now: float) -> None:
+        """Settle and release the entry's quota lease, when this policy holds it."""
+        if entry.lease is not None:
+            self.quotas.settle(entry.lease, cost, now)
+            self.quotas.release(entry.lease, now)
 
     # -- dispatch -----------------------------------------------------------
 
@@ -382,8 +425,7 @@ class Policy:
             entry.prompt_tokens, entry.output_tokens, request.tool_risk
         )
         self.kv.release(entry.id, now)
-        self.quotas.settle(entry.lease, cost, now)
-        self.quotas.release(entry.lease, now)
+        self._settle(entry, cost, now)
         self._charge_output(entry)
         self._running -= 1
         self._lane_running[entry.lane] -= 1
@@ -413,8 +455,7 @@ class Policy:
 
     def _end_queued(self, entry: Entry, outcome: Outcome, now: float) -> Finished:
         # Nothing was served: the whole estimated cost goes back to the tenant.
-        self.quotas.settle(entry.lease, 0.0, now)
-        self.quotas.release(entry.lease, now)
+        self._settle(entry, 0.0, now)
         del self._entries[entry.id]
         self._outcomes[outcome] += 1
         finished = entry.finished(outcome, now, 0.0)

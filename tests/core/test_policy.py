@@ -279,3 +279,33 @@ def test_a_lane_cap_bounds_what_runs_but_not_other_lanes() -> None:
     assert sorted(s.id for s in policy.dispatch(0.0)) == ["chat", "h1"]
     policy.finish("h1", 1.0)
     assert [s.id for s in policy.dispatch(1.0)] == ["h2"]
+
+
+def test_a_quota_held_elsewhere_is_neither_taken_nor_settled_here() -> None:
+    policy = _policy()
+    small = {"prompt_tokens": 10, "max_new_tokens": 8}
+    decision = policy.prepare(Request(id="a", tenant="small", **small), 0.0)  # type: ignore[arg-type]
+    assert isinstance(decision, Admit)
+    assert policy.phase("a") is None  # prepared, not queued
+    assert policy.enqueue(decision, 0.0, quota_held=True) is decision
+    # 'small' may only have one request in flight, but this one's quota lives elsewhere.
+    second = policy.submit(Request(tenant="small", **small), 0.0)  # type: ignore[arg-type]
+    assert isinstance(second, Admit)
+    policy.dispatch(0.0)
+    done = policy.finish("a", 1.0, output_tokens=4)
+    assert done.cost == 10 + 2 * 4  # the caller settles its store with this
+    assert policy.statistics().quotas.in_flight == 1
+
+
+def test_decisions_carry_the_rungs_the_ladder_applied() -> None:
+    policy = _policy(ladder={"dwell_s": 1.0, "kv_usage": {"enter": 0.01, "exit": 0.005}})
+    policy.submit(Request(id="a", tenant="t", prompt_tokens=300, max_new_tokens=64), 0.0)
+    policy.dispatch(0.0)
+    policy.evaluate(0.0)  # KV above 1%: the first rung goes on
+    decision = policy.submit(Request(id="b", tenant="u", prompt_tokens=10, n=3), 0.5)
+    assert isinstance(decision, Admit)
+    assert decision.rungs == ("drop_optional_features",)
+    assert decision.request.n == 1
+    assert "rung drop_optional_features applied" in decision.explain()
+    (started,) = policy.dispatch(0.5).started
+    assert started.rungs == ("drop_optional_features",)
