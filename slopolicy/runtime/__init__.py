@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from slopolicy.runtime.arrivals import ArrivalLog as ArrivalLog
 from slopolicy.runtime.arrivals import ArrivalRecord as ArrivalRecord
-from slopolicy.runtime.gate import Admission as Admission
 from slopolicy.runtime.gate import Gate as Gate
 from slopolicy.runtime.gate import GateStatistics as GateStatistics
 from slopolicy.runtime.gate import SignalSource as SignalSource
 from slopolicy.runtime.ticket import Ticket as Ticket
 from slopolicy.runtime.ticket import TrackedStream as TrackedStream
+from slopolicy.runtime.waiting import Admission as Admission
 
 __all__ = (
     "Admission",

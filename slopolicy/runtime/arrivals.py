@@ -72,6 +72,23 @@ class ArrivalRecord:
             finished.outcome.value,
         )
 
+    @classmethod
+    def refused(
+        cls, request: Request, lane: str | None, prompt_tokens: int, arrival: float
+    ) -> ArrivalRecord:
+        """The record of a request refused at submit (``arrival`` in seconds
+        since the gate opened)."""
+        return cls(
+            arrival,
+            request.id,
+            request.tenant,
+            lane,
+            prompt_tokens,
+            request.max_new_tokens,
+            0,
+            "rejected",
+        )
+
     def to_json(self) -> str:
         """The JSON line, without the newline."""
         return json.dumps(

@@ -25,17 +25,17 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, Any
+from typing import IO
 
 import anyio
 from anyio import current_time
 from anyio.abc import TaskGroup
-from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint, checkpoint_if_cancelled
+from anyio.lowlevel import checkpoint
 
-from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reject
+from slopolicy.core.decisions import Decision, Defer, Reject
 from slopolicy.core.lifecycle import PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy, PolicySource, PolicySpec
@@ -44,8 +44,9 @@ from slopolicy.core.signals import EngineSignals
 from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
 from slopolicy.runtime.ticket import Ticket
+from slopolicy.runtime.waiting import Admission, Waiter
 
-__all__ = ("Admission", "Gate", "GateStatistics")
+__all__ = ("Gate", "GateStatistics", "SignalSource")
 
 logger = logging.getLogger("slopolicy.gate")
 
@@ -60,19 +61,6 @@ class GateStatistics:
     waiting: int
     open: bool
     policy: PolicyStatistics
-
-
-class _Waiter:
-    """A queued request's caller. ``result`` is set once: the ``Started`` that
-    lets it run, or the ``Finished`` that ended it (expired, or the gate closed)."""
-
-    __slots__ = ("decision", "event", "request", "result")
-
-    def __init__(self, request: Request, decision: Admit | Demote) -> None:
-        self.request = request
-        self.decision = decision
-        self.event: anyio.Event | None = None  # made only if the caller has to wait
-        self.result: Started | Finished | None = None
 
 
 class Gate:
@@ -126,7 +114,7 @@ class Gate:
         self._log = arrival_log
         self._on_end = on_end
         self._max_expired = max_expired
-        self._waiters: dict[str, _Waiter] = {}
+        self._waiters: dict[str, Waiter] = {}
         self._state = "new"  # -> "open" -> "closed"
         self._group: TaskGroup | None = None
         self._timer_scope: anyio.CancelScope | None = None
@@ -160,6 +148,11 @@ class Gate:
         self._close_waiters()
         self._group.cancel_scope.cancel()
         try:
+            if isinstance(exc, Exception):
+                # The host's own error: stop the background tasks as on a clean
+                # exit and let it propagate as raised, not in an exception group.
+                await self._group.__aexit__(None, None, None)
+                return None
             return await self._group.__aexit__(exc_type, exc, traceback)
         finally:
             if self._log is not None:
@@ -202,10 +195,12 @@ class Gate:
         return self._ticket(waiter)
 
     async def _admit(self, request: Request) -> Ticket:
-        await checkpoint_if_cancelled()
+        # The checkpoint (cancel and schedule point) comes first, while nothing
+        # is held: a request started at once is then returned with no await in
+        # between to lose it to, and no shielded checkpoint is needed after.
+        await checkpoint()
         waiter = self._submit(request)
         if isinstance(waiter, Rejected):
-            await cancel_shielded_checkpoint()
             raise waiter
         if waiter.result is None:
             waiter.event = event = anyio.Event()
@@ -215,11 +210,9 @@ class Gate:
             except BaseException:
                 self._abandon(waiter)
                 raise
-        else:
-            await cancel_shielded_checkpoint()
         return self._ticket(waiter)
 
-    def _submit(self, request: Request) -> _Waiter | Rejected:
+    def _submit(self, request: Request) -> Waiter | Rejected:
         if self._state != "open":
             if self._state == "new":
                 raise UsageError("enter the gate first: async with Gate(...) as gate")
@@ -229,7 +222,7 @@ class Gate:
         if isinstance(decision, (Defer, Reject)):
             self._refused(request, decision, now)
             return Rejected.of(decision)
-        waiter = _Waiter(request, decision)
+        waiter = Waiter(request, decision)
         self._waiters[request.id] = waiter
         policy = self.policy
         # With the engine full no dispatch can start anything; expiry and the
@@ -238,7 +231,7 @@ class Gate:
             self._dispatch(now)
         return waiter
 
-    def _ticket(self, waiter: _Waiter) -> Ticket:
+    def _ticket(self, waiter: Waiter) -> Ticket:
         result = waiter.result
         if isinstance(result, Started):
             return Ticket(self, result, waiter.decision, waiter.request)
@@ -251,7 +244,7 @@ class Gate:
             raise Expired(message, result, waiter.decision)
         raise GateClosed("the gate closed before the request could start", waiter.decision)
 
-    def _abandon(self, waiter: _Waiter) -> None:
+    def _abandon(self, waiter: Waiter) -> None:
         """The caller stopped waiting (cancelled): withdraw or give back."""
         result = waiter.result
         request_id = waiter.request.id
@@ -290,7 +283,7 @@ class Gate:
         return expired
 
     @staticmethod
-    def _wake(waiter: _Waiter, result: Started | Finished) -> None:
+    def _wake(waiter: Waiter, result: Started | Finished) -> None:
         waiter.result = result
         if waiter.event is not None:
             waiter.event.set()
@@ -373,51 +366,18 @@ class Gate:
         prompt = request.prompt_tokens
         if prompt is None:
             prompt = self.policy.router.estimator.prompt_tokens(request).tokens
-        record = ArrivalRecord(
-            now - self._epoch,
-            request.id,
-            request.tenant,
-            decision.lane,
-            prompt,
-            request.max_new_tokens,
-            0,
-            Outcome.REJECTED.value,
-        )
-        self._emit(record)
+        self._emit(ArrivalRecord.refused(request, decision.lane, prompt, now - self._epoch))
 
     def _emit(self, record: ArrivalRecord) -> None:
         if self._log is not None:
             self._log.record(record)
         if self._on_end is not None:
-            self._on_end(record)
+            try:
+                self._on_end(record)
+            except Exception:
+                # Raised mid-dispatch it would strand the waiters not yet woken.
+                logger.warning("on_end raised for request %r", record.id, exc_info=True)
 
     def statistics(self) -> GateStatistics:
         """A frozen snapshot of the gate and its policy."""
         return GateStatistics(len(self._waiters), self._state == "open", self.policy.statistics())
-
-
-class Admission:
-    """What :meth:`Gate.admit` returns: ``async with`` it, or ``await`` it for the ticket."""
-
-    __slots__ = ("_gate", "_request", "_ticket")
-
-    def __init__(self, gate: Gate, request: Request) -> None:
-        self._gate = gate
-        self._request = request
-        self._ticket: Ticket | None = None
-
-    def __await__(self) -> Generator[Any, None, Ticket]:
-        return self._gate._admit(self._request).__await__()
-
-    async def __aenter__(self) -> Ticket:
-        self._ticket = await self._gate._admit(self._request)
-        return self._ticket
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        assert self._ticket is not None
-        await self._ticket.__aexit__(exc_type, exc, traceback)

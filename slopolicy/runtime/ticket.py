@@ -5,33 +5,39 @@ A :class:`Ticket` comes from ``async with gate.admit(request) as ticket`` (or
 ``with ticket:`` or ``async with ticket:``). It releases the request's engine
 slot, KV blocks and quota exactly once, on the first of these:
 
-======================================================  ===========================
-what happens                                            outcome
-======================================================  ===========================
-the tracked stream runs to its end                      ``completed``
-the tracked stream raises an ``Exception``              ``failed``
-the tracked stream raises anything else (cancellation,  ``cancelled``
-``KeyboardInterrupt``)
-``tracked.aclose()`` before the stream's end            ``cancelled``
-(a client disconnect)
-``ticket.finish(outcome, output_tokens=...)``           as given (default ``completed``)
-the block exits with an ``Exception``                   ``failed``
-the block exits with anything else (cancellation,       ``cancelled``
-``GeneratorExit`` from a closed response generator)
-the block exits normally, a tracked stream unfinished   ``cancelled`` (the reader stopped early;
-                                                        call ``finish()`` first if that was done on
-                                                        purpose)
-the block exits normally, nothing tracked               ``completed``, with the tokens reported
-                                                        through :meth:`Ticket.tokens` (0 if none)
-======================================================  ===========================
+::
+
+    what happens                                          outcome
+    ----------------------------------------------------  ---------------------------------
+    the tracked stream runs to its end                    completed
+    the tracked stream raises an Exception                failed
+    the tracked stream raises anything else               cancelled
+      (cancellation, KeyboardInterrupt)
+    tracked.aclose() before the stream's end              cancelled
+      (a client disconnect)
+    ticket.finish(outcome, output_tokens=...)             as given (default completed)
+    ticket.cancel()                                       cancelled
+    the block exits with an Exception                     failed
+    the block exits with anything else                    cancelled
+      (cancellation, GeneratorExit from a closed
+      response generator)
+    the block exits normally, a tracked stream            cancelled (the reader stopped
+      unfinished                                            early; call finish() first
+                                                            if that was on purpose)
+    the block exits normally, nothing tracked             completed, with the tokens
+                                                            reported through tokens()
+                                                            (0 if none)
 
 Later events are no-ops, except an explicit second ``finish()``, which raises
 :class:`~slopolicy.UsageError`. ``async with`` also closes a tracked stream
 that was left unfinished (so the engine aborts the request); ``with`` cannot.
+A ticket from ``await gate.admit()`` or ``admit_nowait()`` that is never
+released keeps its slot; dropping it emits a ``ResourceWarning``.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -223,6 +229,17 @@ class Ticket:
         stream = self._stream
         if stream is not None and not stream.ended:
             await stream.aclose()
+
+    def __del__(self) -> None:
+        # Releasing here could re-enter the policy from inside the garbage
+        # collector, mid-update; say so instead: the slot is lost until restart.
+        if getattr(self, "_finished", True) is None:
+            warnings.warn(
+                f"ticket for request {self.started.id!r} was never released; "
+                "its engine slot and KV blocks are lost",
+                ResourceWarning,
+                stacklevel=1,
+            )
 
     def __repr__(self) -> str:
         state = "live" if self._finished is None else self._finished.outcome.value

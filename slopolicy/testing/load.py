@@ -14,16 +14,19 @@ tenant had a waiter. Run it under trio's ``MockClock`` or
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 
+from slopolicy.config.policy import PolicyConfig
 from slopolicy.core.request import Request
 from slopolicy.runtime.gate import Gate
 
-__all__ = ("LoadReport", "run_load")
+__all__ = ("LoadReport", "load_config", "run_load")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,29 +55,91 @@ class LoadReport:
     seconds: float
 
 
-class _Books:
+def load_config(waiters: int, max_running: int = 100) -> PolicyConfig:
+    """A policy for ``run_load``: one lane deep enough for ``waiters``, limits
+    that never bind, no ladder, an engine of ``max_running``."""
+    return PolicyConfig.from_dict(
+        {
+            "lanes": [{"name": "chat", "queue_capacity": 2 * waiters, "max_queue_wait_s": 1e6}],
+            "tiers": {"default": {"max_concurrency": 2 * waiters}},
+            "kv": {"num_blocks": 1_000_000, "block_size": 16},
+            "engine": {"max_running": max_running},
+            "ladder": {"enabled": False},
+        }
+    )
+
+
+_RUNS = itertools.count(1)
+
+
+class _Driver:
+    """The clients' shared books and their loop."""
+
     __slots__ = (
         "base",
         "completed",
+        "everyone_waits",
         "gap",
+        "gate",
         "issued",
+        "output_tokens",
         "peak_running",
         "peak_waiting",
+        "prompts",
+        "rng",
         "running",
         "served",
+        "service",
+        "suffix",
         "waiting",
     )
 
-    def __init__(self, tenants: Sequence[str]) -> None:
-        self.issued = 0
-        self.completed = 0
-        self.running = 0
-        self.peak_running = 0
-        self.peak_waiting = 0
-        self.waiting = dict.fromkeys(tenants, 0)
-        self.served = dict.fromkeys(tenants, 0.0)
+    def __init__(
+        self, gate: Gate, prompts: Mapping[str, int], output_tokens: int, service: float, seed: int
+    ) -> None:
+        self.gate = gate
+        self.prompts = prompts
+        self.output_tokens = output_tokens
+        self.service = service
+        self.rng = random.Random(seed)
+        # Fresh tenant names per run: a gate's policy keeps each tenant's fair
+        # counter, and only tenants new to it start from equal counters.
+        self.suffix = f"#{next(_RUNS)}"
+        self.everyone_waits = anyio.Event()
+        self.issued = self.completed = self.running = 0
+        self.peak_running = self.peak_waiting = 0
+        self.waiting = dict.fromkeys(prompts, 0)
+        self.served = dict.fromkeys(prompts, 0.0)
         self.base: dict[str, float] | None = None  # served when all first had a waiter
         self.gap = 0.0
+
+    async def client(self, tenant: str, requests: int, concurrency: int) -> None:
+        weights = self.gate.policy.router.estimator.weights
+        prompt = self.prompts[tenant]
+        while self.issued < requests:
+            self.issued += 1
+            request = Request(
+                tenant=f"{tenant}{self.suffix}",
+                prompt_tokens=prompt,
+                max_new_tokens=self.output_tokens,
+            )
+            self.waiting[tenant] += 1
+            waiting = sum(self.waiting.values())
+            self.peak_waiting = max(self.peak_waiting, waiting)
+            if waiting == concurrency:
+                self.everyone_waits.set()
+            async with self.gate.admit(request) as ticket:
+                self.waiting[tenant] -= 1
+                self.served[tenant] += weights.alpha * prompt
+                self.running += 1
+                self.peak_running = max(self.peak_running, self.running)
+                self.measure()
+                await anyio.sleep(self.service * (0.5 + self.rng.random()))
+                self.running -= 1
+                ticket.finish(output_tokens=self.output_tokens)
+                self.completed += 1
+                self.served[tenant] += weights.beta * self.output_tokens
+                self.measure()
 
     def measure(self) -> None:
         if min(self.waiting.values()) == 0:
@@ -103,8 +168,9 @@ async def run_load(
 
     ``prompts`` maps each tenant to its requests' prompt tokens (tenants must
     share one lane and tier weight; ``concurrency`` at most the lane's queue
-    capacity). The engine is filled first (tenant ``load-warmup``), so every
-    client is queued, from equal counters, before the first start.
+    capacity); each run submits them under names new to the policy
+    (``a#1``, ``a#2``...). The engine is filled first (tenant ``load-warmup``),
+    so every client is queued, from equal counters, before the first start.
 
     The fairness bound: VTC starts the waiting tenant with the smallest
     counter, so between two of tenant ``i``'s starts its counter grows by at
@@ -116,36 +182,9 @@ async def run_load(
     """
     policy = gate.policy
     weights = policy.router.estimator.weights
+    driver = _Driver(gate, prompts, output_tokens, service, seed)
     tenants = list(prompts)
-    books = _Books(tenants)
-    output_cost = weights.beta * output_tokens
-    rng = random.Random(seed)
-    everyone_waits = anyio.Event()
     start = anyio.current_time()
-
-    async def client(tenant: str) -> None:
-        prompt = prompts[tenant]
-        while books.issued < requests:
-            books.issued += 1
-            request = Request(tenant=tenant, prompt_tokens=prompt, max_new_tokens=output_tokens)
-            books.waiting[tenant] += 1
-            waiting = sum(books.waiting.values())
-            books.peak_waiting = max(books.peak_waiting, waiting)
-            if waiting == concurrency:
-                everyone_waits.set()
-            async with gate.admit(request) as ticket:
-                books.waiting[tenant] -= 1
-                books.served[tenant] += weights.alpha * prompt
-                books.running += 1
-                books.peak_running = max(books.peak_running, books.running)
-                books.measure()
-                await anyio.sleep(service * (0.5 + rng.random()))
-                books.running -= 1
-                ticket.finish(output_tokens=output_tokens)
-                books.completed += 1
-                books.served[tenant] += output_cost
-                books.measure()
-
     # Fill the engine first so every client queues before anything starts:
     # fair dispatch then begins from equal counters (no first-come warm-up).
     holders = [
@@ -154,18 +193,22 @@ async def run_load(
     ]
     async with anyio.create_task_group() as group:
         for index in range(concurrency):
-            group.start_soon(client, tenants[index % len(tenants)])
-        await everyone_waits.wait()
+            group.start_soon(driver.client, tenants[index % len(tenants)], requests, concurrency)
+        await driver.everyone_waits.wait()
         for ticket in holders:
             ticket.finish()
+            # One start at a time: each client books its start before the
+            # next (trio runs a batch of woken tasks in random order).
+            await anyio.lowlevel.checkpoint()
+    output_cost = weights.beta * output_tokens
     worst = max(weights.alpha * p + policy.max_running * output_cost for p in prompts.values())
     return LoadReport(
-        issued=books.issued,
-        completed=books.completed,
-        peak_waiting=books.peak_waiting,
-        peak_running=books.peak_running,
-        served=dict(books.served),
-        max_gap=books.gap,
+        issued=driver.issued,
+        completed=driver.completed,
+        peak_waiting=driver.peak_waiting,
+        peak_running=driver.peak_running,
+        served=dict(driver.served),
+        max_gap=driver.gap,
         gap_bound=2 * worst + weights.alpha * max(prompts.values()),
         seconds=anyio.current_time() - start,
     )

@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 from trio.testing import MockClock
 
-from slopolicy import Policy, PolicyConfig
+from slopolicy import Gate, Policy, PolicyConfig, Request
+from slopolicy.core.lifecycle import Dispatch
 from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.testing.clock import virtual_event_loop
 
@@ -67,3 +68,24 @@ def assert_clean(target: Policy) -> None:
     assert all(count == 0 for count in stats.queued.values()), stats.queued
     ended = sum(stats.outcomes.values())
     assert ended == stats.submitted, (ended, stats.submitted)
+
+
+def make_request(name: str, tenant: str = "t", **fields: object) -> Request:
+    values: dict[str, object] = {"prompt_tokens": 50, "max_new_tokens": 16}
+    values.update(fields)
+    return Request(id=name, tenant=tenant, **values)  # type: ignore[arg-type]
+
+
+class Dispatches:
+    """Counts and records the policy's dispatch calls."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.calls: list[Dispatch] = []
+        original = gate.policy.dispatch
+
+        def dispatch(now: float, *, max_expired: int | None = None) -> Dispatch:
+            result = original(now, max_expired=max_expired)
+            self.calls.append(result)
+            return result
+
+        gate.policy.dispatch = dispatch  # type: ignore[method-assign]

@@ -13,9 +13,9 @@ import sys
 import anyio
 import pytest
 
-from slopolicy import Gate, Policy, PolicyConfig
+from slopolicy import Gate, Policy
 from slopolicy.core.tokens import HeuristicCounter
-from slopolicy.testing.load import run_load
+from slopolicy.testing.load import load_config, run_load
 from tests.runtime.conftest import assert_clean
 
 pytestmark = pytest.mark.anyio
@@ -25,27 +25,13 @@ WAITERS = 10_000
 PROMPTS = {"a": 100, "b": 200, "c": 300, "d": 400}
 
 
-def load_policy(waiters: int) -> Policy:
-    """One lane deep enough for every waiter, an engine of 100."""
-    config = PolicyConfig.from_dict(
-        {
-            "lanes": [{"name": "chat", "queue_capacity": 2 * waiters, "max_queue_wait_s": 1e6}],
-            "tiers": {"default": {"max_concurrency": 2 * waiters}},
-            "kv": {"num_blocks": 1_000_000, "block_size": 16},
-            "engine": {"max_running": 100},
-            "ladder": {"enabled": False},
-        }
-    )
-    return Policy(config, counter=HeuristicCounter())
-
-
 def _blocks() -> int:
     gc.collect()
     return sys.getallocatedblocks()
 
 
 async def test_many_requests_through_10000_waiters() -> None:
-    policy = load_policy(WAITERS)
+    policy = Policy(load_config(WAITERS), counter=HeuristicCounter())
     before = len(anyio.get_running_tasks())
     retained: list[int] = []
     async with Gate(policy) as gate:
