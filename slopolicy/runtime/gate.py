@@ -36,7 +36,7 @@ from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint
 
 from slopolicy.core.decisions import Decision, Defer, Reject
-from slopolicy.core.lifecycle import PolicyStatistics, Started
+from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy, PolicySource, PolicySpec
 from slopolicy.core.request import Request
@@ -185,6 +185,8 @@ class Gate:
         :class:`~slopolicy.WouldBlock` (nothing left queued; the policy counts
         the attempt as cancelled) or :class:`~slopolicy.Rejected`."""
         waiter = self._submit(request)
+        if isinstance(waiter, Ticket):
+            return waiter
         if isinstance(waiter, Rejected):
             raise waiter
         if waiter.result is None:
@@ -194,41 +196,57 @@ class Gate:
             raise WouldBlock(waiter.decision)
         return self._ticket(waiter)
 
-    async def _admit(self, request: Request) -> Ticket:
+    async def _admit(self, request: Request, admission: Admission | None = None) -> Ticket:
         # The checkpoint (cancel and schedule point) comes first, while nothing
         # is held: a request started at once is then returned with no await in
         # between to lose it to, and no shielded checkpoint is needed after.
         await checkpoint()
         waiter = self._submit(request)
-        if isinstance(waiter, Rejected):
+        if isinstance(waiter, Ticket):
+            ticket = waiter
+        elif isinstance(waiter, Rejected):
             raise waiter
-        if waiter.result is None:
-            waiter.event = event = anyio.Event()
-            self._watch_deadline()
-            try:
-                await event.wait()
-            except BaseException:
-                self._abandon(waiter)
-                raise
-        return self._ticket(waiter)
+        else:
+            if waiter.result is None:
+                waiter.event = event = anyio.Event()
+                self._watch_deadline()
+                try:
+                    await event.wait()
+                except BaseException:
+                    self._abandon(waiter)
+                    raise
+            ticket = self._ticket(waiter)
+        if admission is not None:
+            admission._ticket = ticket
+        return ticket
 
-    def _submit(self, request: Request) -> Waiter | Rejected:
+    def _submit(self, request: Request) -> Ticket | Waiter | Rejected:
+        """Submit: a ticket if it starts at once, else its waiter (queued, or
+        already expired), or the refusal to raise."""
         if self._state != "open":
             if self._state == "new":
                 raise UsageError("enter the gate first: async with Gate(...) as gate")
             return GateClosed()
         now = current_time()
-        decision = self.policy.submit(request, now)
+        policy = self.policy
+        decision = policy.submit(request, now)
         if isinstance(decision, (Defer, Reject)):
             self._refused(request, decision, now)
             return Rejected.of(decision)
         waiter = Waiter(request, decision)
-        self._waiters[request.id] = waiter
-        policy = self.policy
         # With the engine full no dispatch can start anything; expiry and the
         # ladder are the timer's, so skip the dispatch on the contended path.
         if policy.running < policy.max_running:
-            self._dispatch(now)
+            result = self._dispatch(now, request.id)
+            for started in result.started:
+                if started.id == request.id:  # the uncontended path: no waiting
+                    return Ticket(self, started, decision, request)
+            for finished in result.expired:
+                if finished.id == request.id:  # its own deadline had passed
+                    waiter.result = finished
+                    self._ended(finished, request)
+                    return waiter
+        self._waiters[request.id] = waiter
         return waiter
 
     def _ticket(self, waiter: Waiter) -> Ticket:
@@ -261,9 +279,9 @@ class Gate:
 
     # -- dispatch ------------------------------------------------------------
 
-    def _dispatch(self, now: float) -> int:
-        """One bounded dispatch: wake the waiters it started or expired, in
-        the policy's order; the number expired."""
+    def _dispatch(self, now: float, own: str | None = None) -> Dispatch:
+        """One bounded dispatch: wake the waiters it started or expired, in the
+        policy's order (``own``: a request being submitted, which has none)."""
         result = self.policy.dispatch(now, max_expired=self._max_expired)
         waiters = self._waiters
         for finished in result.expired:
@@ -273,14 +291,13 @@ class Gate:
                 self._ended(finished, waiter.request)
         for started in result.started:
             waiter = waiters.pop(started.id, None)
-            if waiter is None:  # pragma: no cover - only if the policy is driven past the gate
+            if waiter is not None:
+                self._wake(waiter, started)
+            elif started.id != own:  # pragma: no cover - only if the policy is driven past the gate
                 self.policy.cancel(started.id, now)
-                continue
-            self._wake(waiter, started)
-        expired = len(result.expired)
-        if expired >= self._max_expired:
+        if len(result.expired) >= self._max_expired:
             self._wake_timer()  # more may be overdue: the timer goes on after a checkpoint
-        return expired
+        return result
 
     @staticmethod
     def _wake(waiter: Waiter, result: Started | Finished) -> None:
@@ -315,7 +332,7 @@ class Gate:
                 await anyio.sleep_forever()
             self._timer_scope = None
             now = current_time()
-            while self._dispatch(now) >= self._max_expired:
+            while len(self._dispatch(now).expired) >= self._max_expired:
                 await checkpoint()  # let others run between bounded batches
                 now = current_time()
             if self.policy.health.ladder is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Coroutine, Generator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -46,9 +46,10 @@ class Admission:
     def __await__(self) -> Generator[Any, None, Ticket]:
         return self._gate._admit(self._request).__await__()
 
-    async def __aenter__(self) -> Ticket:
-        self._ticket = await self._gate._admit(self._request)
-        return self._ticket
+    def __aenter__(self) -> Coroutine[Any, Any, Ticket]:
+        # The gate's coroutine itself (it records the ticket here): no wrapper
+        # coroutine on the admission path.
+        return self._gate._admit(self._request, self)
 
     async def __aexit__(
         self,

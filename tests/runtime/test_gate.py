@@ -15,7 +15,7 @@ from slopolicy import (
     UsageError,
     WouldBlock,
 )
-from slopolicy.runtime import Ticket
+from slopolicy.runtime import ArrivalRecord, Ticket
 from tests.runtime.conftest import Dispatches, assert_clean, policy
 from tests.runtime.conftest import make_request as _request
 
@@ -264,4 +264,17 @@ async def test_a_ticket_from_await_must_be_released_and_only_once() -> None:
             second.finish(output_tokens=-1)
         assert p.phase("b") == "running"  # the bad calls released nothing
         second.finish()
+    assert_clean(p)
+
+
+async def test_a_deadline_already_past_expires_at_submit() -> None:
+    p = policy()
+    records: list[ArrivalRecord] = []
+    async with Gate(p, on_end=records.append) as gate:
+        with pytest.raises(Expired):
+            await gate.admit(_request("late", deadline=anyio.current_time() - 1))
+        with pytest.raises(Expired):
+            gate.admit_nowait(_request("later", deadline=anyio.current_time() - 1))
+        assert gate.statistics().waiting == 0
+    assert [(r.id, r.outcome) for r in records] == [("late", "expired"), ("later", "expired")]
     assert_clean(p)
