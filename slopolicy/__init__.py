@@ -1,10 +1,14 @@
 """slopolicy: SLOs, cost-aware admission, fairness and fallback for LLM serving.
 
 The public names live here; implementation sits in submodules. Adapters,
-backends and the simulator are imported from their own packages.
+backends and the simulator are imported from their own packages. The async
+runtime's names (``Gate``, ``Ticket``) load on first use, so importing the
+core never imports anyio.
 """
 
 from __future__ import annotations
+
+import typing
 
 from slopolicy.config import LaneConfig as LaneConfig
 from slopolicy.config import PolicyConfig as PolicyConfig
@@ -35,10 +39,18 @@ from slopolicy.core import TenantQuotas as TenantQuotas
 from slopolicy.core import TokenBucket as TokenBucket
 from slopolicy.core import Verdict as Verdict
 from slopolicy.errors import ConfigError as ConfigError
+from slopolicy.errors import Expired as Expired
+from slopolicy.errors import GateClosed as GateClosed
 from slopolicy.errors import InvalidRequest as InvalidRequest
+from slopolicy.errors import Rejected as Rejected
 from slopolicy.errors import RoutingError as RoutingError
 from slopolicy.errors import SlopolicyError as SlopolicyError
 from slopolicy.errors import UsageError as UsageError
+from slopolicy.errors import WouldBlock as WouldBlock
+
+if typing.TYPE_CHECKING:
+    from slopolicy.runtime import Gate as Gate
+    from slopolicy.runtime import Ticket as Ticket
 
 __version__ = "0.1.0"
 
@@ -52,8 +64,11 @@ __all__ = (
     "Demote",
     "Dispatch",
     "EngineSignals",
+    "Expired",
     "FallbackLadder",
     "Finished",
+    "Gate",
+    "GateClosed",
     "InvalidRequest",
     "KVReservation",
     "LaneConfig",
@@ -66,15 +81,35 @@ __all__ = (
     "PolicySpec",
     "Reason",
     "Reject",
+    "Rejected",
     "Request",
     "RoutingError",
     "SLOTracker",
     "SlopolicyError",
     "Started",
     "TenantQuotas",
+    "Ticket",
     "TierConfig",
     "TokenBucket",
     "UsageError",
     "Verdict",
+    "WouldBlock",
     "__version__",
 )
+
+_RUNTIME = frozenset({"Gate", "Ticket"})
+
+
+def __getattr__(name: str) -> typing.Any:
+    # The runtime imports anyio; load it only when one of its names is used.
+    if name in _RUNTIME:
+        import slopolicy.runtime
+
+        value = getattr(slopolicy.runtime, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_RUNTIME})

@@ -1,31 +1,48 @@
 """The exceptions slopolicy raises.
 
-Expected outcomes (a request refused by a quota, deferred by the router) are
-returned as decision values, never raised; exceptions signal misuse or bad
-input. Every exception derives from one root::
+The sans-IO core returns expected outcomes (a request refused by a quota,
+deferred by the router) as decision values, never raises them; its exceptions
+signal misuse or bad input. The async gate, whose callers wait inside
+``async with``, raises its refusals as :class:`Rejected`. Every exception
+derives from one root::
 
     SlopolicyError
     ├── ConfigError          an invalid policy configuration (ValueError)
     ├── InvalidRequest       a malformed request (ValueError)
     ├── UsageError           an API called against its contract (ValueError)
     ├── RoutingError         a custom routing rule broke its contract (TypeError)
-    └── SimulationError      a bad scenario file, trace or simulation argument (ValueError)
+    ├── SimulationError      a bad scenario file, trace or simulation argument (ValueError)
+    ├── Rejected             the gate refused a request: quota, overload, full queue, rule
+    │   ├── Expired          accepted, but its deadline passed while it waited in the queue
+    │   └── GateClosed       the gate closed before the request could start
+    └── WouldBlock           admit_nowait: accepted, but it could not start at once
 
-Each carries structured fields so callers never parse messages.
+Each carries structured fields so callers never parse messages. ``WouldBlock``
+is slopolicy's own, not ``anyio.WouldBlock``: this module is imported by the
+core, which must not import anyio.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slopolicy.core.decisions import Admit, Decision, Demote, Reason
+    from slopolicy.core.outcome import Finished
 
 __all__ = (
     "ConfigError",
+    "Expired",
     "FieldError",
+    "GateClosed",
     "InvalidRequest",
+    "Rejected",
     "RoutingError",
     "SimulationError",
     "SlopolicyError",
     "UsageError",
+    "WouldBlock",
 )
 
 
@@ -110,3 +127,91 @@ class SimulationError(SlopolicyError, ValueError):
         if errors:
             text += "\n" + "\n".join(f"  {error}" for error in errors)
         super().__init__(text)
+
+
+class Rejected(SlopolicyError):
+    """The gate refused a request; nothing of it is left queued or held.
+
+    Attributes:
+        reason: the machine-readable :class:`~slopolicy.Reason`
+            (``reason.code`` is its wire name).
+        message: a sentence for people.
+        retry_after: seconds after which the same request may succeed, or
+            ``None`` when that cannot be known.
+        http_status: what a gateway should answer (429 for the tenant's own
+            quota, 503 for overload, a full queue or expiry, 4xx for requests
+            that can never pass).
+        decision: the policy's decision: the ``Defer``/``Reject`` that refused
+            it, the ``Admit``/``Demote`` it was queued with (for
+            :class:`Expired` and :class:`GateClosed`), or ``None``.
+    """
+
+    def __init__(
+        self,
+        reason: Reason,
+        message: str,
+        *,
+        http_status: int,
+        retry_after: float | None = None,
+        decision: Decision | None = None,
+    ) -> None:
+        self.reason = reason
+        self.message = message
+        self.http_status = http_status
+        self.retry_after = retry_after
+        self.decision = decision
+        super().__init__(message)
+
+    @classmethod
+    def of(cls, decision: Decision) -> Rejected:
+        """The exception for a refusing ``Defer`` or ``Reject`` decision."""
+        return cls(
+            decision.reason,
+            decision.message,
+            http_status=decision.http_status,
+            retry_after=decision.retry_after,
+            decision=decision,
+        )
+
+    @property
+    def code(self) -> str:
+        """The reason's stable wire name, e.g. ``"rate_limited"``."""
+        return str(self.reason.value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.reason.value!r}, {self.message!r})"
+
+
+class Expired(Rejected):
+    """Accepted and queued, but its deadline (the request's own, or the lane's
+    longest queue wait) passed before it could start. ``finished`` is the
+    policy's record (outcome ``expired``, with the seconds it waited)."""
+
+    def __init__(self, message: str, finished: Finished, decision: Decision | None) -> None:
+        from slopolicy.core.decisions import Reason
+
+        super().__init__(Reason.EXPIRED, message, http_status=503, decision=decision)
+        self.finished = finished
+
+
+class GateClosed(Rejected):
+    """The gate is closed, or closed while the request waited (HTTP 503)."""
+
+    def __init__(
+        self, message: str = "the gate is closed", decision: Decision | None = None
+    ) -> None:
+        from slopolicy.core.decisions import Reason
+
+        super().__init__(Reason.GATE_CLOSED, message, http_status=503, decision=decision)
+
+
+class WouldBlock(SlopolicyError):
+    """``admit_nowait``: the request was accepted but could not start at once.
+
+    Nothing is left queued or held; the policy counts the attempt as
+    ``cancelled``. ``decision`` is the ``Admit``/``Demote`` it was accepted with.
+    """
+
+    def __init__(self, decision: Admit | Demote) -> None:
+        self.decision = decision
+        super().__init__(f"request {decision.request.id!r} cannot start at once")

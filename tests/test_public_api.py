@@ -11,13 +11,18 @@ import pytest
 import slopolicy
 import slopolicy.config
 import slopolicy.core
+import slopolicy.runtime
 import slopolicy.sim
 
 PACKAGE = Path(slopolicy.__file__).parent
 
 
-@pytest.mark.parametrize("module", [slopolicy, slopolicy.core, slopolicy.config, slopolicy.sim])
+@pytest.mark.parametrize(
+    "module", [slopolicy, slopolicy.core, slopolicy.config, slopolicy.runtime, slopolicy.sim]
+)
 def test_all_lists_exactly_the_public_names(module: types.ModuleType) -> None:
+    for name in module.__all__:  # names loaded lazily resolve, and then appear in vars
+        assert getattr(module, name) is not None
     public = {
         name
         for name, value in vars(module).items()
@@ -37,13 +42,30 @@ def test_the_api_sketch_names_are_importable() -> None:
     assert slopolicy.__version__
 
 
-def test_importing_the_core_starts_no_async_runtime() -> None:
+@pytest.mark.parametrize("module", ["slopolicy.core", "slopolicy"])
+def test_importing_the_core_starts_no_async_runtime(module: str) -> None:
     code = (
-        "import sys, slopolicy.core\n"
+        f"import sys, {module}\n"
         "bad = [m for m in ('anyio', 'asyncio', 'trio') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_runtime_names_load_on_first_use() -> None:
+    code = (
+        "import sys, slopolicy\n"
+        "assert 'Gate' in dir(slopolicy) and 'anyio' not in sys.modules\n"
+        "from slopolicy import Gate, Ticket\n"
+        "from slopolicy.runtime import Gate as G\n"
+        "assert Gate is G and 'anyio' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="Nope"):
+        _ = slopolicy.Nope
 
 
 def _imports(path: Path) -> set[str]:

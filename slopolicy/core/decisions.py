@@ -34,6 +34,10 @@ class Reason(enum.Enum):
     TENANT_TABLE_FULL = "tenant_table_full"
     QUEUE_FULL = "queue_full"
     OVERLOAD_SHED = "overload_shed"
+    # The async gate's own refusals: accepted but its deadline passed while it
+    # waited (outcome ``expired``), and the gate closed under a waiting request.
+    EXPIRED = "expired"
+    GATE_CLOSED = "gate_closed"
 
     @property
     def code(self) -> str:

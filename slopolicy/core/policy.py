@@ -280,7 +280,18 @@ class Policy:
         self._entries[request.id] = entry
         self._push_deadline(entry)
         if lane.name == self.health.watch_lane:
-            self._arrivals.append(entry)
+            arrivals = self._arrivals
+            # Prune here as well as in evaluate(): without a ladder nothing
+            # evaluates, and ended entries would pile up behind the head.
+            while arrivals and arrivals[0].phase is not Phase.QUEUED:
+                arrivals.popleft()
+            # Entries that left from behind the head stay until it leaves;
+            # rebuild once they outnumber the queued ones (amortized O(1)).
+            if len(arrivals) > 64 and len(arrivals) > 2 * len(self._queues.queue(lane.name)):
+                self._arrivals = arrivals = deque(
+                    item for item in arrivals if item.phase is Phase.QUEUED
+                )
+            arrivals.append(entry)
         return decision
 
     def _settle(self, entry: Entry, cost: float, now: float) -> None:
@@ -291,18 +302,27 @@ class Policy:
 
     # -- dispatch -----------------------------------------------------------
 
-    def dispatch(self, now: float) -> Dispatch:
+    def dispatch(self, now: float, *, max_expired: int | None = None) -> Dispatch:
         """Expire overdue queued requests, then start every request that fits.
 
         Candidates come in fair order (lanes by weighted virtual time, tenants
         inside a lane by virtual token counters); the first whose KV
         reservation fits starts, and the loop repeats until the engine is full
         or no lane's head fits. Within a lane the head is never skipped.
+
+        ``max_expired`` bounds one call's work on overdue requests (``None``:
+        no bound): at most that many expire, earliest deadline first, and while
+        more are overdue nothing starts (an overdue request must not start), so
+        a caller that gets ``max_expired`` back calls again to go on.
         """
+        if max_expired is not None and (isinstance(max_expired, bool) or max_expired < 1):
+            raise UsageError(f"max_expired must be an int >= 1 or None, got {max_expired!r}")
         now = self._advance(now)
         event = self.evaluate(now) if self.health.due(now) else None
-        expired = self._expire(now)
+        expired = self._expire(now, max_expired)
         started: list[Started] = []
+        if len(expired) == max_expired and self._overdue(now):
+            return Dispatch((), tuple(expired), event)
         while self._running < self.max_running:
             entry = self._start_next(now)
             if entry is None:
@@ -342,10 +362,23 @@ class Policy:
                 return entry
         return None
 
-    def _expire(self, now: float) -> list[Finished]:
+    def next_deadline(self) -> float | None:
+        """The earliest deadline among queued requests (monotonic seconds), or
+        ``None`` when nothing is queued: the next time :meth:`dispatch` has a
+        request to expire. Amortized ``O(1)``."""
+        heap = self._deadlines
+        while heap and heap[0][2].phase is not Phase.QUEUED:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def _overdue(self, now: float) -> bool:
+        deadline = self.next_deadline()
+        return deadline is not None and deadline <= now
+
+    def _expire(self, now: float, limit: int | None = None) -> list[Finished]:
         expired: list[Finished] = []
         heap = self._deadlines
-        while heap and heap[0][0] <= now:
+        while heap and heap[0][0] <= now and len(expired) != limit:
             _, _, entry = heapq.heappop(heap)
             if entry.phase is Phase.QUEUED:
                 self._queues.remove(entry.lane, entry)

@@ -309,3 +309,71 @@ def test_decisions_carry_the_rungs_the_ladder_applied() -> None:
     assert "rung drop_optional_features applied" in decision.explain()
     (started,) = policy.dispatch(0.5).started
     assert started.rungs == ("drop_optional_features",)
+
+
+def test_next_deadline_is_the_earliest_queued_deadline() -> None:
+    policy = _policy(engine={"max_running": 1})
+    assert policy.next_deadline() is None
+    policy.submit(Request(id="a", tenant="a", prompt_tokens=10, max_new_tokens=8), 0.0)
+    policy.submit(Request(id="b", tenant="b", prompt_tokens=10, max_new_tokens=8), 1.0)
+    policy.submit(
+        Request(id="c", tenant="c", prompt_tokens=10, max_new_tokens=8, deadline=2.5), 1.0
+    )
+    assert policy.next_deadline() == 2.0  # a: the lane's 2 s wait
+    assert [s.id for s in policy.dispatch(1.0)] == ["a"]  # a leaves the queue
+    assert policy.next_deadline() == 2.5  # c's own deadline beats b's 3.0
+    policy.cancel("c", 1.0)
+    assert policy.next_deadline() == 3.0
+    policy.cancel("b", 1.0)
+    assert policy.next_deadline() is None
+
+
+def test_dispatch_bounds_the_expiries_it_does_and_starts_nothing_overdue() -> None:
+    policy = _policy(
+        engine={"max_running": 1},
+        lanes=[{"name": "only", "queue_capacity": 10, "max_queue_wait_s": 1.0}],
+    )
+    for k in range(6):
+        policy.submit(Request(id=f"r{k}", tenant=f"t{k}", prompt_tokens=10, max_new_tokens=8), 0.0)
+    policy.submit(Request(id="fresh", tenant="f", prompt_tokens=10, max_new_tokens=8), 0.5)
+    first = policy.dispatch(1.0, max_expired=4)
+    assert [f.id for f in first.expired] == ["r0", "r1", "r2", "r3"]
+    assert first.started == ()  # r4 and r5 are overdue: nothing may start yet
+    second = policy.dispatch(1.0, max_expired=4)
+    assert [f.id for f in second.expired] == ["r4", "r5"]
+    assert [s.id for s in second] == ["fresh"]
+    assert all(f.outcome is Outcome.EXPIRED for f in (*first.expired, *second.expired))
+    with pytest.raises(UsageError):
+        policy.dispatch(1.0, max_expired=0)
+
+
+def test_exactly_max_expired_overdue_still_starts_the_rest() -> None:
+    policy = _policy(
+        engine={"max_running": 1},
+        lanes=[{"name": "only", "queue_capacity": 10, "max_queue_wait_s": 1.0}],
+    )
+    for k in range(2):
+        policy.submit(Request(id=f"r{k}", tenant=f"t{k}", prompt_tokens=10, max_new_tokens=8), 0.0)
+    policy.submit(Request(id="fresh", tenant="f", prompt_tokens=10, max_new_tokens=8), 0.5)
+    result = policy.dispatch(1.0, max_expired=2)
+    assert len(result.expired) == 2
+    assert [s.id for s in result] == ["fresh"]
+
+
+def test_ended_requests_are_not_kept_for_the_ladder_without_one() -> None:
+    # Regression: the watched lane's arrival index was pruned only when the
+    # ladder evaluated, so without a ladder it kept every request ever seen.
+    policy = _policy(ladder={"enabled": False}, engine={"max_running": 1})
+    policy.submit(Request(id="stuck", tenant="s", prompt_tokens=10, max_new_tokens=8), 0.0)
+    policy.dispatch(0.0)
+    policy.submit(Request(id="head", tenant="h", prompt_tokens=10, max_new_tokens=8), 0.0)
+    for k in range(500):
+        policy.submit(Request(id=f"r{k}", tenant="t", prompt_tokens=10, max_new_tokens=8), 0.0)
+        policy.cancel(f"r{k}", 0.0)
+    # "head" stays queued the whole time: the index is rebuilt, not just popped.
+    assert len(policy._arrivals) <= 66
+    policy.finish("stuck", 0.0)
+    (started,) = policy.dispatch(0.0)
+    policy.finish(started.id, 0.0)
+    policy.submit(Request(id="last", tenant="t", prompt_tokens=10, max_new_tokens=8), 0.0)
+    assert [entry.id for entry in policy._arrivals] == ["last"]

@@ -1,0 +1,1 @@
+"""Runnable examples; importable so the tests can drive them."""

@@ -1,0 +1,400 @@
+"""The async gate: waiting in fair lane queues around the sans-IO :class:`Policy`.
+
+::
+
+    async with Gate(config) as gate:
+        async with gate.admit(request) as ticket:      # waits its fair turn
+            async for chunk in ticket.track(engine.stream(ticket.request)):
+                ...
+
+``admit`` submits to the policy. A refusal raises :class:`~slopolicy.Rejected`
+at once. An accepted request waits until :meth:`Policy.dispatch` starts it: a
+release dispatches and wakes exactly the waiters it started, in the order the
+policy chose (no polling). One timer task sleeps until the earliest queue
+deadline or ladder evaluation, whichever is first, and dispatches then, so an
+overdue waiter gets :class:`~slopolicy.Expired`. A waiter cancelled while
+queued is cancelled in the policy; one cancelled just after being started
+gives its slot back and the slot is handed on. Each dispatch expires at most
+``max_expired`` requests and starts at most the free engine slots, so no call
+holds the event loop long. Runs on asyncio and trio; time is
+``anyio.current_time()``. The gate owns its policy: drive it only through the gate.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO
+
+import anyio
+from anyio import current_time
+from anyio.abc import TaskGroup
+from anyio.lowlevel import checkpoint
+
+from slopolicy.core.decisions import Decision, Defer, Reject
+from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
+from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.policy import Policy, PolicySource, PolicySpec
+from slopolicy.core.request import Request
+from slopolicy.core.signals import EngineSignals
+from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
+from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
+from slopolicy.runtime.ticket import Ticket
+from slopolicy.runtime.waiting import Admission, Waiter
+
+__all__ = ("Gate", "GateStatistics", "SignalSource")
+
+logger = logging.getLogger("slopolicy.gate")
+
+#: Polls engine signals: returns the latest, or ``None`` when there is nothing new.
+SignalSource = Callable[[], Awaitable[EngineSignals | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class GateStatistics:
+    """A snapshot: callers waiting in ``admit``, whether the gate is open, and the policy's."""
+
+    waiting: int
+    open: bool
+    policy: PolicyStatistics
+
+
+class Gate:
+    """Admission, fair waiting and exactly-once release for one engine.
+
+    Args:
+        policy: a :class:`Policy`, or a ``PolicyConfig``/``PolicySpec`` to build one.
+        signals: polled every ``poll_every`` seconds for engine signals
+            (KV usage, queue depth, decode speed) that feed the ladder.
+        poll_every: seconds between signal polls.
+        arrival_log: an :class:`ArrivalLog`, or a path/text stream to log to
+            (see :mod:`slopolicy.runtime.arrivals`).
+        on_end: called with each request's :class:`ArrivalRecord` as it ends.
+        max_expired: most overdue requests one dispatch expires.
+    """
+
+    __slots__ = (
+        "_epoch",
+        "_group",
+        "_log",
+        "_max_expired",
+        "_next_evaluation",
+        "_on_end",
+        "_poll_every",
+        "_signals",
+        "_state",
+        "_timer_scope",
+        "_waiters",
+        "policy",
+    )
+
+    def __init__(
+        self,
+        policy: Policy | PolicySource | PolicySpec,
+        *,
+        signals: SignalSource | None = None,
+        poll_every: float = 1.0,
+        arrival_log: ArrivalLog | str | os.PathLike[str] | IO[str] | None = None,
+        on_end: Callable[[ArrivalRecord], None] | None = None,
+        max_expired: int = 256,
+    ) -> None:
+        if not poll_every > 0:
+            raise UsageError(f"poll_every must be > 0 seconds, got {poll_every!r}")
+        if max_expired < 1:
+            raise UsageError(f"max_expired must be >= 1, got {max_expired!r}")
+        self.policy = policy if isinstance(policy, Policy) else Policy(policy)
+        self._signals = signals
+        self._poll_every = poll_every
+        if arrival_log is not None and not isinstance(arrival_log, ArrivalLog):
+            arrival_log = ArrivalLog(arrival_log)
+        self._log = arrival_log
+        self._on_end = on_end
+        self._max_expired = max_expired
+        self._waiters: dict[str, Waiter] = {}
+        self._state = "new"  # -> "open" -> "closed"
+        self._group: TaskGroup | None = None
+        self._timer_scope: anyio.CancelScope | None = None
+        self._epoch = 0.0
+        self._next_evaluation = -math.inf
+
+    # -- lifetime -------------------------------------------------------------
+
+    async def __aenter__(self) -> Gate:
+        if self._state != "new":
+            raise UsageError("a Gate can be entered only once")
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group, self._state = group, "open"
+        self._epoch = current_time()
+        group.start_soon(self._timer, name="slopolicy gate timer")
+        if self._signals is not None:
+            group.start_soon(self._poll, name="slopolicy signal poll")
+        if self._log is not None:
+            group.start_soon(self._log.run, name="slopolicy arrival log")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        assert self._group is not None
+        self._state = "closed"
+        self._close_waiters()
+        self._group.cancel_scope.cancel()
+        try:
+            if isinstance(exc, Exception):
+                # The host's own error: stop the background tasks as on a clean
+                # exit and let it propagate as raised, not in an exception group.
+                await self._group.__aexit__(None, None, None)
+                return None
+            return await self._group.__aexit__(exc_type, exc, traceback)
+        finally:
+            if self._log is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._log.aclose()
+
+    def _close_waiters(self) -> None:
+        now = current_time()
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            finished = self.policy.cancel(waiter.request.id, now)
+            self._wake(waiter, finished)
+            self._ended(finished, waiter.request)
+
+    # -- admission ------------------------------------------------------------
+
+    def admit(self, request: Request) -> Admission:
+        """Wait for ``request``'s turn: ``async with gate.admit(r) as ticket``, or
+        ``ticket = await gate.admit(r)`` (then release it with ``with ticket``).
+
+        Raises :class:`~slopolicy.Rejected` when refused, :class:`~slopolicy.Expired`
+        when its deadline passes while queued, :class:`~slopolicy.GateClosed`
+        when the gate closes first. Cancelling the caller while it waits
+        withdraws the request; nothing is left queued or held.
+        """
+        return Admission(self, request)
+
+    def admit_nowait(self, request: Request) -> Ticket:
+        """Admit ``request`` only if it can start at once; else raise
+        :class:`~slopolicy.WouldBlock` (nothing left queued; the policy counts
+        the attempt as cancelled) or :class:`~slopolicy.Rejected`."""
+        waiter = self._submit(request)
+        if isinstance(waiter, Ticket):
+            return waiter
+        if isinstance(waiter, Rejected):
+            raise waiter
+        if waiter.result is None:
+            del self._waiters[request.id]
+            finished = self.policy.cancel(request.id, current_time())
+            self._ended(finished, request)
+            raise WouldBlock(waiter.decision)
+        return self._ticket(waiter)
+
+    async def _admit(self, request: Request, admission: Admission | None = None) -> Ticket:
+        # The checkpoint (cancel and schedule point) comes first, while nothing
+        # is held: a request started at once is then returned with no await in
+        # between to lose it to, and no shielded checkpoint is needed after.
+        await checkpoint()
+        waiter = self._submit(request)
+        if isinstance(waiter, Ticket):
+            ticket = waiter
+        elif isinstance(waiter, Rejected):
+            raise waiter
+        else:
+            if waiter.result is None:
+                waiter.event = event = anyio.Event()
+                self._watch_deadline()
+                try:
+                    await event.wait()
+                except BaseException:
+                    self._abandon(waiter)
+                    raise
+            ticket = self._ticket(waiter)
+        if admission is not None:
+            admission._ticket = ticket
+        return ticket
+
+    def _submit(self, request: Request) -> Ticket | Waiter | Rejected:
+        """Submit: a ticket if it starts at once, else its waiter (queued, or
+        already expired), or the refusal to raise."""
+        if self._state != "open":
+            if self._state == "new":
+                raise UsageError("enter the gate first: async with Gate(...) as gate")
+            return GateClosed()
+        now = current_time()
+        policy = self.policy
+        decision = policy.submit(request, now)
+        if isinstance(decision, (Defer, Reject)):
+            self._refused(request, decision, now)
+            return Rejected.of(decision)
+        waiter = Waiter(request, decision)
+        # With the engine full no dispatch can start anything; expiry and the
+        # ladder are the timer's, so skip the dispatch on the contended path.
+        if policy.running < policy.max_running:
+            result = self._dispatch(now, request.id)
+            for started in result.started:
+                if started.id == request.id:  # the uncontended path: no waiting
+                    return Ticket(self, started, decision, request)
+            for finished in result.expired:
+                if finished.id == request.id:  # its own deadline had passed
+                    waiter.result = finished
+                    self._ended(finished, request)
+                    return waiter
+        self._waiters[request.id] = waiter
+        return waiter
+
+    def _ticket(self, waiter: Waiter) -> Ticket:
+        result = waiter.result
+        if isinstance(result, Started):
+            return Ticket(self, result, waiter.decision, waiter.request)
+        assert result is not None
+        if result.outcome is Outcome.EXPIRED:
+            message = (
+                f"request {result.id!r} waited {result.e2e:.3g} s in lane {result.lane!r} "
+                "and passed its deadline before it could start"
+            )
+            raise Expired(message, result, waiter.decision)
+        raise GateClosed("the gate closed before the request could start", waiter.decision)
+
+    def _abandon(self, waiter: Waiter) -> None:
+        """The caller stopped waiting (cancelled): withdraw or give back."""
+        result = waiter.result
+        request_id = waiter.request.id
+        if isinstance(result, Finished):
+            return  # expired or closed: nothing is held
+        now = current_time()
+        if result is None:
+            del self._waiters[request_id]
+        # Queued: leaves its queue; started: its slot and blocks come back.
+        finished = self.policy.cancel(request_id, now)
+        self._ended(finished, waiter.request)
+        if result is not None and self._waiters:
+            self._dispatch(now)
+
+    # -- dispatch ------------------------------------------------------------
+
+    def _dispatch(self, now: float, own: str | None = None) -> Dispatch:
+        """One bounded dispatch: wake the waiters it started or expired, in the
+        policy's order (``own``: a request being submitted, which has none)."""
+        result = self.policy.dispatch(now, max_expired=self._max_expired)
+        waiters = self._waiters
+        for finished in result.expired:
+            waiter = waiters.pop(finished.id, None)
+            if waiter is not None:
+                self._wake(waiter, finished)
+                self._ended(finished, waiter.request)
+        for started in result.started:
+            waiter = waiters.pop(started.id, None)
+            if waiter is not None:
+                self._wake(waiter, started)
+            elif started.id != own:  # pragma: no cover - only if the policy is driven past the gate
+                self.policy.cancel(started.id, now)
+        if len(result.expired) >= self._max_expired:
+            self._wake_timer()  # more may be overdue: the timer goes on after a checkpoint
+        return result
+
+    @staticmethod
+    def _wake(waiter: Waiter, result: Started | Finished) -> None:
+        waiter.result = result
+        if waiter.event is not None:
+            waiter.event.set()
+
+    def _release(self, ticket: Ticket, outcome: Outcome, output_tokens: int | None) -> Finished:
+        """End a started request (called by its ticket, once) and hand its slot on."""
+        now = current_time()
+        finished = self.policy.finish(ticket.id, now, outcome, output_tokens)
+        self._ended(finished, ticket._origin)
+        if self._waiters:
+            self._dispatch(now)
+        return finished
+
+    def observe(self, signals: EngineSignals) -> None:
+        """Take the engine's latest signals now (KV usage may free capacity)."""
+        now = current_time()
+        self.policy.observe(signals, now)
+        if self._waiters and self._state == "open":
+            self._dispatch(now)
+
+    # -- background ----------------------------------------------------------
+
+    async def _timer(self) -> None:
+        """Sleep until the next queue deadline or ladder evaluation, dispatch, repeat.
+        A new earlier deadline moves the sleep's deadline (see _watch_deadline)."""
+        while True:
+            with anyio.CancelScope(deadline=self._next_wake()) as scope:
+                self._timer_scope = scope
+                await anyio.sleep_forever()
+            self._timer_scope = None
+            now = current_time()
+            while len(self._dispatch(now).expired) >= self._max_expired:
+                await checkpoint()  # let others run between bounded batches
+                now = current_time()
+            if self.policy.health.ladder is not None:
+                self._next_evaluation = now + self.policy.health.evaluate_every
+
+    def _next_wake(self) -> float:
+        deadline = self.policy.next_deadline()
+        wake = math.inf if deadline is None else deadline
+        if self.policy.health.ladder is not None:
+            wake = min(wake, self._next_evaluation)
+        return wake
+
+    def _watch_deadline(self) -> None:
+        scope = self._timer_scope
+        if scope is not None:
+            deadline = self.policy.next_deadline()
+            if deadline is not None and deadline < scope.deadline:
+                scope.deadline = deadline
+
+    def _wake_timer(self) -> None:
+        if self._timer_scope is not None:
+            self._timer_scope.deadline = -math.inf
+
+    async def _poll(self) -> None:
+        assert self._signals is not None
+        while True:
+            try:
+                signals = await self._signals()
+            except Exception:
+                # A flaky metrics endpoint must not take the gate down; the
+                # ladder treats signals that stop arriving as stale.
+                logger.warning("polling engine signals failed", exc_info=True)
+            else:
+                if signals is not None:
+                    self.observe(signals)
+            await anyio.sleep(self._poll_every)
+
+    # -- records -------------------------------------------------------------
+
+    def _ended(self, finished: Finished, request: Request) -> None:
+        if self._log is None and self._on_end is None:
+            return
+        self._emit(ArrivalRecord.ended(finished, request, self._epoch))
+
+    def _refused(self, request: Request, decision: Decision, now: float) -> None:
+        if self._log is None and self._on_end is None:
+            return
+        prompt = request.prompt_tokens
+        if prompt is None:
+            prompt = self.policy.router.estimator.prompt_tokens(request).tokens
+        self._emit(ArrivalRecord.refused(request, decision.lane, prompt, now - self._epoch))
+
+    def _emit(self, record: ArrivalRecord) -> None:
+        if self._log is not None:
+            self._log.record(record)
+        if self._on_end is not None:
+            try:
+                self._on_end(record)
+            except Exception:
+                # Raised mid-dispatch it would strand the waiters not yet woken.
+                logger.warning("on_end raised for request %r", record.id, exc_info=True)
+
+    def statistics(self) -> GateStatistics:
+        """A frozen snapshot of the gate and its policy."""
+        return GateStatistics(len(self._waiters), self._state == "open", self.policy.statistics())

@@ -1,0 +1,309 @@
+"""Tickets: a started request's hold on the engine, released exactly once.
+
+A :class:`Ticket` comes from ``async with gate.admit(request) as ticket`` (or
+``await gate.admit(request)`` / ``gate.admit_nowait(request)``, then
+``with ticket:`` or ``async with ticket:``). It releases the request's engine
+slot, KV blocks and quota exactly once, on the first of these:
+
+::
+
+    what happens                                          outcome
+    ----------------------------------------------------  ---------------------------------
+    the tracked stream runs to its end                    completed
+    the tracked stream raises an Exception                failed
+    the tracked stream raises anything else               cancelled
+      (cancellation, KeyboardInterrupt)
+    tracked.aclose() before the stream's end              cancelled
+      (a client disconnect)
+    ticket.finish(outcome, output_tokens=...)             as given (default completed)
+    ticket.cancel()                                       cancelled
+    the block exits with an Exception                     failed
+    the block exits with anything else                    cancelled
+      (cancellation, GeneratorExit from a closed
+      response generator)
+    the block exits normally, a tracked stream            cancelled (the reader stopped
+      unfinished                                            early; call finish() first
+                                                            if that was on purpose)
+    the block exits normally, nothing tracked             completed, with the tokens
+                                                            reported through tokens()
+                                                            (0 if none)
+
+Later events are no-ops, except an explicit second ``finish()``, which raises
+:class:`~slopolicy.UsageError`. ``async with`` also closes a tracked stream
+that was left unfinished (so the engine aborts the request); ``with`` cannot.
+A ticket from ``await gate.admit()`` or ``admit_nowait()`` that is never
+released keeps its slot; dropping it emits a ``ResourceWarning``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from anyio import current_time
+
+from slopolicy.core.decisions import Admit, Demote
+from slopolicy.core.lifecycle import Started
+from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.request import Request
+from slopolicy.errors import UsageError
+
+if TYPE_CHECKING:
+    from slopolicy.runtime.gate import Gate
+
+__all__ = ("Ticket", "TrackedStream")
+
+T = TypeVar("T")
+
+_ENDINGS = (Outcome.COMPLETED, Outcome.FAILED, Outcome.CANCELLED)
+
+
+def _outcome_of(error: BaseException | None) -> Outcome:
+    if error is None:
+        return Outcome.COMPLETED
+    # Engine and host errors are failures; cancellation, GeneratorExit and
+    # interrupts mean nobody is waiting for the answer any more.
+    return Outcome.FAILED if isinstance(error, Exception) else Outcome.CANCELLED
+
+
+class Ticket:
+    """A started request. ``request`` is what to send to the engine: the
+    caller's request after lane caps and fallback-ladder transforms.
+
+    Attributes:
+        decision: the ``Admit``/``Demote`` it was accepted with.
+        started: the policy's :class:`~slopolicy.Started` record.
+    """
+
+    __slots__ = ("_finished", "_gate", "_origin", "_stream", "_usage", "decision", "started")
+
+    def __init__(
+        self, gate: Gate, started: Started, decision: Admit | Demote, origin: Request
+    ) -> None:
+        self._gate = gate
+        self.started = started
+        self.decision = decision
+        self._origin = origin
+        self._finished: Finished | None = None
+        self._stream: TrackedStream[Any] | None = None
+        self._usage: int | None = None
+
+    @property
+    def id(self) -> str:
+        """The request id."""
+        return self.started.id
+
+    @property
+    def tenant(self) -> str:
+        """Who pays for it."""
+        return self.started.tenant
+
+    @property
+    def lane(self) -> str:
+        """The lane it was dispatched from."""
+        return self.started.lane
+
+    @property
+    def request(self) -> Request:
+        """The request to run: lane caps and ladder transforms applied."""
+        return self.started.request
+
+    @property
+    def rungs(self) -> tuple[str, ...]:
+        """Ladder rungs that changed or marked the request (``compress_prompt``
+        asks the host to compress the prompt itself)."""
+        return self.started.rungs
+
+    @property
+    def queue_wait(self) -> float:
+        """Seconds it waited in its lane's queue."""
+        return self.started.queue_wait
+
+    @property
+    def finished(self) -> Finished | None:
+        """The policy's record once released, else ``None``."""
+        return self._finished
+
+    @property
+    def released(self) -> bool:
+        """Whether the ticket has been released."""
+        return self._finished is not None
+
+    def track(
+        self,
+        stream: AsyncIterable[T],
+        *,
+        tokens_of: Callable[[T], int] | None = None,
+        usage_of: Callable[[T], int | None] | None = None,
+    ) -> TrackedStream[T]:
+        """Wrap the engine's ``stream`` of chunks: iterate the result instead.
+
+        The first ``__anext__`` marks the ``schedule`` stage; each chunk adds
+        ``tokens_of(chunk)`` output tokens (default 1), and the first chunk
+        carrying a token is the first token (TTFT). ``usage_of(chunk)``, when
+        it returns a number, is the engine's own output-token count and
+        replaces the counted total at release. The stream's end, error or
+        cancellation releases the ticket (see the module docstring).
+        """
+        if self._stream is not None:
+            raise UsageError(f"request {self.id!r} is already tracking a stream")
+        tracked = TrackedStream(self, stream, tokens_of, usage_of)
+        self._stream = tracked
+        return tracked
+
+    def tokens(self, count: int) -> None:
+        """``count`` more output tokens arrived (for hosts that do not use :meth:`track`)."""
+        if self._finished is None:
+            self._gate.policy.tokens(self.id, count, current_time())
+
+    def mark(self, stage: str) -> None:
+        """A TTFT stage ended now: ``"schedule"`` or ``"prefill"`` (see ``Policy.mark``)."""
+        if self._finished is None:
+            self._gate.policy.mark(self.id, stage, current_time())
+
+    def finish(
+        self, outcome: Outcome | str = Outcome.COMPLETED, *, output_tokens: int | None = None
+    ) -> Finished:
+        """Release now as ``outcome`` (``completed``, ``failed`` or ``cancelled``);
+        ``output_tokens`` is the engine's usage count, if known. Raises
+        :class:`~slopolicy.UsageError` if the ticket was already released."""
+        ending = Outcome(outcome)
+        if ending not in _ENDINGS:
+            raise UsageError(f"a ticket ends completed, failed or cancelled, not {ending.value}")
+        if output_tokens is not None and output_tokens < 0:
+            raise UsageError(f"output_tokens must be >= 0, got {output_tokens}")
+        if self._finished is not None:
+            raise UsageError(
+                f"request {self.id!r} was already released ({self._finished.outcome.value})"
+            )
+        return self._release(ending, self._usage if output_tokens is None else output_tokens)
+
+    def cancel(self) -> Finished | None:
+        """Release as ``cancelled`` unless already released; the record, if this released it."""
+        if self._finished is not None:
+            return None
+        return self._release(Outcome.CANCELLED, self._usage)
+
+    def _end(self, outcome: Outcome) -> None:
+        if self._finished is None:
+            self._release(outcome, self._usage)
+
+    def _release(self, outcome: Outcome, output_tokens: int | None) -> Finished:
+        finished = self._gate._release(self, outcome, output_tokens)
+        self._finished = finished
+        return finished
+
+    def _exit(self, error: BaseException | None) -> None:
+        if self._finished is not None:
+            return
+        outcome = _outcome_of(error)
+        stream = self._stream
+        if outcome is Outcome.COMPLETED and stream is not None and not stream.ended:
+            outcome = Outcome.CANCELLED
+        self._release(outcome, self._usage)
+
+    def __enter__(self) -> Ticket:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._exit(exc)
+
+    async def __aenter__(self) -> Ticket:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Release first, synchronously: nothing below can lose the slot.
+        self._exit(exc)
+        stream = self._stream
+        if stream is not None and not stream.ended:
+            await stream.aclose()
+
+    def __del__(self) -> None:
+        # Releasing here could re-enter the policy from inside the garbage
+        # collector, mid-update; say so instead: the slot is lost until restart.
+        if getattr(self, "_finished", True) is None:
+            warnings.warn(
+                f"ticket for request {self.started.id!r} was never released; "
+                "its engine slot and KV blocks are lost",
+                ResourceWarning,
+                stacklevel=1,
+            )
+
+    def __repr__(self) -> str:
+        state = "live" if self._finished is None else self._finished.outcome.value
+        return f"<Ticket {self.id!r} tenant={self.tenant!r} lane={self.lane!r} {state}>"
+
+
+class TrackedStream(Generic[T]):
+    """An engine stream seen through a ticket: chunks pass through unchanged
+    while tokens, TTFT and the end of the stream are reported to the policy."""
+
+    __slots__ = ("_iterator", "_source", "_ticket", "_tokens_of", "_usage_of", "ended")
+
+    def __init__(
+        self,
+        ticket: Ticket,
+        source: AsyncIterable[T],
+        tokens_of: Callable[[T], int] | None,
+        usage_of: Callable[[T], int | None] | None,
+    ) -> None:
+        self._ticket = ticket
+        self._source = source
+        self._iterator: AsyncIterator[T] | None = None
+        self._tokens_of = tokens_of
+        self._usage_of = usage_of
+        self.ended = False  # the source ran out, raised, or was closed
+
+    def __aiter__(self) -> TrackedStream[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        ticket = self._ticket
+        iterator = self._iterator
+        if iterator is None:
+            if self.ended:
+                raise StopAsyncIteration
+            iterator = self._iterator = aiter(self._source)
+            ticket.mark("schedule")
+        try:
+            chunk = await iterator.__anext__()
+        except StopAsyncIteration:
+            self.ended = True
+            ticket._end(Outcome.COMPLETED)
+            raise
+        except BaseException as error:
+            self.ended = True
+            ticket._end(_outcome_of(error))
+            raise
+        if ticket._finished is None:
+            count = 1 if self._tokens_of is None else self._tokens_of(chunk)
+            if count:
+                ticket.tokens(count)
+            if self._usage_of is not None:
+                usage = self._usage_of(chunk)
+                if usage is not None:
+                    ticket._usage = usage
+        return chunk
+
+    async def aclose(self) -> None:
+        """Stop early (the client went away): release as ``cancelled`` unless
+        already released, and close the engine's stream."""
+        if self.ended:
+            return
+        self.ended = True
+        self._ticket._end(Outcome.CANCELLED)
+        close = getattr(self._iterator, "aclose", None)
+        if close is not None:
+            await close()

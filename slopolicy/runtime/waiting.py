@@ -1,0 +1,65 @@
+"""Waiting for a turn: the record of a queued caller, and what ``Gate.admit`` returns."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Generator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from slopolicy.core.decisions import Admit, Demote
+from slopolicy.core.lifecycle import Started
+from slopolicy.core.outcome import Finished
+from slopolicy.core.request import Request
+from slopolicy.runtime.ticket import Ticket
+
+if TYPE_CHECKING:
+    from slopolicy.runtime.gate import Gate
+
+__all__ = ("Admission", "Waiter")
+
+
+class Waiter:
+    """A queued request's caller. ``result`` is set once: the ``Started`` that
+    lets it run, or the ``Finished`` that ended it (expired, or the gate closed)."""
+
+    __slots__ = ("decision", "event", "request", "result")
+
+    def __init__(self, request: Request, decision: Admit | Demote) -> None:
+        self.request = request
+        self.decision = decision
+        self.event: anyio.Event | None = None  # made only if the caller has to wait
+        self.result: Started | Finished | None = None
+
+
+class Admission:
+    """What :meth:`Gate.admit` returns: ``async with`` it, or ``await`` it for the ticket."""
+
+    __slots__ = ("_gate", "_request", "_ticket")
+
+    def __init__(self, gate: Gate, request: Request) -> None:
+        self._gate = gate
+        self._request = request
+        self._ticket: Ticket | None = None
+
+    def __await__(self) -> Generator[Any, None, Ticket]:
+        return self._gate._admit(self._request).__await__()
+
+    def __aenter__(self) -> Coroutine[Any, Any, Ticket]:
+        # The gate's coroutine itself (it records the ticket here): no wrapper
+        # coroutine on the admission path.
+        return self._gate._admit(self._request, self)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        ticket = self._ticket
+        assert ticket is not None
+        ticket._exit(exc)  # released before any await (see Ticket.__aexit__)
+        stream = ticket._stream
+        if stream is not None and not stream.ended:
+            await stream.aclose()

@@ -1,0 +1,153 @@
+"""The arrival log: one JSON line per request, written off the event loop."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from slopolicy import Expired, Gate, Rejected, Request, UsageError
+from slopolicy.runtime import ArrivalLog, ArrivalRecord
+from slopolicy.testing.fake_engine import EngineError, FakeEngine
+from tests.runtime.conftest import policy
+
+pytestmark = pytest.mark.anyio
+
+KEYS = [
+    "arrival",
+    "id",
+    "tenant",
+    "lane",
+    "prompt_tokens",
+    "max_new_tokens",
+    "output_tokens",
+    "outcome",
+]
+
+
+async def _written(log: ArrivalLog, count: int) -> None:
+    # The write runs in a worker thread, which virtual time does not wait for:
+    # poll in small virtual steps (each a real loop turn) until it is done.
+    with anyio.fail_after(3600):
+        while log.written < count:  # noqa: ASYNC110 - a thread's progress, not an event
+            await anyio.sleep(0.01)
+
+
+async def _stream(
+    gate: Gate, engine: FakeEngine, request: Request, fail_at: int | None = None
+) -> None:
+    async with gate.admit(request) as ticket:
+        async for _ in ticket.track(engine.stream(ticket.request, fail_at=fail_at)):
+            pass
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def test_every_ending_is_one_line_in_the_documented_schema(tmp_path: Path) -> None:
+    path = tmp_path / "arrivals.jsonl"
+    engine = FakeEngine(ttft=0.1, per_token=0.01)
+    async with Gate(policy(engine={"max_running": 1}), arrival_log=str(path)) as gate:
+        await anyio.sleep(2.0)  # arrivals count from the gate's opening
+        async with (
+            gate.admit(Request(id="ok", tenant="a", prompt_tokens=30, max_new_tokens=500)) as t,
+            anyio.create_task_group() as group,
+        ):
+
+            async def late() -> None:
+                with pytest.raises(Expired):
+                    await gate.admit(
+                        Request(
+                            id="late",
+                            tenant="b",
+                            prompt_tokens=5,
+                            deadline=anyio.current_time() + 0.05,
+                        )
+                    )
+
+            group.start_soon(late)
+            async for _ in t.track(engine.stream(t.request, output_tokens=12)):
+                pass
+        with pytest.raises(Rejected):
+            await gate.admit(Request(id="huge", tenant="a", prompt_tokens=9_000))
+        with pytest.raises(EngineError):
+            await _stream(gate, engine, Request(id="bad", tenant="c", prompt_tokens=7), fail_at=2)
+        with anyio.move_on_after(0.01):
+            await _stream(gate, engine, Request(id="gone", tenant="c", prompt_tokens=7))
+    lines = _lines(path)
+    assert all(list(line) == KEYS for line in lines)
+    by_id = {str(line["id"]): line for line in lines}
+    assert [line["id"] for line in lines] == ["late", "ok", "huge", "bad", "gone"]  # end order
+    assert by_id["ok"] == {
+        "arrival": 2.0,
+        "id": "ok",
+        "tenant": "a",
+        "lane": "interactive",
+        "prompt_tokens": 30,
+        "max_new_tokens": 500,  # as asked; the lane capped it at 64
+        "output_tokens": 12,
+        "outcome": "completed",
+    }
+    assert (by_id["late"]["outcome"], by_id["late"]["output_tokens"]) == ("expired", 0)
+    assert (by_id["huge"]["outcome"], by_id["huge"]["lane"]) == ("rejected", "heavy")
+    assert (by_id["bad"]["outcome"], by_id["bad"]["output_tokens"]) == ("failed", 2)
+    assert by_id["gone"]["outcome"] == "cancelled"
+
+
+async def test_records_are_flushed_every_flush_every_seconds(tmp_path: Path) -> None:
+    path = tmp_path / "arrivals.jsonl"
+    log = ArrivalLog(path, flush_every=1.0, max_buffered=100)
+    async with Gate(policy(), arrival_log=log) as gate:
+        start = anyio.current_time()
+        for k in range(2):
+            with await gate.admit(Request(id=f"r{k}", tenant="a", prompt_tokens=1)):
+                pass
+        await anyio.sleep(0.5)
+        assert log.written == 0  # buffered, not yet due
+        await _written(log, 2)
+        assert anyio.current_time() - start >= 1.0
+        assert [line["id"] for line in _lines(path)] == ["r0", "r1"]
+    assert len(_lines(path)) == 2
+
+
+async def test_a_full_buffer_is_flushed_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "arrivals.jsonl"
+    log = ArrivalLog(path, flush_every=1e6, max_buffered=3)
+    async with Gate(policy(), arrival_log=log) as gate:
+        start = anyio.current_time()
+        for k in range(4):
+            with await gate.admit(Request(id=f"r{k}", tenant="a", prompt_tokens=1)):
+                pass
+        await _written(log, 3)
+        assert anyio.current_time() - start < 1e6
+    assert len(_lines(path)) == 4
+
+
+async def test_a_stream_target_is_written_and_left_open() -> None:
+    target = io.StringIO()
+    async with Gate(policy(), arrival_log=target) as gate:
+        with await gate.admit(Request(id="r", tenant="a", prompt_tokens=1)) as ticket:
+            ticket.tokens(2)
+    assert not target.closed
+    (line,) = [json.loads(text) for text in target.getvalue().splitlines()]
+    assert line["id"] == "r"
+    assert line["output_tokens"] == 2
+
+
+def test_the_record_serializes_compactly_and_rounds_time() -> None:
+    record = ArrivalRecord(1 / 3, "r", "t", None, 5, 6, 7, "rejected")
+    assert record.to_json() == (
+        '{"arrival":0.333333,"id":"r","tenant":"t","lane":null,"prompt_tokens":5,'
+        '"max_new_tokens":6,"output_tokens":7,"outcome":"rejected"}'
+    )
+
+
+def test_bad_log_settings_are_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError):
+        ArrivalLog(tmp_path / "x", flush_every=0)
+    with pytest.raises(UsageError):
+        ArrivalLog(tmp_path / "x", max_buffered=0)
