@@ -45,6 +45,7 @@ from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlo
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.waiting import Admission, Waiter
+from slopolicy.telemetry.config import Telemetry, recorder_for
 
 __all__ = ("Gate", "GateStatistics", "SignalSource")
 
@@ -75,6 +76,10 @@ class Gate:
             (see :mod:`slopolicy.runtime.arrivals`).
         on_end: called with each request's :class:`ArrivalRecord` as it ends.
         max_expired: most overdue requests one dispatch expires.
+        telemetry: a :class:`~slopolicy.telemetry.Telemetry` to record metrics
+            and spans through; ``True`` (the default) records through the
+            global providers, a no-op until the host installs an SDK;
+            ``False`` records nothing.
     """
 
     __slots__ = (
@@ -87,6 +92,7 @@ class Gate:
         "_poll_every",
         "_signals",
         "_state",
+        "_telemetry",
         "_timer_scope",
         "_waiters",
         "policy",
@@ -101,6 +107,7 @@ class Gate:
         arrival_log: ArrivalLog | str | os.PathLike[str] | IO[str] | None = None,
         on_end: Callable[[ArrivalRecord], None] | None = None,
         max_expired: int = 256,
+        telemetry: Telemetry | bool = True,
     ) -> None:
         if not poll_every > 0:
             raise UsageError(f"poll_every must be > 0 seconds, got {poll_every!r}")
@@ -120,6 +127,7 @@ class Gate:
         self._timer_scope: anyio.CancelScope | None = None
         self._epoch = 0.0
         self._next_evaluation = -math.inf
+        self._telemetry = recorder_for(telemetry, self.policy)
 
     # -- lifetime -------------------------------------------------------------
 
@@ -135,6 +143,8 @@ class Gate:
             group.start_soon(self._poll, name="slopolicy signal poll")
         if self._log is not None:
             group.start_soon(self._log.run, name="slopolicy arrival log")
+        if self._telemetry is not None:
+            await group.start(self._telemetry.watch, name="slopolicy telemetry")
         return self
 
     async def __aexit__(
@@ -230,6 +240,8 @@ class Gate:
         now = current_time()
         policy = self.policy
         decision = policy.submit(request, now)
+        if self._telemetry is not None:
+            self._telemetry.submitted(request, decision, now)
         if isinstance(decision, (Defer, Reject)):
             self._refused(request, decision, now)
             return Rejected.of(decision)
@@ -283,6 +295,8 @@ class Gate:
         """One bounded dispatch: wake the waiters it started or expired, in the
         policy's order (``own``: a request being submitted, which has none)."""
         result = self.policy.dispatch(now, max_expired=self._max_expired)
+        if self._telemetry is not None:
+            self._telemetry.dispatched(result, now)
         waiters = self._waiters
         for finished in result.expired:
             waiter = waiters.pop(finished.id, None)
@@ -309,7 +323,7 @@ class Gate:
         """End a started request (called by its ticket, once) and hand its slot on."""
         now = current_time()
         finished = self.policy.finish(ticket.id, now, outcome, output_tokens)
-        self._ended(finished, ticket._origin)
+        self._ended(finished, ticket._origin, ticket._error)
         if self._waiters:
             self._dispatch(now)
         return finished
@@ -372,7 +386,11 @@ class Gate:
 
     # -- records -------------------------------------------------------------
 
-    def _ended(self, finished: Finished, request: Request) -> None:
+    def _ended(
+        self, finished: Finished, request: Request, error: BaseException | None = None
+    ) -> None:
+        if self._telemetry is not None:
+            self._telemetry.ended(finished, error)
         if self._log is None and self._on_end is None:
             return
         self._emit(ArrivalRecord.ended(finished, request, self._epoch))
