@@ -1,0 +1,473 @@
+"""The gate in front of an OpenAI-compatible server: ``vllm serve``, SGLang, TGI's Messages API.
+
+::
+
+    gated = GatedOpenAI(AsyncOpenAI(base_url="http://vllm:8000/v1", api_key="-"), gate,
+                        priorities={"interactive": -10, "batch": 10})
+    reply = await gated.chat(model="m", messages=[...], max_tokens=256, tenant="acme")
+    async with await gated.chat_stream(model="m", messages=[...], tenant="acme") as stream:
+        async for chunk in stream: ...
+
+Every call is admitted by the gate first (cost estimated from the messages or
+prompt), then sent with the ticket's limits: ``max_tokens`` (or
+``max_completion_tokens``, whichever the caller used) capped to the lane's and
+ladder's ``max_new_tokens``, ``n``/``logprobs``/``reasoning_effort``/``model`` as
+the ladder left them, and vLLM's ``priority`` in ``extra_body`` when the lane
+maps to one. Streams always ask for ``stream_options.include_usage`` so the
+engine's own ``completion_tokens`` settles the tenant's charge; the usage-only
+chunk reaches the caller only when the caller asked for it. Tokens are counted
+per chunk (one per choice carrying text, reasoning, tool calls or a
+``finish_reason``; ``logprobs`` entries when present), so TTFT and TPOT are
+measured on the gate's clock as chunks arrive.
+
+**Client retries are off.** The adapter calls through
+``client.with_options(max_retries=0)``: the openai client retries 408, 409, 429
+and 5xx twice by default, and a blind retry re-sends work the gate already
+decided about (and counted once). A refused call raises
+:class:`~slopolicy.adapters.common.EngineError` with ``retry_after``; retrying
+is the caller's decision, through the gate again.
+
+Engine answers map as in :mod:`slopolicy.adapters.common`: 503 → overloaded,
+429 → rate_limited, 400 with ``param: "input_tokens"`` → prompt_too_long,
+other 4xx → invalid_request, 5xx and an error event inside the stream (vLLM's
+``data: {"error": ...}`` then ``[DONE]``; the older flat ``{"object": "error"}``
+too) → failed, a dropped connection or a stream without every
+``finish_reason`` → disconnected, the client's timeout → timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+try:
+    import openai
+except ImportError as error:  # pragma: no cover - exercised in a subprocess-free test
+    raise ImportError(
+        "slopolicy.adapters.openai needs the openai client: pip install 'slopolicy[openai]'"
+    ) from error
+
+from slopolicy.adapters.common import (
+    EngineError,
+    EngineFault,
+    GatedStream,
+    Reply,
+    Who,
+    fail,
+    fault_from_status,
+    parse_retry_after,
+    policy_request,
+    relay,
+)
+from slopolicy.core.outcome import Outcome
+from slopolicy.core.request import Message, Request
+from slopolicy.errors import UsageError
+from slopolicy.runtime.gate import Gate
+from slopolicy.runtime.ticket import Ticket
+
+if TYPE_CHECKING:
+    from openai.types import Completion
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
+
+__all__ = ("GatedOpenAI", "classify")
+
+# finish_reason values meaning the engine gave up on the sequence (vLLM).
+_BROKEN_FINISH = frozenset({"error", "abort"})
+
+
+def classify(error: Exception) -> EngineError:
+    """The :class:`EngineError` for an exception from the openai client."""
+    if isinstance(error, openai.APITimeoutError):
+        return EngineError(EngineFault.TIMEOUT, "the engine did not answer in time")
+    if isinstance(error, openai.APIConnectionError):
+        message = f"the connection to the engine broke: {error.__cause__ or error}"
+        return EngineError(EngineFault.DISCONNECTED, message)
+    if isinstance(error, openai.APIStatusError):
+        retry = parse_retry_after(error.response.headers.get("retry-after"))
+        return fault_from_status(
+            error.status_code, _message(error.body, error.message), param=error.param,
+            retry_after=retry,
+        )  # fmt: skip
+    if isinstance(error, openai.APIError):  # an error event inside the stream
+        return _body_fault(error.body, error.message)
+    return EngineError(EngineFault.FAILED, f"{type(error).__name__}: {error}")
+
+
+def _message(body: object, default: str) -> str:
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str):
+            return message
+    return default
+
+
+def _body_fault(body: object, default: str) -> EngineError:
+    """An error object sent inside a stream: vLLM's ``code`` is the HTTP status
+    it would have answered (an int, or a digit string in older servers)."""
+    status: int | None = None
+    param: str | None = None
+    if isinstance(body, Mapping):
+        code = body.get("code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            status = code
+        elif isinstance(code, str) and code.isdigit():
+            status = int(code)
+        raw_param = body.get("param")
+        param = raw_param if isinstance(raw_param, str) else None
+    # A 4xx here is still the caller's: vLLM validates some prompts (length
+    # against max_model_len) only once the engine takes the request, in-stream.
+    return fault_from_status(status, _message(body, default), param=param)
+
+
+def _flat_error(chunk: Any) -> Mapping[str, Any] | None:
+    """Older vLLM sent in-stream errors flat, ``{"object": "error", ...}``; the
+    openai client parses those as a chunk instead of raising."""
+    if getattr(chunk, "object", None) != "error":
+        return None
+    extra = chunk.model_extra or {}
+    return {"message": extra.get("message", "engine error"), **extra}
+
+
+def _extra(model: Any, name: str) -> object:
+    extra = getattr(model, "model_extra", None)
+    return extra.get(name) if extra else None
+
+
+def _chat_tokens(chunk: ChatCompletionChunk) -> int:
+    """Output tokens in a chat chunk: ``logprobs`` entries when sent, else one
+    per choice carrying output or its ``finish_reason`` (vLLM's last chunk
+    carries the final token; an EOS has no text)."""
+    total = 0
+    for choice in chunk.choices:
+        logprobs = choice.logprobs
+        if logprobs is not None and logprobs.content:
+            total += len(logprobs.content)
+            continue
+        delta = choice.delta
+        output = delta.content or delta.tool_calls or delta.refusal
+        # vLLM streams reasoning as ``reasoning`` (older: ``reasoning_content``).
+        thought = _extra(delta, "reasoning") or _extra(delta, "reasoning_content")
+        if output or thought or choice.finish_reason is not None:
+            total += 1
+    return total
+
+
+def _completion_tokens(chunk: Completion) -> int:
+    """Output tokens in a legacy completion chunk (see :func:`_chat_tokens`)."""
+    total = 0
+    for choice in chunk.choices:
+        logprobs = choice.logprobs
+        if logprobs is not None and logprobs.tokens:
+            total += len(logprobs.tokens)
+        elif choice.text or choice.finish_reason is not None:
+            total += 1
+    return total
+
+
+class _StreamState:
+    """What a stream said about itself: choices seen and finished, usage."""
+
+    __slots__ = ("finished", "seen", "show_usage", "usage")
+
+    def __init__(self, show_usage: bool) -> None:
+        self.show_usage = show_usage
+        self.seen: set[int] = set()
+        self.finished: dict[int, str] = {}
+        self.usage: int | None = None
+
+    def watch(self, chunk: ChatCompletionChunk | Completion) -> bool:
+        flat = _flat_error(chunk)
+        if flat is not None:
+            raise _body_fault(flat, "engine error")
+        if chunk.usage is not None:
+            self.usage = chunk.usage.completion_tokens
+        for choice in chunk.choices:
+            self.seen.add(choice.index)
+            if choice.finish_reason is not None:
+                self.finished[choice.index] = choice.finish_reason
+        return bool(chunk.choices) or self.show_usage
+
+    def settle(self) -> int | None:
+        broken = sorted(reason for reason in self.finished.values() if reason in _BROKEN_FINISH)
+        if broken:
+            raise EngineError(EngineFault.FAILED, f"the engine ended a sequence with {broken[0]!r}")
+        if not self.seen or self.seen - self.finished.keys():
+            # [DONE] or the end of the body came before every finish_reason:
+            # a proxy or the engine cut the stream short.
+            raise EngineError(EngineFault.DISCONNECTED, "the stream ended before it finished")
+        return self.usage
+
+
+def _as_message(message: Message) -> dict[str, str]:
+    out = {"role": message.role, "content": message.content}
+    if message.name is not None:
+        out["name"] = message.name
+    return out
+
+
+class GatedOpenAI:
+    """An ``openai.AsyncOpenAI`` whose calls go through a :class:`~slopolicy.Gate`.
+
+    Args:
+        client: the client, pointed at the engine's ``/v1``. Calls go through
+            ``client.with_options(max_retries=0)`` (see the module docstring).
+        gate: an open gate.
+        priorities: lane name -> vLLM ``priority`` (lower runs first; vLLM
+            honours it only with ``--scheduling-policy priority``). Lanes not
+            listed send none.
+        default_max_tokens: output limit, in tokens, when a call gives none:
+            the gate must reserve for a known budget, so one is always sent.
+
+    Policy keywords on every call: ``tenant``, ``lane``, ``tier``,
+    ``deadline`` (monotonic seconds on the gate's clock), ``tool_risk``,
+    ``request_id`` (also the engine's ``X-Request-Id``), ``prompt_tokens``
+    (a known count; needed for content that is not text). Other keywords
+    go to ``create`` unchanged.
+    """
+
+    __slots__ = ("client", "default_max_tokens", "gate", "priorities")
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        gate: Gate,
+        *,
+        priorities: Mapping[str, int] | None = None,
+        default_max_tokens: int = 256,
+    ) -> None:
+        if default_max_tokens < 1:
+            raise UsageError(f"default_max_tokens must be >= 1, got {default_max_tokens}")
+        self.client = client.with_options(max_retries=0)
+        self.gate = gate
+        self.priorities = dict(priorities or {})
+        self.default_max_tokens = default_max_tokens
+
+    # -- chat ------------------------------------------------------------------
+
+    async def chat(
+        self,
+        *,
+        model: str,
+        messages: Iterable[ChatCompletionMessageParam],
+        tenant: str = "anonymous",
+        lane: str | None = None,
+        tier: str | None = None,
+        deadline: float | None = None,
+        tool_risk: float = 0.0,
+        request_id: str | None = None,
+        prompt_tokens: int | None = None,
+        **params: Any,
+    ) -> Reply[ChatCompletion]:
+        """``chat.completions.create`` through the gate; the whole answer.
+
+        Raises :class:`~slopolicy.Rejected` when the gate refuses, and
+        :class:`~slopolicy.adapters.common.EngineError` when the engine does.
+        """
+        listed = list(messages)
+        who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
+        request = self._chat_request(listed, model, params, who)
+        ticket = await self.gate.admit(request)
+        body = self._chat_body(ticket, request, listed, model, params)
+        response = await self._call(ticket, self.client.chat.completions.create, body)
+        usage = response.usage.completion_tokens if response.usage is not None else None
+        return Reply(response, self._settle(ticket, usage))
+
+    async def chat_stream(
+        self,
+        *,
+        model: str,
+        messages: Iterable[ChatCompletionMessageParam],
+        tenant: str = "anonymous",
+        lane: str | None = None,
+        tier: str | None = None,
+        deadline: float | None = None,
+        tool_risk: float = 0.0,
+        request_id: str | None = None,
+        prompt_tokens: int | None = None,
+        **params: Any,
+    ) -> GatedStream[ChatCompletionChunk]:
+        """A streamed chat completion through the gate, returned once the
+        engine accepted it (its response headers arrived); errors before the
+        stream raise here, errors inside it from iterating."""
+        listed = list(messages)
+        who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
+        request = self._chat_request(listed, model, params, who)
+        ticket = await self.gate.admit(request)
+        body = self._chat_body(ticket, request, listed, model, params)
+        show_usage = self._stream_options(body)
+        raw = await self._call(ticket, self.client.chat.completions.create, body)
+        return self._gated(ticket, raw, _StreamState(show_usage), _chat_tokens)
+
+    # -- legacy completions ---------------------------------------------------
+
+    async def completion(
+        self,
+        *,
+        model: str,
+        prompt: str,
+        tenant: str = "anonymous",
+        lane: str | None = None,
+        tier: str | None = None,
+        deadline: float | None = None,
+        tool_risk: float = 0.0,
+        request_id: str | None = None,
+        prompt_tokens: int | None = None,
+        **params: Any,
+    ) -> Reply[Completion]:
+        """``completions.create`` through the gate; the whole answer."""
+        who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
+        request = self._completion_request(prompt, model, params, who)
+        ticket = await self.gate.admit(request)
+        body = self._completion_body(ticket, request, prompt, model, params)
+        response = await self._call(ticket, self.client.completions.create, body)
+        usage = response.usage.completion_tokens if response.usage is not None else None
+        return Reply(response, self._settle(ticket, usage))
+
+    async def completion_stream(
+        self,
+        *,
+        model: str,
+        prompt: str,
+        tenant: str = "anonymous",
+        lane: str | None = None,
+        tier: str | None = None,
+        deadline: float | None = None,
+        tool_risk: float = 0.0,
+        request_id: str | None = None,
+        prompt_tokens: int | None = None,
+        **params: Any,
+    ) -> GatedStream[Completion]:
+        """A streamed legacy completion through the gate (see :meth:`chat_stream`)."""
+        who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
+        request = self._completion_request(prompt, model, params, who)
+        ticket = await self.gate.admit(request)
+        body = self._completion_body(ticket, request, prompt, model, params)
+        show_usage = self._stream_options(body)
+        raw = await self._call(ticket, self.client.completions.create, body)
+        return self._gated(ticket, raw, _StreamState(show_usage), _completion_tokens)
+
+    # -- building requests ------------------------------------------------------
+
+    def _limits(self, params: Mapping[str, Any]) -> int:
+        # Chat takes either name (max_tokens is deprecated there); completions only max_tokens.
+        limit = params.get("max_completion_tokens", params.get("max_tokens"))
+        return self.default_max_tokens if limit is None else int(limit)
+
+    def _chat_request(
+        self, messages: list[Any], model: str, params: Mapping[str, Any], who: Who
+    ) -> Request:
+        top = params.get("top_logprobs")
+        return policy_request(
+            who,
+            messages=messages,
+            max_new_tokens=self._limits(params),
+            n=params.get("n") or 1,
+            logprobs=(top or 0) if params.get("logprobs") else None,
+            reasoning_effort=params.get("reasoning_effort"),
+            model=model,
+        )
+
+    def _completion_request(
+        self, prompt: str, model: str, params: Mapping[str, Any], who: Who
+    ) -> Request:
+        return policy_request(
+            who,
+            prompt=prompt,
+            max_new_tokens=self._limits(params),
+            n=params.get("n") or 1,
+            best_of=params.get("best_of"),
+            logprobs=params.get("logprobs"),
+            model=model,
+        )
+
+    def _common_body(
+        self, ticket: Ticket, asked: Request, model: str, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        sent = ticket.request
+        body = dict(params)
+        body["model"] = sent.model or model
+        key = "max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"
+        body[key] = sent.max_new_tokens
+        if sent.n != asked.n:
+            body["n"] = sent.n
+        if sent.reasoning_effort != asked.reasoning_effort:
+            body["reasoning_effort"] = sent.reasoning_effort
+        headers = dict(body.get("extra_headers") or {})
+        headers.setdefault("X-Request-Id", ticket.id)
+        body["extra_headers"] = headers
+        priority = self.priorities.get(ticket.lane)
+        if priority is not None:
+            # The policy's lane decides the engine's order, over a caller's value.
+            body["extra_body"] = {**(body.get("extra_body") or {}), "priority": priority}
+        return body
+
+    def _chat_body(
+        self,
+        ticket: Ticket,
+        asked: Request,
+        messages: list[Any],
+        model: str,
+        params: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        body = self._common_body(ticket, asked, model, params)
+        sent = ticket.request
+        # A compress hook may have rewritten the text; else send the caller's
+        # messages as given (they may carry tool calls and other parts).
+        changed = sent.messages is not None and sent.messages != asked.messages
+        body["messages"] = [_as_message(m) for m in sent.messages or ()] if changed else messages
+        if asked.logprobs is not None and sent.logprobs is None:
+            body.pop("logprobs", None)  # the ladder dropped optional features
+            body.pop("top_logprobs", None)
+        return body
+
+    def _completion_body(
+        self, ticket: Ticket, asked: Request, prompt: str, model: str, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        body = self._common_body(ticket, asked, model, params)
+        sent = ticket.request
+        changed = sent.prompt is not None and sent.prompt != asked.prompt
+        body["prompt"] = sent.prompt if changed else prompt
+        if sent.best_of != asked.best_of:
+            body.pop("best_of", None)
+            if sent.best_of is not None:
+                body["best_of"] = sent.best_of
+        if asked.logprobs is not None and sent.logprobs is None:
+            body.pop("logprobs", None)
+        return body
+
+    @staticmethod
+    def _stream_options(body: dict[str, Any]) -> bool:
+        """Ask for the usage chunk; whether the caller asked for it too."""
+        options = dict(body.get("stream_options") or {})
+        show = bool(options.get("include_usage"))
+        options["include_usage"] = True
+        body["stream_options"] = options
+        body["stream"] = True
+        return show
+
+    # -- calling ----------------------------------------------------------------
+
+    @staticmethod
+    async def _call(ticket: Ticket, create: Any, body: dict[str, Any]) -> Any:
+        try:
+            return await create(**body)
+        except Exception as error:
+            raise fail(ticket, classify(error)) from error
+        except BaseException:
+            ticket.cancel()  # cancelled while waiting: the connection closes, vLLM aborts
+            raise
+
+    @staticmethod
+    def _settle(ticket: Ticket, usage: int | None) -> Any:
+        # No usage from the engine: charge the budget it was allowed, not zero.
+        tokens = usage if usage is not None else ticket.request.output_budget
+        return ticket.finish(Outcome.COMPLETED, output_tokens=tokens)
+
+    @staticmethod
+    def _gated(ticket: Ticket, raw: Any, state: _StreamState, tokens_of: Any) -> GatedStream[Any]:
+        # The engine took the request: its response headers are here.
+        ticket.mark("schedule")
+        source = relay(
+            ticket, raw, watch=state.watch, classify=classify, settle=state.settle, close=raw.close
+        )
+        return GatedStream(ticket, ticket.track(source, tokens_of=tokens_of), close=raw.close)
