@@ -128,6 +128,15 @@ async def read_body(receive: Receive) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
+async def metrics_response(recorder: Recorder, send: Send) -> None:
+    """The Prometheus page the test set (``recorder.metrics_page``), or its error status."""
+    page = recorder.metrics_page.encode()
+    headers = [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")]
+    status = recorder.metrics_status
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": page if status == 200 else b"error"})
+
+
 async def json_response(send: Send, status: int, body: object, headers: dict[str, str]) -> None:
     raw = json.dumps(body).encode()
     pairs = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]

@@ -30,6 +30,7 @@ from tests.adapters.servers import (
     Send,
     Stream,
     json_response,
+    metrics_response,
     prompt_tokens,
     read_body,
 )
@@ -58,10 +59,7 @@ class TGIApp:
             return
         path = scope["path"]
         if path == "/metrics":
-            page = self.recorder.metrics_page.encode()
-            headers = [(b"content-type", b"text/plain; version=0.0.4")]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": page})
+            await metrics_response(self.recorder, send)
             return
         body = await read_body(receive)
         script, hit = self.recorder._open(scope, body)

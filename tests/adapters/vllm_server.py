@@ -15,6 +15,7 @@ from tests.adapters.servers import (
     Send,
     Stream,
     json_response,
+    metrics_response,
     prompt_tokens,
     read_body,
 )
@@ -31,10 +32,7 @@ class VLLMApp:
             return
         path = scope["path"]
         if path == "/metrics":
-            page = self.recorder.metrics_page.encode()
-            headers = [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": page})
+            await metrics_response(self.recorder, send)
             return
         body = await read_body(receive)
         script, hit = self.recorder._open(scope, body)
