@@ -16,7 +16,8 @@ protocols byte for byte as their sources write them:
   ``/generate`` errors as 429/422/424 with that body; the Messages API with
   its own in-stream error object and ``[DONE]``.
 
-Each request picks a :class:`Script` by the ``x-script`` header and leaves a
+Each request picks a :class:`Script` by the ``x-script`` header (or, for
+requests relayed by a gateway, by its ``model`` field) and leaves a
 :class:`Hit` with the server's ``time.monotonic()`` at receipt and right
 after each token chunk was handed to the socket (after ``await send``
 returns: uvicorn writes to the transport before that), so tests compare the
@@ -109,9 +110,11 @@ class Recorder:
 
     def _open(self, scope: Scope, body: dict[str, Any]) -> tuple[Script, Hit]:
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        name = headers.get("x-script", "default")
+        name = headers.get("x-script") or str(body.get("model", "default"))
         hit = Hit(scope["path"], body, headers, time.monotonic())
         with self._lock:
+            if name not in self.scripts:
+                name = "default"
             script = self.scripts.get(name, Script())
             self.hits.setdefault(name, []).append(hit)
         return script, hit
