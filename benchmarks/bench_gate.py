@@ -2,8 +2,8 @@
 
 Run from the repository root (the peers need the ``bench`` extra)::
 
-    python -m benchmarks.bench_gate            # about a minute
-    python -m benchmarks.bench_gate --quick    # fewer repeats
+    python -m benchmarks.bench_gate            # a few minutes
+    python -m benchmarks.bench_gate --quick    # fewer repeats, about 80 s
     python -m benchmarks.bench_gate --load     # also 100,000 requests, 10,000 waiters
 
 Three tables, all on asyncio (two peers are asyncio-only; the Gate and
@@ -14,13 +14,14 @@ Three tables, all on asyncio (two peers are asyncio-only; the Gate and
    (a capacity of 1, 10,000 tasks queued, then timed from the first release
    until every task has had its turn). ``Policy sans-IO`` is the same work
    without the runtime (submit + dispatch + finish; finish + dispatch for the
-   hand-off, since the waiters' submits happen before the clock starts), so
-   ``Gate - Policy`` is what the runtime adds.
+   hand-off, since the waiters' submits happen before the clock starts); the
+   no-op policy (``gate_drain.NullPolicy``) isolates the runtime, and "the
+   runtime's share" rows subtract each sans-IO row from its Gate row.
 2. Draining 10,000 waiters at a fixed rate over an ideal of 1 s (and 3 s),
    costs 1 and 99 mixed at random: wall time against the ideal, the CPU it
    took, the share of pairs served out of arrival order (one tenant, one lane:
-   fair dispatch is FIFO), and the heavy requests' worst wait (see
-   ``benchmarks/gate_drain.py`` for how each limiter is set up).
+   fair dispatch is FIFO), the heavy requests' worst wait and the mean waits
+   (see ``benchmarks/gate_drain.py`` for how each limiter is set up).
 3. With ``--load``, the Gate's 100,000-request, 10,000-waiter load run.
 """
 
@@ -309,17 +310,18 @@ def print_drain(repeats: int, seconds: float) -> None:
     )
     print(
         f"{'':36}{'wall s':>8}{'x ideal':>9}{'CPU s':>7}{'out of order':>14}"
-        f"{'heavy worst wait s':>20}"
+        f"{'heavy worst wait':>18}{'mean wait heavy/light':>23}"
     )
     for name, runner in DRAIN_RUNNERS:
         if runner is None:
             print(f"{name:36}{'not installed':>14}")
             continue
         runs: list[DrainResult] = [runner(costs, rate) for _ in range(repeats)]
-        result = sorted(runs, key=lambda r: r.wall)[len(runs) // 2]
+        r = sorted(runs, key=lambda run: run.wall)[len(runs) // 2]
+        waits = f"{r.heavy_mean_wait:.3f} / {r.light_mean_wait:.3f}"
         print(
-            f"{name:36}{result.wall:>8.3f}{result.wall / seconds:>9.2f}{result.cpu:>7.2f}"
-            f"{result.out_of_order:>13.1%}{result.heavy_worst_wait:>20.3f}"
+            f"{name:36}{r.wall:>8.3f}{r.wall / seconds:>9.2f}{r.cpu:>7.2f}"
+            f"{r.out_of_order:>13.1%}{r.heavy_worst_wait:>18.3f}{waits:>23}"
         )
     print()
 
@@ -334,7 +336,8 @@ def print_load(requests: int) -> None:
         issued = sum(r.issued for r in reports)
         gap = max(r.max_gap for r in reports)
         print(
-            f"  {backend}: {completed:,} of {issued:,} completed in {wall:.1f} s wall; "
+            f"  {backend}: {completed:,} of {issued:,} completed in {wall:.1f} s wall "
+            f"({sum(r.seconds for r in reports):.1f} s virtual); "
             f"{max(r.peak_waiting for r in reports):,} waiters at peak; "
             f"fairness gap {gap:,.0f} <= bound {reports[0].gap_bound:,.0f} cost units; "
             f"memory blocks after each half {blocks[0]:,} / {blocks[1]:,}"

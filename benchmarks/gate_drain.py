@@ -102,13 +102,16 @@ def _bench_config(max_running: int, queued: int) -> PolicyConfig:
 class DrainResult:
     """wall: seconds until every task is done; cpu: process CPU seconds in
     that time; out_of_order: the share of pairs served in the opposite order
-    to their arrival; heavy_worst_wait: the longest a cost-99 request waited,
-    in seconds."""
+    to their arrival; heavy_worst_wait: the longest a cost-99 request waited;
+    heavy_mean_wait, light_mean_wait: the mean wait of the cost-99 and the
+    cost-1 requests; waits in seconds."""
 
     wall: float
     cpu: float
     out_of_order: float
     heavy_worst_wait: float
+    heavy_mean_wait: float
+    light_mean_wait: float
 
 
 def drain_costs(count: int, seed: int = 7) -> list[int]:
@@ -154,8 +157,16 @@ class _Books:
         wall = time.perf_counter() - self.start
         cpu = time.process_time() - self.cpu
         pairs = len(costs) * (len(costs) - 1) / 2
-        heavy = max(w for w, c in zip(self.waits, costs, strict=True) if c == 99)
-        return DrainResult(wall, cpu, inversions(self.served) / pairs, heavy)
+        heavy = [w for w, c in zip(self.waits, costs, strict=True) if c == 99]
+        light = [w for w, c in zip(self.waits, costs, strict=True) if c != 99]
+        return DrainResult(
+            wall,
+            cpu,
+            inversions(self.served) / pairs,
+            max(heavy),
+            sum(heavy) / len(heavy),
+            sum(light) / len(light),
+        )
 
 
 async def _drain(

@@ -124,7 +124,15 @@ class BurnWindows:
     ``None`` not an event for that objective.
     """
 
-    __slots__ = ("_goals", "_windows", "rules")
+    __slots__ = (
+        "_batch",
+        "_goals",
+        "_pending",
+        "_pending_at",
+        "_pending_slice",
+        "_windows",
+        "rules",
+    )
 
     def __init__(
         self,
@@ -140,6 +148,17 @@ class BurnWindows:
         lengths = sorted({w for rule in self.rules for w in (rule.long_s, rule.short_s)})
         fields = 2 * len(self._goals)
         self._windows = {w: SlidingCounts(w, buckets, fields) for w in lengths}
+        # Requests ending within one slice of the finest window land in the same
+        # bucket of every window when every slice width is a whole multiple of
+        # the finest: count them once and add them to the windows per slice,
+        # not per request.
+        widths = [window.width for window in self._windows.values()]
+        finest = min(widths, default=0.0)
+        exact = finest > 0 and all(_whole_multiple(width, finest) for width in widths)
+        self._batch = finest if exact else 0.0
+        self._pending = [0.0] * fields
+        self._pending_slice: int | None = None
+        self._pending_at = 0.0
 
     @property
     def goals(self) -> tuple[tuple[Objective, float], ...]:
@@ -155,16 +174,40 @@ class BurnWindows:
         """Count one request's verdicts (one per goal) at ``now`` (monotonic seconds)."""
         if len(verdicts) != len(self._goals):
             raise UsageError(f"expected {len(self._goals)} verdicts, got {len(verdicts)}")
-        marks = [(2 * i, bad) for i, bad in enumerate(verdicts) if bad is not None]
+        if not math.isfinite(now):
+            raise UsageError(f"now must be a finite number, got {now!r}")
+        if self._batch:
+            current = math.floor(now / self._batch)
+            if current != self._pending_slice:
+                self._flush()
+                self._pending_slice, self._pending_at = current, now
+            self._add(self._pending, verdicts)
+            return
         for window in self._windows.values():
-            bucket = window.bucket(now)
-            for field, bad in marks:
-                bucket[field] += 1.0
+            self._add(window.bucket(now), verdicts)
+
+    @staticmethod
+    def _add(counts: list[float], verdicts: Sequence[bool | None]) -> None:
+        for index, bad in enumerate(verdicts):
+            if bad is not None:
+                counts[2 * index] += 1.0
                 if bad:
-                    bucket[field + 1] += 1.0
+                    counts[2 * index + 1] += 1.0
+
+    def _flush(self) -> None:
+        if self._pending_slice is None:
+            return
+        pending = self._pending
+        for window in self._windows.values():
+            bucket = window.bucket(self._pending_at)
+            for index, value in enumerate(pending):
+                bucket[index] += value
+        self._pending = [0.0] * len(pending)
+        self._pending_slice = None
 
     def rates(self, now: float) -> tuple[BurnRate, ...]:
         """Every objective's burn over every window, objective by objective."""
+        self._flush()
         per_window = {w: counts.totals(now) for w, counts in self._windows.items()}
         return tuple(
             BurnRate(objective, w, goal, int(totals[2 * i]), int(totals[2 * i + 1]))
@@ -188,6 +231,11 @@ class BurnWindows:
 def _exceeds(burn: BurnRate, threshold: float) -> bool:
     rate = burn.rate
     return rate is not None and rate > threshold
+
+
+def _whole_multiple(width: float, unit: float) -> bool:
+    ratio = width / unit
+    return abs(ratio - round(ratio)) < 1e-9 * ratio
 
 
 def _duration(seconds: float) -> str:

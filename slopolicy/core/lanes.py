@@ -156,13 +156,21 @@ class LaneScheduler(Generic[T]):
         """Bring each lane's backlogged flag in line with its queue: lanes that
         emptied leave (their ``V`` is remembered), lanes that filled are lifted.
         ``O(lanes)``; every method calls it, so direct queue use only delays a lift."""
+        changed = joining = False
+        for lane in self._lanes:
+            waiting = bool(lane.queue)
+            if waiting != lane.backlogged:
+                changed = True
+                joining = joining or waiting
+        if not changed:  # the common case: nothing to lift, nobody leaving
+            return
         self._v()
         for lane in self._lanes:
             if lane.backlogged and not lane.queue:
                 lane.backlogged = False
-        joining = [lane for lane in self._lanes if lane.queue and not lane.backlogged]
         if joining:
             v = self._v()
-            for lane in joining:
-                lane.counter = max(lane.counter, v)
-                lane.backlogged = True
+            for lane in self._lanes:
+                if lane.queue and not lane.backlogged:
+                    lane.counter = max(lane.counter, v)
+                    lane.backlogged = True

@@ -315,7 +315,9 @@ class Policy:
         more are overdue nothing starts (an overdue request must not start), so
         a caller that gets ``max_expired`` back calls again to go on.
         """
-        if max_expired is not None and (isinstance(max_expired, bool) or max_expired < 1):
+        if max_expired is not None and (
+            isinstance(max_expired, bool) or not isinstance(max_expired, int) or max_expired < 1
+        ):
             raise UsageError(f"max_expired must be an int >= 1 or None, got {max_expired!r}")
         now = self._advance(now)
         event = self.evaluate(now) if self.health.due(now) else None

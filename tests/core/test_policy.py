@@ -343,8 +343,9 @@ def test_dispatch_bounds_the_expiries_it_does_and_starts_nothing_overdue() -> No
     assert [f.id for f in second.expired] == ["r4", "r5"]
     assert [s.id for s in second] == ["fresh"]
     assert all(f.outcome is Outcome.EXPIRED for f in (*first.expired, *second.expired))
-    with pytest.raises(UsageError):
-        policy.dispatch(1.0, max_expired=0)
+    for bad in (0, 2.5, True):
+        with pytest.raises(UsageError):
+            policy.dispatch(1.0, max_expired=bad)  # type: ignore[arg-type]
 
 
 def test_exactly_max_expired_overdue_still_starts_the_rest() -> None:

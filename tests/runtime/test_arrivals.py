@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -151,3 +152,23 @@ def test_bad_log_settings_are_usage_errors(tmp_path: Path) -> None:
         ArrivalLog(tmp_path / "x", flush_every=0)
     with pytest.raises(UsageError):
         ArrivalLog(tmp_path / "x", max_buffered=0)
+
+
+async def test_the_simulator_replays_an_arrival_log(tmp_path: Path) -> None:
+    from slopolicy.sim import read_trace
+    from slopolicy.sim.traces import GATE_LOG
+
+    path = tmp_path / "arrivals.jsonl"
+    engine = FakeEngine(ttft=0.05, per_token=0.01)
+    async with Gate(policy(), arrival_log=str(path)) as gate:
+        for index in range(3):
+            await anyio.sleep(0.5)
+            request = Request(id=f"r{index}", tenant="t", prompt_tokens=40, max_new_tokens=20)
+            await _stream(gate, engine, request)
+    workload = read_trace(str(path), GATE_LOG)
+    assert [r.prompt_tokens for r in workload.requests] == [40, 40, 40]
+    assert [r.output_tokens for r in workload.requests] == [20, 20, 20]
+    arrivals = [r.arrival for r in workload.requests]
+    assert arrivals == sorted(arrivals)
+    # each came 0.5 s after the previous one ended (about 0.25 s of streaming)
+    assert [b - a for a, b in itertools.pairwise(arrivals)] == pytest.approx([0.74, 0.74], abs=0.02)
