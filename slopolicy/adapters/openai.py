@@ -42,24 +42,24 @@ from typing import TYPE_CHECKING, Any
 
 try:
     import openai
-except ImportError as error:  # pragma: no cover - exercised in a subprocess-free test
+except ImportError as error:  # tests hide the package to check this message
     raise ImportError(
         "slopolicy.adapters.openai needs the openai client: pip install 'slopolicy[openai]'"
     ) from error
 
+from slopolicy.adapters._openai_stream import (
+    StreamState,
+    chat_tokens,
+    classify,
+    completion_tokens,
+)
 from slopolicy.adapters.common import (
-    EngineError,
-    EngineFault,
-    GatedStream,
     Reply,
     Who,
-    fail,
-    fault_from_status,
-    parse_retry_after,
     policy_request,
-    relay,
 )
-from slopolicy.core.outcome import Outcome
+from slopolicy.adapters.streams import GatedStream, fail, holding, relay
+from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.request import Message, Request
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
@@ -70,132 +70,6 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
 __all__ = ("GatedOpenAI", "classify")
-
-# finish_reason values meaning the engine gave up on the sequence (vLLM).
-_BROKEN_FINISH = frozenset({"error", "abort"})
-
-
-def classify(error: Exception) -> EngineError:
-    """The :class:`EngineError` for an exception from the openai client."""
-    if isinstance(error, openai.APITimeoutError):
-        return EngineError(EngineFault.TIMEOUT, "the engine did not answer in time")
-    if isinstance(error, openai.APIConnectionError):
-        message = f"the connection to the engine broke: {error.__cause__ or error}"
-        return EngineError(EngineFault.DISCONNECTED, message)
-    if isinstance(error, openai.APIStatusError):
-        retry = parse_retry_after(error.response.headers.get("retry-after"))
-        return fault_from_status(
-            error.status_code, _message(error.body, error.message), param=error.param,
-            retry_after=retry,
-        )  # fmt: skip
-    if isinstance(error, openai.APIError):  # an error event inside the stream
-        return _body_fault(error.body, error.message)
-    return EngineError(EngineFault.FAILED, f"{type(error).__name__}: {error}")
-
-
-def _message(body: object, default: str) -> str:
-    if isinstance(body, Mapping):
-        message = body.get("message")
-        if isinstance(message, str):
-            return message
-    return default
-
-
-def _body_fault(body: object, default: str) -> EngineError:
-    """An error object sent inside a stream: vLLM's ``code`` is the HTTP status
-    it would have answered (an int, or a digit string in older servers)."""
-    status: int | None = None
-    param: str | None = None
-    if isinstance(body, Mapping):
-        code = body.get("code")
-        if isinstance(code, int) and not isinstance(code, bool):
-            status = code
-        elif isinstance(code, str) and code.isdigit():
-            status = int(code)
-        raw_param = body.get("param")
-        param = raw_param if isinstance(raw_param, str) else None
-    # A 4xx here is still the caller's: vLLM validates some prompts (length
-    # against max_model_len) only once the engine takes the request, in-stream.
-    return fault_from_status(status, _message(body, default), param=param)
-
-
-def _flat_error(chunk: Any) -> Mapping[str, Any] | None:
-    """Older vLLM sent in-stream errors flat, ``{"object": "error", ...}``; the
-    openai client parses those as a chunk instead of raising."""
-    if getattr(chunk, "object", None) != "error":
-        return None
-    extra = chunk.model_extra or {}
-    return {"message": extra.get("message", "engine error"), **extra}
-
-
-def _extra(model: Any, name: str) -> object:
-    extra = getattr(model, "model_extra", None)
-    return extra.get(name) if extra else None
-
-
-def _chat_tokens(chunk: ChatCompletionChunk) -> int:
-    """Output tokens in a chat chunk: ``logprobs`` entries when sent, else one
-    per choice carrying output or its ``finish_reason`` (vLLM's last chunk
-    carries the final token; an EOS has no text)."""
-    total = 0
-    for choice in chunk.choices:
-        logprobs = choice.logprobs
-        if logprobs is not None and logprobs.content:
-            total += len(logprobs.content)
-            continue
-        delta = choice.delta
-        output = delta.content or delta.tool_calls or delta.refusal
-        # vLLM streams reasoning as ``reasoning`` (older: ``reasoning_content``).
-        thought = _extra(delta, "reasoning") or _extra(delta, "reasoning_content")
-        if output or thought or choice.finish_reason is not None:
-            total += 1
-    return total
-
-
-def _completion_tokens(chunk: Completion) -> int:
-    """Output tokens in a legacy completion chunk (see :func:`_chat_tokens`)."""
-    total = 0
-    for choice in chunk.choices:
-        logprobs = choice.logprobs
-        if logprobs is not None and logprobs.tokens:
-            total += len(logprobs.tokens)
-        elif choice.text or choice.finish_reason is not None:
-            total += 1
-    return total
-
-
-class _StreamState:
-    """What a stream said about itself: choices seen and finished, usage."""
-
-    __slots__ = ("finished", "seen", "show_usage", "usage")
-
-    def __init__(self, show_usage: bool) -> None:
-        self.show_usage = show_usage
-        self.seen: set[int] = set()
-        self.finished: dict[int, str] = {}
-        self.usage: int | None = None
-
-    def watch(self, chunk: ChatCompletionChunk | Completion) -> bool:
-        flat = _flat_error(chunk)
-        if flat is not None:
-            raise _body_fault(flat, "engine error")
-        if chunk.usage is not None:
-            self.usage = chunk.usage.completion_tokens
-        for choice in chunk.choices:
-            self.seen.add(choice.index)
-            if choice.finish_reason is not None:
-                self.finished[choice.index] = choice.finish_reason
-        return bool(chunk.choices) or self.show_usage
-
-    def settle(self) -> int | None:
-        broken = sorted(reason for reason in self.finished.values() if reason in _BROKEN_FINISH)
-        if broken:
-            raise EngineError(EngineFault.FAILED, f"the engine ended a sequence with {broken[0]!r}")
-        if not self.seen or self.seen - self.finished.keys():
-            # [DONE] or the end of the body came before every finish_reason:
-            # a proxy or the engine cut the stream short.
-            raise EngineError(EngineFault.DISCONNECTED, "the stream ended before it finished")
-        return self.usage
 
 
 def _as_message(message: Message) -> dict[str, str]:
@@ -267,7 +141,8 @@ class GatedOpenAI:
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
         request = self._chat_request(listed, model, params, who)
         ticket = await self.gate.admit(request)
-        body = self._chat_body(ticket, request, listed, model, params)
+        with holding(ticket):
+            body = self._chat_body(ticket, request, listed, model, params)
         response = await self._call(ticket, self.client.chat.completions.create, body)
         usage = response.usage.completion_tokens if response.usage is not None else None
         return Reply(response, self._settle(ticket, usage))
@@ -293,10 +168,11 @@ class GatedOpenAI:
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
         request = self._chat_request(listed, model, params, who)
         ticket = await self.gate.admit(request)
-        body = self._chat_body(ticket, request, listed, model, params)
-        show_usage = self._stream_options(body)
+        with holding(ticket):
+            body = self._chat_body(ticket, request, listed, model, params)
+            show_usage = self._stream_options(body)
         raw = await self._call(ticket, self.client.chat.completions.create, body)
-        return self._gated(ticket, raw, _StreamState(show_usage), _chat_tokens)
+        return self._gated(ticket, raw, StreamState(show_usage), chat_tokens)
 
     # -- legacy completions ---------------------------------------------------
 
@@ -318,7 +194,8 @@ class GatedOpenAI:
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
         request = self._completion_request(prompt, model, params, who)
         ticket = await self.gate.admit(request)
-        body = self._completion_body(ticket, request, prompt, model, params)
+        with holding(ticket):
+            body = self._completion_body(ticket, request, prompt, model, params)
         response = await self._call(ticket, self.client.completions.create, body)
         usage = response.usage.completion_tokens if response.usage is not None else None
         return Reply(response, self._settle(ticket, usage))
@@ -341,14 +218,17 @@ class GatedOpenAI:
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
         request = self._completion_request(prompt, model, params, who)
         ticket = await self.gate.admit(request)
-        body = self._completion_body(ticket, request, prompt, model, params)
-        show_usage = self._stream_options(body)
+        with holding(ticket):
+            body = self._completion_body(ticket, request, prompt, model, params)
+            show_usage = self._stream_options(body)
         raw = await self._call(ticket, self.client.completions.create, body)
-        return self._gated(ticket, raw, _StreamState(show_usage), _completion_tokens)
+        return self._gated(ticket, raw, StreamState(show_usage), completion_tokens)
 
     # -- building requests ------------------------------------------------------
 
     def _limits(self, params: Mapping[str, Any]) -> int:
+        if "stream" in params:
+            raise UsageError("pass no stream=: call chat_stream/completion_stream to stream")
         # Chat takes either name (max_tokens is deprecated there); completions only max_tokens.
         limit = params.get("max_completion_tokens", params.get("max_tokens"))
         return self.default_max_tokens if limit is None else int(limit)
@@ -393,7 +273,8 @@ class GatedOpenAI:
         if sent.reasoning_effort != asked.reasoning_effort:
             body["reasoning_effort"] = sent.reasoning_effort
         headers = dict(body.get("extra_headers") or {})
-        headers.setdefault("X-Request-Id", ticket.id)
+        if not any(name.lower() == "x-request-id" for name in headers):
+            headers["X-Request-Id"] = ticket.id  # vLLM logs and aborts by it
         body["extra_headers"] = headers
         priority = self.priorities.get(ticket.lane)
         if priority is not None:
@@ -458,13 +339,13 @@ class GatedOpenAI:
             raise
 
     @staticmethod
-    def _settle(ticket: Ticket, usage: int | None) -> Any:
+    def _settle(ticket: Ticket, usage: int | None) -> Finished:
         # No usage from the engine: charge the budget it was allowed, not zero.
         tokens = usage if usage is not None else ticket.request.output_budget
         return ticket.finish(Outcome.COMPLETED, output_tokens=tokens)
 
     @staticmethod
-    def _gated(ticket: Ticket, raw: Any, state: _StreamState, tokens_of: Any) -> GatedStream[Any]:
+    def _gated(ticket: Ticket, raw: Any, state: StreamState, tokens_of: Any) -> GatedStream[Any]:
         # The engine took the request: its response headers are here.
         ticket.mark("schedule")
         source = relay(

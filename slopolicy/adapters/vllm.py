@@ -53,12 +53,11 @@ from typing import Any, Protocol
 from slopolicy.adapters.common import (
     EngineError,
     EngineFault,
-    GatedStream,
     Who,
     fault_from_status,
     policy_request,
-    relay,
 )
+from slopolicy.adapters.streams import GatedStream, holding, relay
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
 from slopolicy.runtime.ticket import Ticket
@@ -231,10 +230,11 @@ class GatedAsyncLLM:
         """
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
         ticket = await self.gate.admit(self._request(prompt, sampling_params, who))
-        params = self._params(ticket, sampling_params)
-        if ticket.lane in self.priorities:
-            kwargs["priority"] = self.priorities[ticket.lane]
-        outputs = _Outputs(self.engine.generate(prompt, params, ticket.id, **kwargs))
+        with holding(ticket):
+            params = self._params(ticket, sampling_params)
+            if ticket.lane in self.priorities:
+                kwargs["priority"] = self.priorities[ticket.lane]
+            outputs = _Outputs(self.engine.generate(prompt, params, ticket.id, **kwargs))
         progress = _Progress(_kind(params))
 
         async def close() -> None:

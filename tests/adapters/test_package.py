@@ -14,6 +14,7 @@ import slopolicy.adapters
 import slopolicy.adapters.common
 import slopolicy.adapters.metrics
 import slopolicy.adapters.openai
+import slopolicy.adapters.streams
 import slopolicy.adapters.tgi
 import slopolicy.adapters.vllm
 from slopolicy.adapters import EngineError, EngineFault, engine_error_response
@@ -24,6 +25,7 @@ MODULES = [
     slopolicy.adapters.common,
     slopolicy.adapters.metrics,
     slopolicy.adapters.openai,
+    slopolicy.adapters.streams,
     slopolicy.adapters.tgi,
     slopolicy.adapters.vllm,
 ]
