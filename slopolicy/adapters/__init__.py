@@ -23,17 +23,17 @@ module                              wraps                                  extra
 What they share lives in :mod:`slopolicy.adapters.common`: :class:`EngineError`
 (how an engine's refusal or failure maps to the gate's outcomes and to an HTTP
 status) and :class:`Reply` (a whole answer with the policy's record); and in
-:mod:`slopolicy.adapters.streams`: :class:`GatedStream` (an engine stream that
-owns its ticket) and the relay a new adapter builds on. ``EngineError``
+:mod:`slopolicy.adapters.calls`: :class:`GatedStream` (an engine stream that
+owns its ticket) and the helpers a new adapter builds on. ``EngineError``
 derives from :class:`~slopolicy.SlopolicyError`, beside ``Rejected``.
 """
 
 from __future__ import annotations
 
+from slopolicy.adapters.calls import GatedStream as GatedStream
 from slopolicy.adapters.common import EngineError as EngineError
 from slopolicy.adapters.common import EngineFault as EngineFault
 from slopolicy.adapters.common import Reply as Reply
 from slopolicy.adapters.common import engine_error_response as engine_error_response
-from slopolicy.adapters.streams import GatedStream as GatedStream
 
 __all__ = ("EngineError", "EngineFault", "GatedStream", "Reply", "engine_error_response")

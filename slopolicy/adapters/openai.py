@@ -53,13 +53,8 @@ from slopolicy.adapters._openai_stream import (
     classify,
     completion_tokens,
 )
-from slopolicy.adapters.common import (
-    Reply,
-    Who,
-    policy_request,
-)
-from slopolicy.adapters.streams import GatedStream, fail, holding, relay
-from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.adapters.calls import GatedStream, answer, holding, sent, stream
+from slopolicy.adapters.common import Reply, Who, policy_request
 from slopolicy.core.request import Message, Request
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
@@ -137,15 +132,9 @@ class GatedOpenAI:
         Raises :class:`~slopolicy.Rejected` when the gate refuses, and
         :class:`~slopolicy.adapters.common.EngineError` when the engine does.
         """
-        listed = list(messages)
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
-        request = self._chat_request(listed, model, params, who)
-        ticket = await self.gate.admit(request)
-        with holding(ticket):
-            body = self._chat_body(ticket, request, listed, model, params)
-        response = await self._call(ticket, self.client.chat.completions.create, body)
-        usage = response.usage.completion_tokens if response.usage is not None else None
-        return Reply(response, self._settle(ticket, usage))
+        ticket, body = await self._admit_chat(list(messages), model, params, who)
+        return await self._whole(ticket, self.client.chat.completions.create, body)
 
     async def chat_stream(
         self,
@@ -164,15 +153,9 @@ class GatedOpenAI:
         """A streamed chat completion through the gate, returned once the
         engine accepted it (its response headers arrived); errors before the
         stream raise here, errors inside it from iterating."""
-        listed = list(messages)
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
-        request = self._chat_request(listed, model, params, who)
-        ticket = await self.gate.admit(request)
-        with holding(ticket):
-            body = self._chat_body(ticket, request, listed, model, params)
-            show_usage = self._stream_options(body)
-        raw = await self._call(ticket, self.client.chat.completions.create, body)
-        return self._gated(ticket, raw, StreamState(show_usage), chat_tokens)
+        ticket, body = await self._admit_chat(list(messages), model, params, who)
+        return await self._stream(ticket, self.client.chat.completions.create, body, chat_tokens)
 
     # -- legacy completions ---------------------------------------------------
 
@@ -192,13 +175,8 @@ class GatedOpenAI:
     ) -> Reply[Completion]:
         """``completions.create`` through the gate; the whole answer."""
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
-        request = self._completion_request(prompt, model, params, who)
-        ticket = await self.gate.admit(request)
-        with holding(ticket):
-            body = self._completion_body(ticket, request, prompt, model, params)
-        response = await self._call(ticket, self.client.completions.create, body)
-        usage = response.usage.completion_tokens if response.usage is not None else None
-        return Reply(response, self._settle(ticket, usage))
+        ticket, body = await self._admit_completion(prompt, model, params, who)
+        return await self._whole(ticket, self.client.completions.create, body)
 
     async def completion_stream(
         self,
@@ -216,13 +194,8 @@ class GatedOpenAI:
     ) -> GatedStream[Completion]:
         """A streamed legacy completion through the gate (see :meth:`chat_stream`)."""
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
-        request = self._completion_request(prompt, model, params, who)
-        ticket = await self.gate.admit(request)
-        with holding(ticket):
-            body = self._completion_body(ticket, request, prompt, model, params)
-            show_usage = self._stream_options(body)
-        raw = await self._call(ticket, self.client.completions.create, body)
-        return self._gated(ticket, raw, StreamState(show_usage), completion_tokens)
+        ticket, body = await self._admit_completion(prompt, model, params, who)
+        return await self._stream(ticket, self.client.completions.create, body, completion_tokens)
 
     # -- building requests ------------------------------------------------------
 
@@ -233,11 +206,12 @@ class GatedOpenAI:
         limit = params.get("max_completion_tokens", params.get("max_tokens"))
         return self.default_max_tokens if limit is None else int(limit)
 
-    def _chat_request(
+    async def _admit_chat(
         self, messages: list[Any], model: str, params: Mapping[str, Any], who: Who
-    ) -> Request:
+    ) -> tuple[Ticket, dict[str, Any]]:
+        """Admit a chat call; the ticket and the body to send."""
         top = params.get("top_logprobs")
-        return policy_request(
+        asked = policy_request(
             who,
             messages=messages,
             max_new_tokens=self._limits(params),
@@ -246,11 +220,15 @@ class GatedOpenAI:
             reasoning_effort=params.get("reasoning_effort"),
             model=model,
         )
+        ticket = await self.gate.admit(asked)
+        with holding(ticket):
+            return ticket, self._chat_body(ticket, asked, messages, model, params)
 
-    def _completion_request(
+    async def _admit_completion(
         self, prompt: str, model: str, params: Mapping[str, Any], who: Who
-    ) -> Request:
-        return policy_request(
+    ) -> tuple[Ticket, dict[str, Any]]:
+        """Admit a legacy completion call; the ticket and the body to send."""
+        asked = policy_request(
             who,
             prompt=prompt,
             max_new_tokens=self._limits(params),
@@ -259,6 +237,9 @@ class GatedOpenAI:
             logprobs=params.get("logprobs"),
             model=model,
         )
+        ticket = await self.gate.admit(asked)
+        with holding(ticket):
+            return ticket, self._completion_body(ticket, asked, prompt, model, params)
 
     def _common_body(
         self, ticket: Ticket, asked: Request, model: str, params: Mapping[str, Any]
@@ -329,26 +310,29 @@ class GatedOpenAI:
     # -- calling ----------------------------------------------------------------
 
     @staticmethod
-    async def _call(ticket: Ticket, create: Any, body: dict[str, Any]) -> Any:
-        try:
-            return await create(**body)
-        except Exception as error:
-            raise fail(ticket, classify(error)) from error
-        except BaseException:
-            ticket.cancel()  # cancelled while waiting: the connection closes, vLLM aborts
-            raise
+    async def _whole(ticket: Ticket, create: Any, body: dict[str, Any]) -> Reply[Any]:
+        with holding(ticket):
+            pending = create(**body)
+        return await answer(ticket, pending, classify=classify, output_tokens=_usage)
 
-    @staticmethod
-    def _settle(ticket: Ticket, usage: int | None) -> Finished:
-        # No usage from the engine: charge the budget it was allowed, not zero.
-        tokens = usage if usage is not None else ticket.request.output_budget
-        return ticket.finish(Outcome.COMPLETED, output_tokens=tokens)
-
-    @staticmethod
-    def _gated(ticket: Ticket, raw: Any, state: StreamState, tokens_of: Any) -> GatedStream[Any]:
-        # The engine took the request: its response headers are here.
-        ticket.mark("schedule")
-        source = relay(
-            ticket, raw, watch=state.watch, classify=classify, settle=state.settle, close=raw.close
+    async def _stream(
+        self, ticket: Ticket, create: Any, body: dict[str, Any], tokens_of: Any
+    ) -> GatedStream[Any]:
+        with holding(ticket):
+            state = StreamState(self._stream_options(body))
+            pending = create(**body)
+        raw = await sent(ticket, pending, classify=classify)
+        ticket.mark("schedule")  # the engine took the request: its response headers are here
+        return stream(
+            ticket,
+            raw,
+            watch=state.watch,
+            classify=classify,
+            settle=state.settle,
+            close=raw.close,
+            tokens_of=tokens_of,
         )
-        return GatedStream(ticket, ticket.track(source, tokens_of=tokens_of), close=raw.close)
+
+
+def _usage(response: ChatCompletion | Completion) -> int | None:
+    return response.usage.completion_tokens if response.usage is not None else None

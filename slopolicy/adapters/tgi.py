@@ -48,7 +48,7 @@ calls and ``chat`` also run on trio (huggingface_hub 2.x speaks through httpx2).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -59,13 +59,8 @@ except ImportError as error:  # tests hide the package to check this message
     ) from error
 
 from slopolicy.adapters._tgi_stream import ChatState, Closer, TextState, chat_tokens, classify
-from slopolicy.adapters.common import (
-    Reply,
-    Who,
-    policy_request,
-)
-from slopolicy.adapters.streams import GatedStream, fail, holding, relay
-from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.adapters.calls import GatedStream, answer, holding, sent, stream
+from slopolicy.adapters.common import Reply, Who, policy_request
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
 from slopolicy.runtime.ticket import Ticket
@@ -130,9 +125,7 @@ class GatedInferenceClient:
             call = self.client.text_generation(
                 prompt, details=True, max_new_tokens=sent.max_new_tokens, **params
             )
-        output: TextGenerationOutput = await _call(ticket, call)
-        generated = output.details.generated_tokens if output.details is not None else None
-        return Reply(output, _settle(ticket, generated))
+        return await answer(ticket, call, classify=classify, output_tokens=_generated)
 
     async def text_generation_stream(
         self,
@@ -161,9 +154,8 @@ class GatedInferenceClient:
                 max_new_tokens=ticket.request.max_new_tokens,
                 **params,
             )
-        raw: AsyncIterator[TextGenerationStreamOutput] = await _call(ticket, call)
         state = TextState()
-        return _gated(ticket, raw, state.watch, state.settle, None)
+        return await _stream(ticket, call, state.watch, state.settle, None)
 
     async def chat(
         self,
@@ -189,8 +181,7 @@ class GatedInferenceClient:
                 max_tokens=ticket.request.max_new_tokens,
                 **self._chat_params(ticket, params),
             )
-        output: ChatCompletionOutput = await _call(ticket, call)
-        return Reply(output, _settle(ticket, output.usage.completion_tokens))
+        return await answer(ticket, call, classify=classify, output_tokens=_completion_tokens)
 
     async def chat_stream(
         self,
@@ -222,9 +213,8 @@ class GatedInferenceClient:
                 stream_options=options,
                 **self._chat_params(ticket, params),
             )
-        raw: AsyncIterator[ChatCompletionStreamOutput] = await _call(ticket, call)
         state = ChatState(show_usage)
-        return _gated(ticket, raw, state.watch, state.settle, chat_tokens)
+        return await _stream(ticket, call, state.watch, state.settle, chat_tokens)
 
     @staticmethod
     def _chat_params(ticket: Ticket, params: dict[str, Any]) -> dict[str, Any]:
@@ -271,24 +261,20 @@ class GatedInferenceClient:
         return await self.gate.admit(request)
 
 
-async def _call(ticket: Ticket, call: Any) -> Any:
-    try:
-        return await call
-    except Exception as error:
-        raise fail(ticket, classify(error)) from error
-    except BaseException:
-        ticket.cancel()
-        raise
+def _generated(output: TextGenerationOutput) -> int | None:
+    return output.details.generated_tokens if output.details is not None else None
 
 
-def _settle(ticket: Ticket, generated: int | None) -> Finished:
-    # No count from the engine: charge the budget it was allowed, not zero.
-    tokens = generated if generated is not None else ticket.request.output_budget
-    return ticket.finish(Outcome.COMPLETED, output_tokens=tokens)
+def _completion_tokens(output: ChatCompletionOutput) -> int:
+    return output.usage.completion_tokens
 
 
-def _gated(ticket: Ticket, raw: Any, watch: Any, settle: Any, tokens_of: Any) -> GatedStream[Any]:
+async def _stream(
+    ticket: Ticket, call: Awaitable[AsyncIterable[Any]], watch: Any, settle: Any, tokens_of: Any
+) -> GatedStream[Any]:
+    raw = await sent(ticket, call, classify=classify)
     ticket.mark("schedule")  # TGI took the request: its response headers are here
     close = Closer(raw)
-    source = relay(ticket, raw, watch=watch, classify=classify, settle=settle, close=close)
-    return GatedStream(ticket, ticket.track(source, tokens_of=tokens_of), close=close)
+    return stream(
+        ticket, raw, watch=watch, classify=classify, settle=settle, close=close, tokens_of=tokens_of
+    )

@@ -50,6 +50,7 @@ import copy
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
+from slopolicy.adapters.calls import GatedStream, holding, stream
 from slopolicy.adapters.common import (
     EngineError,
     EngineFault,
@@ -57,7 +58,6 @@ from slopolicy.adapters.common import (
     fault_from_status,
     policy_request,
 )
-from slopolicy.adapters.streams import GatedStream, holding, relay
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
 from slopolicy.runtime.ticket import Ticket
@@ -240,16 +240,15 @@ class GatedAsyncLLM:
         async def close() -> None:
             await outputs.close(self.engine, ticket.id)
 
-        stream = relay(
+        return stream(
             ticket,
             outputs,
             watch=progress.watch,
             classify=classify,
             settle=progress.settle,
             close=close,
+            tokens_of=progress.tokens_of,
         )
-        tracked = ticket.track(stream, tokens_of=progress.tokens_of)
-        return GatedStream(ticket, tracked, close=close)
 
     def _request(self, prompt: str | Mapping[str, Any], params: Any, who: Who) -> Any:
         text: str | None = None

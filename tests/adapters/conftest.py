@@ -3,9 +3,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 
-from slopolicy import Policy, PolicyConfig
+from slopolicy import EngineSignals, Gate, Policy, PolicyConfig
 from slopolicy.core.tokens import HeuristicCounter
 from tests.adapters.servers import Recorder, ServerThread
 from tests.adapters.tgi_server import TGIApp
@@ -57,3 +58,25 @@ def config(**overrides: Any) -> PolicyConfig:
 
 def policy(**overrides: Any) -> Policy:
     return Policy(config(**overrides), counter=HeuristicCounter())
+
+
+#: A ladder that drops optional features, then sends the batch lane to "small";
+#: it climbs a rung per 50 ms of full KV.
+LADDER: dict[str, Any] = {
+    "enabled": True,
+    "rungs": ["drop_optional_features", "cheaper_model"],
+    "cheaper_model": "small",
+    "evaluate_every_s": 0.02,
+    "dwell_s": 0.05,
+    "kv_usage": {"enter": 0.9, "exit": 0.5},
+}
+
+
+async def climb(gate: Gate, level: int) -> None:
+    """Report a full KV cache until the ladder stands at ``level`` (real time)."""
+    ladder = gate.policy.health.ladder
+    with anyio.fail_after(5):
+        while ladder is None or ladder.level < level:
+            gate.observe(EngineSignals(observed_at=anyio.current_time(), kv_usage=0.99))
+            await anyio.sleep(0.02)
+            ladder = gate.policy.health.ladder

@@ -26,6 +26,7 @@ adapter's TTFT/TPOT with when bytes actually left.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import json
@@ -108,7 +109,8 @@ class Recorder:
         assert hits[0].done.wait(5.0), "the server did not finish the request"
         return hits[0]
 
-    def _open(self, scope: Scope, body: dict[str, Any]) -> tuple[Script, Hit]:
+    def open(self, scope: Scope, body: dict[str, Any]) -> tuple[Script, Hit]:
+        """The script a request picks, and its new hit."""
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         name = headers.get("x-script") or str(body.get("model", "default"))
         hit = Hit(scope["path"], body, headers, time.monotonic())
@@ -192,6 +194,35 @@ class Stream:
 
     def close(self) -> None:
         self._watch.cancel()
+
+
+class EngineApp(abc.ABC):
+    """An engine's ASGI app: ``/metrics`` from the recorder; every other path
+    reads its JSON body, picks its script and is answered by :meth:`answer`."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/metrics":
+            await metrics_response(self.recorder, send)
+            return
+        body = await read_body(receive)
+        script, hit = self.recorder.open(scope, body)
+        stream = Stream(receive, send, hit)
+        try:
+            await self.answer(scope["path"], body, script, stream, send)
+        finally:
+            stream.close()
+            hit.done.set()
+
+    @abc.abstractmethod
+    async def answer(
+        self, path: str, body: dict[str, Any], script: Script, stream: Stream, send: Send
+    ) -> None:
+        """Answer one request as the engine does (``stream`` for SSE bodies)."""
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:

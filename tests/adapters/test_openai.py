@@ -16,7 +16,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from slopolicy import Gate, Outcome, Policy, Rejected
 from slopolicy.adapters import EngineError, EngineFault, engine_error_response
 from slopolicy.adapters.openai import GatedOpenAI
-from tests.adapters.conftest import policy
+from slopolicy.errors import UsageError
+from tests.adapters.conftest import LADDER, climb, policy
 from tests.adapters.servers import Recorder, Script
 from tests.runtime.conftest import assert_clean
 
@@ -336,3 +337,51 @@ async def test_known_prompt_tokens_skip_counting_content(vllm_url: str, recorder
         )
     assert reply.finished.prompt_tokens == 700
     assert recorder.hit("image").body["messages"] == image
+
+
+async def test_the_ladder_rewrites_what_is_sent(vllm_url: str, recorder: Recorder) -> None:
+    headers = recorder.script("ladder", Script(tokens=2))
+    async with gated(vllm_url, policy(ladder=LADDER)) as (client, p):
+        await climb(client.gate, 2)
+        reply = await client.chat(
+            model="big",
+            messages=HELLO,
+            lane="batch",
+            n=2,
+            logprobs=True,
+            top_logprobs=3,
+            max_completion_tokens=4,
+            extra_headers=headers,
+        )
+        assert_clean(p)
+    body = recorder.hit("ladder").body
+    assert (body["model"], body["n"], body["max_completion_tokens"]) == ("small", 1, 4)
+    assert "logprobs" not in body
+    assert "top_logprobs" not in body
+    assert "max_tokens" not in body
+    assert reply.finished.output_tokens == 2
+
+
+async def test_a_bad_keyword_releases_the_ticket_and_sends_nothing(
+    vllm_url: str, recorder: Recorder
+) -> None:
+    headers = recorder.script("typo", Script())
+    async with gated(vllm_url) as (client, p):
+        with pytest.raises(TypeError):
+            await client.chat(model="m", messages=HELLO, tempurature=0.5, extra_headers=headers)
+        with pytest.raises(TypeError):
+            await client.chat_stream(
+                model="m", messages=HELLO, stream_options=True, extra_headers=headers
+            )
+        with pytest.raises(UsageError, match="chat_stream"):
+            await client.chat(model="m", messages=HELLO, stream=True, extra_headers=headers)
+        assert_clean(p)
+        assert p.statistics().outcomes[Outcome.CANCELLED] == 2
+    assert recorder.hits["typo"] == []
+
+
+async def test_the_callers_request_id_header_is_kept(vllm_url: str, recorder: Recorder) -> None:
+    headers = recorder.script("own-id", Script(tokens=1)) | {"x-request-id": "mine"}
+    async with gated(vllm_url) as (client, _):
+        await client.chat(model="m", messages=HELLO, request_id="policy-id", extra_headers=headers)
+    assert recorder.hit("own-id").headers["x-request-id"] == "mine"

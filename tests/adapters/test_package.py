@@ -11,10 +11,10 @@ import types
 import pytest
 
 import slopolicy.adapters
+import slopolicy.adapters.calls
 import slopolicy.adapters.common
 import slopolicy.adapters.metrics
 import slopolicy.adapters.openai
-import slopolicy.adapters.streams
 import slopolicy.adapters.tgi
 import slopolicy.adapters.vllm
 from slopolicy.adapters import EngineError, EngineFault, engine_error_response
@@ -22,10 +22,10 @@ from slopolicy.adapters.common import fault_from_status, parse_retry_after
 
 MODULES = [
     slopolicy.adapters,
+    slopolicy.adapters.calls,
     slopolicy.adapters.common,
     slopolicy.adapters.metrics,
     slopolicy.adapters.openai,
-    slopolicy.adapters.streams,
     slopolicy.adapters.tgi,
     slopolicy.adapters.vllm,
 ]

@@ -20,7 +20,8 @@ from huggingface_hub import AsyncInferenceClient
 from slopolicy import Gate, Outcome, Policy
 from slopolicy.adapters import EngineError, EngineFault
 from slopolicy.adapters.tgi import GatedInferenceClient
-from tests.adapters.conftest import policy
+from slopolicy.errors import UsageError
+from tests.adapters.conftest import LADDER, climb, policy
 from tests.adapters.servers import Recorder, Script
 from tests.runtime.conftest import assert_clean
 
@@ -31,9 +32,9 @@ HELLO = [{"role": "user", "content": "hello there engine"}]
 
 @asynccontextmanager
 async def gated(
-    url: str, headers: dict[str, str], client_timeout: float = 10.0
+    url: str, headers: dict[str, str], client_timeout: float = 10.0, p: Policy | None = None
 ) -> AsyncIterator[tuple[GatedInferenceClient, Policy]]:
-    p = policy()
+    p = p or policy()
     async with (
         Gate(p) as gate,
         AsyncInferenceClient(model=url, headers=headers, timeout=client_timeout) as client,
@@ -214,3 +215,32 @@ async def test_a_slow_first_token_past_the_client_timeout(tgi_url: str, recorder
         assert_clean(p)
     assert caught.value.fault is EngineFault.TIMEOUT
     assert recorder.hit("tgi-slow").disconnected
+
+
+async def test_the_ladder_rewrites_a_chat(tgi_url: str, recorder: Recorder) -> None:
+    headers = recorder.script("tgi-ladder", Script(tokens=2))
+    async with gated(tgi_url, headers, p=policy(ladder=LADDER)) as (client, p):
+        await climb(client.gate, 2)
+        stream = await client.chat_stream(HELLO, model="big", n=2, max_tokens=4, lane="batch")
+        await drain(stream)
+        assert_clean(p)
+    body = recorder.hit("tgi-ladder").body
+    assert (body["model"], body["n"], body["max_tokens"]) == ("small", 1, 4)
+
+
+async def test_a_bad_keyword_releases_the_ticket_and_sends_nothing(
+    tgi_url: str, recorder: Recorder
+) -> None:
+    headers = recorder.script("tgi-typo", Script())
+    async with gated(tgi_url, headers) as (client, p):
+        with pytest.raises(TypeError):
+            await client.text_generation_stream("hi", tempurature=0.5)
+        with pytest.raises(TypeError):
+            await client.chat_stream(HELLO, stream_options={"include_usage": True, "x": 1})
+        with pytest.raises(UsageError, match="details"):
+            await client.text_generation_stream("hi", details=False)
+        with pytest.raises(UsageError, match="chat_stream"):
+            await client.chat(HELLO, stream=True)
+        assert_clean(p)
+        assert p.statistics().outcomes[Outcome.CANCELLED] == 2
+    assert recorder.hits["tgi-typo"] == []

@@ -123,6 +123,16 @@ async def test_prompt_forms_and_an_unbounded_max_tokens() -> None:
     assert stream.finished.prompt_tokens == 300
 
 
+async def test_sampling_params_that_cannot_take_the_limits_release_the_ticket() -> None:
+    engine = FakeAsyncLLM()
+    async with gated(engine) as (gated_llm, p):
+        with pytest.raises(AttributeError):
+            await gated_llm.generate("hi", object())  # no max_tokens to set
+        assert_clean(p)
+        assert p.statistics().outcomes[Outcome.CANCELLED] == 1
+    assert engine.calls == []
+
+
 async def test_vllm_refusals_come_from_iterating() -> None:
     engine = FakeAsyncLLM(queue_limit=0, max_model_len=100)
     async with gated(engine) as (gated_llm, p):

@@ -22,17 +22,13 @@ from typing import Any
 
 from tests.adapters.servers import (
     Dropped,
+    EngineApp,
     Hit,
-    Receive,
-    Recorder,
-    Scope,
     Script,
     Send,
     Stream,
     json_response,
-    metrics_response,
     prompt_tokens,
-    read_body,
 )
 
 _MESSAGES = {
@@ -48,31 +44,17 @@ def _token(index: int) -> dict[str, Any]:
     return {"id": 100 + index, "text": f"t{index} ", "logprob": -0.25, "special": False}
 
 
-class TGIApp:
+class TGIApp(EngineApp):
     """TGI's text generation and Messages API routes."""
 
-    def __init__(self, recorder: Recorder) -> None:
-        self.recorder = recorder
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        path = scope["path"]
-        if path == "/metrics":
-            await metrics_response(self.recorder, send)
-            return
-        body = await read_body(receive)
-        script, hit = self.recorder._open(scope, body)
-        stream = Stream(receive, send, hit)
-        try:
-            if path == "/v1/chat/completions":
-                await self._chat(stream, script, body, send)
-            else:
-                streaming = path == "/generate_stream" or (path == "/" and body.get("stream"))
-                await self._generate(stream, script, body, send, bool(streaming), path == "/")
-        finally:
-            stream.close()
-            hit.done.set()
+    async def answer(
+        self, path: str, body: dict[str, Any], script: Script, stream: Stream, send: Send
+    ) -> None:
+        if path == "/v1/chat/completions":
+            await self._chat(stream, script, body, send)
+        else:
+            streaming = path == "/generate_stream" or (path == "/" and body.get("stream"))
+            await self._generate(stream, script, body, send, bool(streaming), path == "/")
 
     async def _generate(
         self, stream: Stream, script: Script, body: Any, send: Send, streaming: bool, compat: bool

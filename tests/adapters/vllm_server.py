@@ -7,48 +7,21 @@ from typing import Any
 
 from tests.adapters.servers import (
     Dropped,
+    EngineApp,
     Hit,
-    Receive,
-    Recorder,
-    Scope,
     Script,
     Send,
     Stream,
     json_response,
-    metrics_response,
     prompt_tokens,
-    read_body,
 )
 
 
-class VLLMApp:
+class VLLMApp(EngineApp):
     """vLLM's OpenAI server: ``/v1/chat/completions``, ``/v1/completions``, ``/metrics``."""
 
-    def __init__(self, recorder: Recorder) -> None:
-        self.recorder = recorder
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        path = scope["path"]
-        if path == "/metrics":
-            await metrics_response(self.recorder, send)
-            return
-        body = await read_body(receive)
-        script, hit = self.recorder._open(scope, body)
-        try:
-            await self._answer(path, body, script, hit, receive, send)
-        finally:
-            hit.done.set()
-
-    async def _answer(
-        self,
-        path: str,
-        body: dict[str, Any],
-        script: Script,
-        hit: Hit,
-        receive: Receive,
-        send: Send,
+    async def answer(
+        self, path: str, body: dict[str, Any], script: Script, stream: Stream, send: Send
     ) -> None:
         chat = path == "/v1/chat/completions"
         if script.status != 200:
@@ -64,17 +37,13 @@ class VLLMApp:
         n = int(body.get("n") or 1)
         limit = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         tokens = min(script.tokens, limit)
-        reply = _Reply(chat, body, hit)
-        stream = Stream(receive, send, hit)
-        try:
-            if not body.get("stream"):
-                if await stream.wait(script.ttft + script.tpot * tokens):
-                    await json_response(send, 200, reply.whole(n, tokens, script.finish_reason), {})
-                return
-            await stream.start()
-            await self._stream(stream, reply, script, n, tokens, body)
-        finally:
-            stream.close()
+        reply = _Reply(chat, body, stream.hit)
+        if not body.get("stream"):
+            if await stream.wait(script.ttft + script.tpot * tokens):
+                await json_response(send, 200, reply.whole(n, tokens, script.finish_reason), {})
+            return
+        await stream.start()
+        await self._stream(stream, reply, script, n, tokens, body)
 
     async def _stream(
         self, stream: Stream, reply: _Reply, script: Script, n: int, tokens: int, body: Any

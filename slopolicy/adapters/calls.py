@@ -1,9 +1,15 @@
-"""Gated streams: an engine's stream that owns its ticket, and the relay that
-turns the engine's failures into :class:`~slopolicy.adapters.common.EngineError`.
+"""An engine call that owns its ticket: sent, answered whole or streamed, released once.
 
-These are the pieces every adapter builds on; a new adapter needs a
-``watch``/``settle`` pair for its chunks and a ``classify`` for its client's
-exceptions (see :func:`relay`).
+These are the pieces every adapter builds on. A new adapter needs a
+``classify`` for its client's exceptions (to
+:class:`~slopolicy.adapters.common.EngineError`) and, for streams, a
+``watch``/``settle`` pair for its chunks (see :func:`relay`):
+
+- build the engine call inside ``with holding(ticket):`` (a bad argument
+  releases the ticket);
+- :func:`answer` awaits a whole answer and settles the ticket with the
+  engine's token count; :func:`sent` awaits a stream's response;
+- :func:`stream` wraps the engine's stream in a :class:`GatedStream`.
 """
 
 from __future__ import annotations
@@ -21,12 +27,12 @@ from typing import Generic, TypeVar
 
 import anyio
 
-from slopolicy.adapters.common import EngineError
+from slopolicy.adapters.common import EngineError, Reply
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.request import Request
 from slopolicy.runtime.ticket import Ticket, TrackedStream
 
-__all__ = ("GatedStream", "close_quietly", "fail", "holding", "relay")
+__all__ = ("GatedStream", "answer", "close_quietly", "fail", "holding", "relay", "sent", "stream")
 
 T = TypeVar("T")
 
@@ -49,6 +55,41 @@ def holding(ticket: Ticket) -> Iterator[None]:
     except BaseException:
         ticket.cancel()  # a no-op when fail() already released it
         raise
+
+
+async def sent(
+    ticket: Ticket, pending: Awaitable[T], *, classify: Callable[[Exception], EngineError]
+) -> T:
+    """Await the engine's answer to the call (a whole response, or a stream's
+    response headers), releasing ``ticket`` if it fails: the client's
+    exceptions as ``classify`` says, raised as :class:`EngineError`;
+    cancellation as cancelled (the connection closes and the engine stops)."""
+    try:
+        return await pending
+    except Exception as error:
+        raise fail(ticket, classify(error)) from error
+    except BaseException:
+        ticket.cancel()
+        raise
+
+
+async def answer(
+    ticket: Ticket,
+    pending: Awaitable[T],
+    *,
+    classify: Callable[[Exception], EngineError],
+    output_tokens: Callable[[T], int | None],
+) -> Reply[T]:
+    """Await the engine's whole answer and finish ``ticket`` with it.
+
+    ``output_tokens(response)`` is the engine's own count (``None`` when it
+    sent none: the ticket is charged the output budget it was allowed, not
+    zero). Failures are raised as :func:`sent` says.
+    """
+    response = await sent(ticket, pending, classify=classify)
+    counted = output_tokens(response)
+    tokens = counted if counted is not None else ticket.request.output_budget
+    return Reply(response, ticket.finish(Outcome.COMPLETED, output_tokens=tokens))
 
 
 async def close_quietly(close: Callable[[], Awaitable[object]] | None) -> None:
@@ -93,6 +134,23 @@ async def relay(
         await close_quietly(close)
     if not ticket.released:
         ticket.finish(Outcome.COMPLETED, output_tokens=output_tokens)
+
+
+def stream(
+    ticket: Ticket,
+    source: AsyncIterable[T],
+    *,
+    watch: Callable[[T], bool],
+    classify: Callable[[Exception], EngineError],
+    settle: Callable[[], int | None],
+    close: Callable[[], Awaitable[object]] | None,
+    tokens_of: Callable[[T], int] | None = None,
+) -> GatedStream[T]:
+    """The engine's ``source`` as a :class:`GatedStream`: relayed (see
+    :func:`relay`) and tracked by the ticket, ``tokens_of(chunk)`` output
+    tokens per chunk (``None``: one per chunk)."""
+    relayed = relay(ticket, source, watch=watch, classify=classify, settle=settle, close=close)
+    return GatedStream(ticket, ticket.track(relayed, tokens_of=tokens_of), close=close)
 
 
 class GatedStream(Generic[T]):
