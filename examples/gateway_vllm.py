@@ -56,6 +56,7 @@ def _refusal(error: Rejected | InvalidRequest | EngineError) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+# --8<-- [start:sse]
 async def _sse(stream: GatedStream[ChatCompletionChunk]) -> AsyncGenerator[str, None]:
     """vLLM's framing: one ``data:`` line per chunk, then ``[DONE]``."""
     try:
@@ -91,10 +92,14 @@ class GatedSSE(StreamingResponse):
             await self.stream.aclose()
 
 
+# --8<-- [end:sse]
+
+
 def _policy_fields(headers: Mapping[str, str]) -> dict[str, Any]:
     return {"tenant": headers.get("x-tenant", "anonymous"), "lane": headers.get("x-lane")}
 
 
+# --8<-- [start:route]
 async def chat_completions(http: Request) -> Response:
     gated: GatedOpenAI = http.app.state.gated
     try:
@@ -119,6 +124,9 @@ async def chat_completions(http: Request) -> Response:
     return JSONResponse(reply.response.model_dump(exclude_unset=True))
 
 
+# --8<-- [end:route]
+
+
 def create_app(gated: GatedOpenAI, *, model: str = "default") -> FastAPI:
     """The gateway around ``gated`` (the caller owns its gate and client)."""
     application = FastAPI()
@@ -128,6 +136,7 @@ def create_app(gated: GatedOpenAI, *, model: str = "default") -> FastAPI:
     return application
 
 
+# --8<-- [start:lifespan]
 @asynccontextmanager
 async def _lifespan(application: FastAPI) -> AsyncIterator[None]:
     base = os.environ.get("VLLM_URL", "http://127.0.0.1:8000/v1")
@@ -140,6 +149,9 @@ async def _lifespan(application: FastAPI) -> AsyncIterator[None]:
         application.state.gated = GatedOpenAI(client, gate, priorities=PRIORITIES)
         application.state.model = os.environ.get("VLLM_MODEL", "default")
         yield
+
+
+# --8<-- [end:lifespan]
 
 
 #: For ``uvicorn examples.gateway_vllm:app``: the default policy in front of ``VLLM_URL``.

@@ -32,6 +32,7 @@ async def run(
 ) -> str:
     """Stream one answer from the TGI server at ``url`` through a gate; its text,
     or a line saying why there is none."""
+    # --8<-- [start:run]
     async with (
         MetricsScraper(f"{url}/metrics", engine="tgi") as metrics,
         Gate(config or PolicyConfig(), signals=metrics) as gate,
@@ -51,6 +52,7 @@ async def run(
         ttft = finished.ttft or 0.0
         print(f"[{finished.output_tokens} tokens, TTFT {ttft * 1000:.0f} ms]", file=sys.stderr)
         return text
+    # --8<-- [end:run]
 
 
 def main() -> None:

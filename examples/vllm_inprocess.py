@@ -28,6 +28,7 @@ __all__ = ("answer", "main")
 PRIORITIES = {"interactive": 0, "heavy": 5, "background": 10}
 
 
+# --8<-- [start:answer]
 async def answer(
     engine: AsyncEngine, gate: Gate, prompt: str, sampling_params: Any, *, tenant: str = "demo"
 ) -> str:
@@ -39,6 +40,9 @@ async def answer(
         async for output in stream:
             text = output.outputs[0].text  # CUMULATIVE: the whole text so far
     return text
+
+
+# --8<-- [end:answer]
 
 
 async def _main(model: str, prompt: str) -> None:  # pragma: no cover - needs vLLM and a GPU

@@ -12,6 +12,7 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
 from examples.gateway_vllm import create_app
+from examples.openai_wrapper import run as run_openai
 from examples.tgi_wrapper import run
 from examples.vllm_inprocess import answer
 from slopolicy import Gate, Outcome, Policy
@@ -96,6 +97,18 @@ async def test_the_gateway_refuses_what_the_gate_refuses(vllm_url: str, recorder
             await client.chat.completions.create(model="gw-quota", messages=HELLO, max_tokens=500)
     assert refused.value.response.headers["retry-after"]
     assert recorder.hits["gw-quota"] == []
+
+
+async def test_the_openai_wrapper(vllm_url: str, recorder: Recorder) -> None:
+    recorder.script("ex-openai", Script(tokens=3))
+    recorder.script("ex-openai-busy", Script(status=503, message="busy"))
+    texts = await run_openai(f"{vllm_url}/v1", "ex-openai", "hello", config=config())
+    assert texts == ("t0 t1 t2 ", "t0 t1 t2 ")
+    hits = recorder.hits["ex-openai"]
+    assert [hit.body["priority"] for hit in hits] == [0, 0]  # the interactive lane's
+    assert [bool(hit.body.get("stream")) for hit in hits] == [False, True]
+    refused = await run_openai(f"{vllm_url}/v1", "ex-openai-busy", "hello", config=config())
+    assert refused == ("", "the engine said no: engine_overloaded: busy")
 
 
 async def test_the_tgi_wrapper(tgi_url: str, recorder: Recorder) -> None:
