@@ -60,6 +60,7 @@ async def run(
 
 
 def main() -> None:
+    """The command line: ``BASE_URL MODEL [PROMPT...]``."""
     base_url, model = sys.argv[1], sys.argv[2]
     print(*anyio.run(run, base_url, model, " ".join(sys.argv[3:]) or "Hello"), sep="\n")
 

@@ -56,6 +56,7 @@ async def run(
 
 
 def main() -> None:
+    """The command line: ``URL [PROMPT...]``."""
     url, prompt = sys.argv[1], " ".join(sys.argv[2:]) or "Hello"
     print(anyio.run(run, url, prompt))
 

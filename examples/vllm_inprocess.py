@@ -59,6 +59,7 @@ async def _main(model: str, prompt: str) -> None:  # pragma: no cover - needs vL
 
 
 def main() -> None:  # pragma: no cover - needs vLLM and a GPU
+    """The command line: ``MODEL [PROMPT...]``."""
     anyio.run(_main, sys.argv[1], " ".join(sys.argv[2:]) or "Hello")
 
 

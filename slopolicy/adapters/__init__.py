@@ -4,21 +4,15 @@ Each module wraps one engine family and needs its own optional extra; none is
 imported by :mod:`slopolicy` itself, and importing one without its extra
 raises an :class:`ImportError` that names the ``pip install`` to run.
 
-==================================  =====================================  ======================
-module                              wraps                                  extra
-==================================  =====================================  ======================
-:mod:`slopolicy.adapters.openai`    ``openai.AsyncOpenAI`` pointed at      ``slopolicy[openai]``
-                                    ``vllm serve``, SGLang, TGI's
-                                    Messages API, any OpenAI-compatible
-                                    server
-:mod:`slopolicy.adapters.vllm`      vLLM's in-process ``AsyncLLM`` /       ``slopolicy[vllm]``
-                                    ``AsyncLLMEngine`` (duck-typed: no
-                                    import of vLLM)
-:mod:`slopolicy.adapters.tgi`       ``huggingface_hub.AsyncInferenceClient``  ``slopolicy[tgi]``
-                                    against Text Generation Inference
-:mod:`slopolicy.adapters.metrics`   an engine's Prometheus ``/metrics``,   ``slopolicy[prometheus]``
-                                    polled into :class:`~slopolicy.EngineSignals`
-==================================  =====================================  ======================
+- :mod:`slopolicy.adapters.openai`: ``openai.AsyncOpenAI`` pointed at ``vllm
+  serve``, SGLang, TGI's Messages API or any OpenAI-compatible server (extra
+  ``slopolicy[openai]``);
+- :mod:`slopolicy.adapters.vllm`: vLLM's in-process ``AsyncLLM`` /
+  ``AsyncLLMEngine``, duck-typed, importing nothing from vLLM (``slopolicy[vllm]``);
+- :mod:`slopolicy.adapters.tgi`: ``huggingface_hub.AsyncInferenceClient``
+  against Text Generation Inference (``slopolicy[tgi]``);
+- :mod:`slopolicy.adapters.metrics`: an engine's Prometheus ``/metrics``, polled
+  into :class:`~slopolicy.EngineSignals` (``slopolicy[prometheus]``).
 
 What they share lives in :mod:`slopolicy.adapters.common`: :class:`EngineError`
 (how an engine's refusal or failure maps to the gate's outcomes and to an HTTP

@@ -125,6 +125,7 @@ class StreamState:
         self.usage: int | None = None
 
     def watch(self, chunk: ChatCompletionChunk | Completion) -> bool:
+        """Note what ``chunk`` says; whether to pass it to the caller."""
         flat = _flat_error(chunk)
         if flat is not None:
             raise _body_fault(flat, "engine error")
@@ -137,6 +138,8 @@ class StreamState:
         return bool(chunk.choices) or self.show_usage
 
     def settle(self) -> int | None:
+        """The engine's output-token count (``None``: unknown); raises
+        :class:`EngineError` when the stream ended before it finished."""
         broken = sorted(reason for reason in self.finished.values() if reason in _BROKEN_FINISH)
         if broken:
             raise EngineError(EngineFault.FAILED, f"the engine ended a sequence with {broken[0]!r}")

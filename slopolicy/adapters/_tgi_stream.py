@@ -142,11 +142,14 @@ class TextState:
         self.generated: int | None = None
 
     def watch(self, event: TextGenerationStreamOutput) -> bool:
+        """Note what ``event`` says; whether to pass it to the caller."""
         if event.details is not None:
             self.generated = event.details.generated_tokens
         return True
 
     def settle(self) -> int:
+        """The engine's output-token count (``None``: unknown); raises
+        :class:`EngineError` when the stream ended before it finished."""
         if self.generated is None:
             raise EngineError(EngineFault.DISCONNECTED, "TGI's stream ended before its last token")
         return self.generated
@@ -164,6 +167,7 @@ class ChatState:
         self.usage: int | None = None
 
     def watch(self, chunk: ChatCompletionStreamOutput) -> bool:
+        """Note what ``chunk`` says; whether to pass it to the caller."""
         if chunk.usage is not None:
             self.usage = chunk.usage.completion_tokens
         for choice in chunk.choices:
@@ -173,6 +177,8 @@ class ChatState:
         return bool(chunk.choices) or self.show_usage
 
     def settle(self) -> int | None:
+        """The engine's output-token count (``None``: unknown); raises
+        :class:`EngineError` when the stream ended before it finished."""
         if not self.seen or self.seen - self.finished:
             raise EngineError(EngineFault.DISCONNECTED, "TGI's stream ended before it finished")
         return self.usage

@@ -1,4 +1,4 @@
-"""What every adapter shares: engine faults, the policy's view of a call, gated streams.
+"""What every adapter shares: engine faults, the policy's view of a call, a whole reply.
 
 An engine can still refuse or fail a request the gate admitted. Each adapter
 turns that answer into one :class:`EngineError`, whose :class:`EngineFault`

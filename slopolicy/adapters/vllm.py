@@ -72,9 +72,13 @@ class AsyncEngine(Protocol):
 
     def generate(
         self, prompt: Any, sampling_params: Any, request_id: str, **kwargs: Any
-    ) -> AsyncIterator[Any]: ...
+    ) -> AsyncIterator[Any]:
+        """Start ``request_id``; its ``RequestOutput`` objects as they come."""
+        ...
 
-    async def abort(self, request_id: str) -> None: ...
+    async def abort(self, request_id: str) -> None:
+        """Stop ``request_id`` in the engine (a no-op for one that ended)."""
+        ...
 
 
 def classify(error: Exception) -> EngineError:

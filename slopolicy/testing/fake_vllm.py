@@ -69,6 +69,7 @@ class SamplingParams:
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
 
     def clone(self) -> SamplingParams:
+        """A deep copy, as vLLM's ``SamplingParams.clone``."""
         return copy.deepcopy(self)
 
 
@@ -189,6 +190,7 @@ class FakeAsyncLLM:
         self.active: set[str] = set()
 
     async def abort(self, request_id: str | Iterable[str], internal: bool = False) -> None:
+        """Record ``request_id`` (one or several) in :attr:`aborted` and stop it."""
         ids = [request_id] if isinstance(request_id, str) else list(request_id)
         for one in ids:
             if one in self.active or not internal:
@@ -204,6 +206,8 @@ class FakeAsyncLLM:
         priority: int = 0,
         **kwargs: Any,
     ) -> AsyncGenerator[RequestOutput, None]:
+        """Record the call in :attr:`calls`, then yield its outputs on the
+        script's timing (seconds of anyio time), as vLLM's ``generate``."""
         self.calls.append(_Call(request_id, prompt, sampling_params, priority, kwargs))
         prompt_ids = _prompt_ids(prompt)
         if self.queue_limit is not None and len(self.active) >= self.queue_limit:
