@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
-# Served by an ASGI server; tests/runtime/test_gateway_example.py drives it.
-SERVED = {"gateway_starlette.py"}
+# Served by an ASGI server, or run against an engine: tests/runtime/test_gateway_example.py
+# and tests/adapters/test_examples.py drive them.
+ELSEWHERE = {"gateway_starlette.py", "openai_wrapper.py", "tgi_wrapper.py", "vllm_inprocess.py"}
 SCRIPTS = sorted(
     path
     for path in EXAMPLES.glob("*.py")
-    if path.name not in SERVED and "__main__" in path.read_text(encoding="utf-8")
+    if path.name not in ELSEWHERE and "__main__" in path.read_text(encoding="utf-8")
 )
 
 
