@@ -1,7 +1,7 @@
 """Property-test your own policy: hypothesis draws workloads, the simulator
 runs them through the very ``Policy`` you deploy, and the test states what
-must hold — chat keeps its SLO at the load it is sized for, and nothing is
-left holding a slot, a KV block or a quota lease.
+must hold — chat keeps its SLO for the requests it lets in, at the load it is
+sized for, and nothing is left holding a slot, a KV block or a quota lease.
 
 Put the test in your own suite (pytest collects it as it is); run this file
 to run it once: ``python examples/property_test_policy.py`` (needs
@@ -45,15 +45,16 @@ def no_huge_outputs(context: RouteContext) -> Verdict | None:
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(workloads(lanes=["interactive"], max_rate=3.0, max_prompt_tokens=2048))
+@given(workloads(lanes=["interactive"], max_rate=3.0, max_prompt_tokens=2048, bursts=False))
 def test_my_policy_keeps_chat_fast_and_leaks_nothing(workload: Workload) -> None:
     policy = Policy(CONFIG, counter=HeuristicCounter(), rules=[no_huge_outputs])
     scheduler = PolicyScheduler(policy, name="mine")
     _, report = evaluate(scheduler, workload, ENGINE, CONFIG)
     chat = report.lanes.get("interactive")
-    if chat is not None and chat.offered >= 20:
-        assert chat.attainment is not None
-        assert chat.attainment >= 0.9
+    # Requests refused by the tenant's quota never ran: judge what was let in.
+    admitted = 0 if chat is None else chat.offered - chat.rejected
+    if chat is not None and admitted >= 20:
+        assert chat.attained >= 0.9 * admitted, f"{chat.attained} of {admitted} attained"
     assert report.unfinished == 0
     assert_no_leaks(policy)
 

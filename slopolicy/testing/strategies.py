@@ -195,24 +195,28 @@ def sim_requests(
 
 
 def arrival_processes(
-    *, max_rate: float = 10.0, horizon: float = 60.0
+    *, max_rate: float = 10.0, horizon: float = 60.0, bursts: bool = True
 ) -> st.SearchStrategy[arrivals.ArrivalProcess]:
-    """Poisson, bursty gamma, on/off, ramps and bursts, at most ``max_rate``
-    requests per second on average (a burst: at most ``max_rate x horizon / 4``)."""
+    """Poisson, bursty gamma, on/off, ramps and (when ``bursts``) bursts, at
+    most ``max_rate`` requests per second on average (a burst: at most
+    ``max_rate x horizon / 4`` arrivals within ``horizon / 4`` seconds)."""
     rate = st.floats(0.05, max_rate)
     burst_size = max(1, int(max_rate * horizon / 4))
-    return st.one_of(
+    steady = [
         st.builds(arrivals.Poisson, rate),
         st.builds(arrivals.GammaArrivals, rate, st.floats(0.5, 8)),
         st.builds(arrivals.OnOff, rate, st.floats(0.5, horizon), st.floats(0.5, horizon)),
         st.builds(arrivals.Ramp, rate, rate),
-        st.builds(
-            arrivals.Burst,
-            st.integers(1, burst_size),
-            st.floats(0, horizon * 0.9),
-            st.floats(0, horizon / 4),
-        ),
+    ]
+    if not bursts:
+        return st.one_of(steady)
+    burst = st.builds(
+        arrivals.Burst,
+        st.integers(1, burst_size),
+        st.floats(0, horizon * 0.9),
+        st.floats(0, horizon / 4),
     )
+    return st.one_of([*steady, burst])
 
 
 def length_distributions(
@@ -244,10 +248,12 @@ def workloads(
     max_prompt_tokens: int = 4096,
     max_output_tokens: int = 512,
     max_requests: int = 300,
+    bursts: bool = True,
 ) -> st.SearchStrategy[Workload]:
     """Seeded workloads of 1 to ``max_streams`` composed streams (any
     arrival process and length distribution, lane hints from ``lanes``), cut
-    to the first ``max_requests`` arrivals."""
+    to the first ``max_requests`` arrivals; ``bursts=False`` leaves out
+    :class:`~slopolicy.sim.arrivals.Burst` streams (many arrivals at once)."""
 
     @st.composite
     def build(draw: st.DrawFn) -> Workload:
@@ -259,7 +265,7 @@ def workloads(
             streams.append(
                 Stream(
                     name=f"s{index}",
-                    arrivals=draw(arrival_processes(max_rate=max_rate, horizon=duration)),
+                    arrivals=draw(arrival_processes(max_rate=max_rate, horizon=duration, bursts=bursts)),
                     prompt_tokens=draw(length_distributions(high=max_prompt_tokens)),
                     output_tokens=draw(length_distributions(high=max_output_tokens)),
                     tenants=Tenants(tuple(senders), draw(st.sampled_from([0.0, 1.0]))),
