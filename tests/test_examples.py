@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
-# Served by an ASGI server; tests/runtime/test_gateway_example.py drives it.
-SERVED = {"gateway_starlette.py"}
+# Served by an ASGI server (tests/runtime/test_gateway_example.py drives it), or
+# needing a Redis (tests/backends/test_scale_out_example.py runs it with one).
+SERVED = {"gateway_starlette.py", "scale_out.py"}
 SCRIPTS = sorted(
     path
     for path in EXAMPLES.glob("*.py")
