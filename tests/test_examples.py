@@ -9,13 +9,20 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
-# Served by an ASGI server (tests/runtime/test_gateway_example.py drives it), or
-# needing a Redis (tests/backends/test_scale_out_example.py runs it with one).
-SERVED = {"gateway_starlette.py", "scale_out.py"}
+# Served by an ASGI server, run against an engine, or needing a Redis:
+# tests/runtime/test_gateway_example.py, tests/adapters/test_examples.py and
+# tests/backends/test_scale_out_example.py drive them.
+ELSEWHERE = {
+    "gateway_starlette.py",
+    "openai_wrapper.py",
+    "tgi_wrapper.py",
+    "vllm_inprocess.py",
+    "scale_out.py",
+}
 SCRIPTS = sorted(
     path
     for path in EXAMPLES.glob("*.py")
-    if path.name not in SERVED and "__main__" in path.read_text(encoding="utf-8")
+    if path.name not in ELSEWHERE and "__main__" in path.read_text(encoding="utf-8")
 )
 
 

@@ -13,12 +13,21 @@ import slopolicy.config
 import slopolicy.core
 import slopolicy.runtime
 import slopolicy.sim
+import slopolicy.telemetry
 
 PACKAGE = Path(slopolicy.__file__).parent
 
 
 @pytest.mark.parametrize(
-    "module", [slopolicy, slopolicy.core, slopolicy.config, slopolicy.runtime, slopolicy.sim]
+    "module",
+    [
+        slopolicy,
+        slopolicy.core,
+        slopolicy.config,
+        slopolicy.runtime,
+        slopolicy.sim,
+        slopolicy.telemetry,
+    ],
 )
 def test_all_lists_exactly_the_public_names(module: types.ModuleType) -> None:
     for name in module.__all__:  # names loaded lazily resolve, and then appear in vars

@@ -47,6 +47,7 @@ from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.waiting import Admission, Waiter
+from slopolicy.telemetry.config import Telemetry, recorder_for
 
 __all__ = ("Gate", "GateStatistics", "SignalSource")
 
@@ -80,6 +81,10 @@ class Gate:
         quota_store: where tenant quotas live instead of the policy's own
             table: a :class:`~slopolicy.backends.redis.RedisQuotaStore` shares
             them between gateway replicas (see ``docs/scale-out.md``).
+        telemetry: a :class:`~slopolicy.telemetry.Telemetry` to record metrics
+            and spans through; ``True`` (the default) records through the
+            global providers, a no-op until the host installs an SDK;
+            ``False`` records nothing.
     """
 
     __slots__ = (
@@ -93,6 +98,7 @@ class Gate:
         "_quota",
         "_signals",
         "_state",
+        "_telemetry",
         "_timer_scope",
         "_waiters",
         "policy",
@@ -108,6 +114,7 @@ class Gate:
         on_end: Callable[[ArrivalRecord], None] | None = None,
         max_expired: int = 256,
         quota_store: QuotaStore | None = None,
+        telemetry: Telemetry | bool = True,
     ) -> None:
         if not poll_every > 0:
             raise UsageError(f"poll_every must be > 0 seconds, got {poll_every!r}")
@@ -128,6 +135,7 @@ class Gate:
         self._epoch = 0.0
         self._next_evaluation = -math.inf
         self._quota = None if quota_store is None else StoreQuota(self, quota_store)
+        self._telemetry = recorder_for(telemetry, self.policy)
 
     # -- lifetime -------------------------------------------------------------
 
@@ -145,6 +153,8 @@ class Gate:
             group.start_soon(self._log.run, name="slopolicy arrival log")
         if self._quota is not None:
             group.start_soon(self._quota.run, name="slopolicy quota leases")
+        if self._telemetry is not None:
+            await group.start(self._telemetry.watch, name="slopolicy telemetry")
         return self
 
     async def __aexit__(
@@ -250,6 +260,8 @@ class Gate:
             decision = policy.submit(request, now)
         else:
             decision = policy.enqueue(prepared, now, quota_held=True)
+        if self._telemetry is not None:
+            self._telemetry.submitted(request, decision, now)
         if isinstance(decision, (Defer, Reject)):
             self._refused(request, decision, now)
             return Rejected.of(decision)
@@ -303,6 +315,8 @@ class Gate:
         """One bounded dispatch: wake the waiters it started or expired, in the
         policy's order (``own``: a request being submitted, which has none)."""
         result = self.policy.dispatch(now, max_expired=self._max_expired)
+        if self._telemetry is not None:
+            self._telemetry.dispatched(result, now)
         waiters = self._waiters
         for finished in result.expired:
             waiter = waiters.pop(finished.id, None)
@@ -329,7 +343,7 @@ class Gate:
         """End a started request (called by its ticket, once) and hand its slot on."""
         now = current_time()
         finished = self.policy.finish(ticket.id, now, outcome, output_tokens)
-        self._ended(finished, ticket._origin)
+        self._ended(finished, ticket._origin, ticket._error)
         if self._waiters:
             self._dispatch(now)
         return finished
@@ -392,7 +406,11 @@ class Gate:
 
     # -- records -------------------------------------------------------------
 
-    def _ended(self, finished: Finished, request: Request) -> None:
+    def _ended(
+        self, finished: Finished, request: Request, error: BaseException | None = None
+    ) -> None:
+        if self._telemetry is not None:
+            self._telemetry.ended(finished, error)
         if self._quota is not None:
             self._quota.ended(finished)
         if self._log is None and self._on_end is None:

@@ -77,7 +77,16 @@ class Ticket:
         started: the policy's :class:`~slopolicy.Started` record.
     """
 
-    __slots__ = ("_finished", "_gate", "_origin", "_stream", "_usage", "decision", "started")
+    __slots__ = (
+        "_error",
+        "_finished",
+        "_gate",
+        "_origin",
+        "_stream",
+        "_usage",
+        "decision",
+        "started",
+    )
 
     def __init__(
         self, gate: Gate, started: Started, decision: Admit | Demote, origin: Request
@@ -89,6 +98,7 @@ class Ticket:
         self._finished: Finished | None = None
         self._stream: TrackedStream[Any] | None = None
         self._usage: int | None = None
+        self._error: Exception | None = None  # what failed it, for telemetry
 
     @property
     def id(self) -> str:
@@ -186,8 +196,10 @@ class Ticket:
             return None
         return self._release(Outcome.CANCELLED, self._usage)
 
-    def _end(self, outcome: Outcome) -> None:
+    def _end(self, outcome: Outcome, error: BaseException | None = None) -> None:
         if self._finished is None:
+            if isinstance(error, Exception):
+                self._error = error
             self._release(outcome, self._usage)
 
     def _release(self, outcome: Outcome, output_tokens: int | None) -> Finished:
@@ -199,6 +211,8 @@ class Ticket:
         if self._finished is not None:
             return
         outcome = _outcome_of(error)
+        if isinstance(error, Exception):
+            self._error = error
         stream = self._stream
         if outcome is Outcome.COMPLETED and stream is not None and not stream.ended:
             outcome = Outcome.CANCELLED
@@ -285,7 +299,7 @@ class TrackedStream(Generic[T]):
             raise
         except BaseException as error:
             self.ended = True
-            ticket._end(_outcome_of(error))
+            ticket._end(_outcome_of(error), error)
             raise
         if ticket._finished is None:
             count = 1 if self._tokens_of is None else self._tokens_of(chunk)

@@ -66,7 +66,7 @@ async def test_the_gate_leaves_no_task_behind() -> None:
 
     async with Gate(policy(ladder={"enabled": True}), signals=signals) as gate:
         await anyio.sleep(5)
-        assert len(anyio.get_running_tasks()) == before + 2  # timer and poll
+        assert len(anyio.get_running_tasks()) == before + 3  # timer, poll and telemetry
         assert gate.statistics().open
     assert len(anyio.get_running_tasks()) == before
 

@@ -1,0 +1,150 @@
+"""Reading an OpenAI-compatible stream: errors, tokens per chunk, how it ended.
+
+Used by :mod:`slopolicy.adapters.openai` (import that module: it checks the
+``openai`` extra is installed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from slopolicy.adapters.common import EngineError, EngineFault, fault_from_status, parse_retry_after
+
+if TYPE_CHECKING:
+    from openai.types import Completion
+    from openai.types.chat import ChatCompletionChunk
+
+__all__ = ("StreamState", "chat_tokens", "classify", "completion_tokens")
+
+
+# finish_reason values meaning the engine gave up on the sequence (vLLM).
+_BROKEN_FINISH = frozenset({"error", "abort"})
+
+
+def classify(error: Exception) -> EngineError:
+    """The :class:`EngineError` for an exception from the openai client."""
+    if isinstance(error, openai.APITimeoutError):
+        return EngineError(EngineFault.TIMEOUT, "the engine did not answer in time")
+    if isinstance(error, openai.APIConnectionError):
+        message = f"the connection to the engine broke: {error.__cause__ or error}"
+        return EngineError(EngineFault.DISCONNECTED, message)
+    if isinstance(error, openai.APIStatusError):
+        retry = parse_retry_after(error.response.headers.get("retry-after"))
+        return fault_from_status(
+            error.status_code, _message(error.body, error.message), param=error.param,
+            retry_after=retry,
+        )  # fmt: skip
+    if isinstance(error, openai.APIError):  # an error event inside the stream
+        return _body_fault(error.body, error.message)
+    return EngineError(EngineFault.FAILED, f"{type(error).__name__}: {error}")
+
+
+def _message(body: object, default: str) -> str:
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str):
+            return message
+    return default
+
+
+def _body_fault(body: object, default: str) -> EngineError:
+    """An error object sent inside a stream: vLLM's ``code`` is the HTTP status
+    it would have answered (an int, or a digit string in older servers)."""
+    status: int | None = None
+    param: str | None = None
+    if isinstance(body, Mapping):
+        code = body.get("code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            status = code
+        elif isinstance(code, str) and code.isdigit():
+            status = int(code)
+        raw_param = body.get("param")
+        param = raw_param if isinstance(raw_param, str) else None
+    # A 4xx here is still the caller's: vLLM validates some prompts (length
+    # against max_model_len) only once the engine takes the request, in-stream.
+    return fault_from_status(status, _message(body, default), param=param)
+
+
+def _flat_error(chunk: Any) -> Mapping[str, Any] | None:
+    """Older vLLM sent in-stream errors flat, ``{"object": "error", ...}``; the
+    openai client parses those as a chunk instead of raising."""
+    if getattr(chunk, "object", None) != "error":
+        return None
+    extra = chunk.model_extra or {}
+    return {"message": extra.get("message", "engine error"), **extra}
+
+
+def _extra(model: Any, name: str) -> object:
+    extra = getattr(model, "model_extra", None)
+    return extra.get(name) if extra else None
+
+
+def chat_tokens(chunk: ChatCompletionChunk) -> int:
+    """Output tokens in a chat chunk: ``logprobs`` entries when sent, else one
+    per choice carrying output or its ``finish_reason`` (vLLM's last chunk
+    carries the final token; an EOS has no text)."""
+    total = 0
+    for choice in chunk.choices:
+        logprobs = choice.logprobs
+        if logprobs is not None and logprobs.content:
+            total += len(logprobs.content)
+            continue
+        delta = choice.delta
+        output = delta.content or delta.tool_calls or delta.refusal
+        # vLLM streams reasoning as ``reasoning`` (older: ``reasoning_content``).
+        thought = _extra(delta, "reasoning") or _extra(delta, "reasoning_content")
+        if output or thought or choice.finish_reason is not None:
+            total += 1
+    return total
+
+
+def completion_tokens(chunk: Completion) -> int:
+    """Output tokens in a legacy completion chunk (see :func:`chat_tokens`)."""
+    total = 0
+    for choice in chunk.choices:
+        logprobs = choice.logprobs
+        if logprobs is not None and logprobs.tokens:
+            total += len(logprobs.tokens)
+        elif choice.text or choice.finish_reason is not None:
+            total += 1
+    return total
+
+
+class StreamState:
+    """What a stream said about itself: choices seen and finished, usage."""
+
+    __slots__ = ("finished", "seen", "show_usage", "usage")
+
+    def __init__(self, show_usage: bool) -> None:
+        self.show_usage = show_usage
+        self.seen: set[int] = set()
+        self.finished: dict[int, str] = {}
+        self.usage: int | None = None
+
+    def watch(self, chunk: ChatCompletionChunk | Completion) -> bool:
+        """Note what ``chunk`` says; whether to pass it to the caller."""
+        flat = _flat_error(chunk)
+        if flat is not None:
+            raise _body_fault(flat, "engine error")
+        if chunk.usage is not None:
+            self.usage = chunk.usage.completion_tokens
+        for choice in chunk.choices:
+            self.seen.add(choice.index)
+            if choice.finish_reason is not None:
+                self.finished[choice.index] = choice.finish_reason
+        return bool(chunk.choices) or self.show_usage
+
+    def settle(self) -> int | None:
+        """The engine's output-token count (``None``: unknown); raises
+        :class:`EngineError` when the stream ended before it finished."""
+        broken = sorted(reason for reason in self.finished.values() if reason in _BROKEN_FINISH)
+        if broken:
+            raise EngineError(EngineFault.FAILED, f"the engine ended a sequence with {broken[0]!r}")
+        if not self.seen or self.seen - self.finished.keys():
+            # [DONE] or the end of the body came before every finish_reason:
+            # a proxy or the engine cut the stream short.
+            raise EngineError(EngineFault.DISCONNECTED, "the stream ended before it finished")
+        return self.usage

@@ -1,0 +1,245 @@
+"""One gate's recorder: the calls a :class:`~slopolicy.Gate` makes as events happen.
+
+A decision at submit, a dispatch, a request's end, and, while the gate is
+open, the task that serves the observable gauges. Everything is recorded
+through ``opentelemetry-api``; nothing here sets a global provider.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Final
+
+import anyio
+from anyio.abc import TaskStatus
+from opentelemetry.trace import Span
+
+from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject
+from slopolicy.core.lifecycle import Dispatch
+from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.policy import Policy
+from slopolicy.core.request import Request
+from slopolicy.telemetry import names as n
+from slopolicy.telemetry import spans
+from slopolicy.telemetry.attributes import LaneSets, ModelSets, TenantSets
+from slopolicy.telemetry.instruments import GaugeSource
+
+if TYPE_CHECKING:
+    from slopolicy.telemetry.config import Telemetry
+
+__all__ = ("Recorder",)
+
+_KIND: Final = {Admit: "admit", Demote: "demote", Defer: "defer", Reject: "reject"}
+# Refusals about the prompt itself: its length is the story, so it is counted
+# again for the prompt-length histogram. Other refusals (rate, concurrency,
+# queue, overload) skip that count: under a flood, shedding must stay cheap.
+_PROMPT_REASONS: Final = frozenset(
+    {Reason.PROMPT_TOO_LONG, Reason.PROMPT_OVER_BUDGET, Reason.COST_OVER_LIMIT}
+)
+
+
+class _Flight:
+    """What the recorder keeps about one accepted request until it ends: its
+    span, its clocks and the attribute sets it records with."""
+
+    __slots__ = ("active", "lane", "model", "span", "start", "start_ns", "tenant")
+
+    def __init__(
+        self,
+        span: Span | None,
+        start: float,
+        start_ns: int,
+        lane: LaneSets,
+        tenant: TenantSets,
+        model: ModelSets,
+    ) -> None:
+        self.span = span
+        self.start = start  # the gate's clock at submit
+        self.start_ns = start_ns  # the wall clock at submit, for span timestamps
+        self.lane = lane
+        self.tenant = tenant
+        self.model = model
+        self.active = False  # counted in slopolicy.active_requests
+
+    def ns(self, at: float) -> int:
+        """Span time of ``at`` on the gate's clock."""
+        return self.start_ns + round((at - self.start) * 1e9)
+
+
+class Recorder:
+    """One gate's telemetry, made by :meth:`Telemetry.bind`. The gate calls
+    :meth:`submitted`, :meth:`dispatched` and :meth:`ended` as events happen
+    (on its event loop; none awaits) and runs :meth:`watch` while open.
+
+    The observable gauges read the policy on the gate's own thread when a
+    reader collects there (an in-process ``/metrics`` handler, a test). A
+    reader collecting from another thread (the SDK's periodic reader, the
+    Prometheus HTTP server) gets the readings :meth:`watch` takes every
+    ``refresh_every`` seconds once such a reader has asked, never the live
+    policy, which only its loop may touch; the first such collection finds
+    nothing.
+    """
+
+    __slots__ = ("_flights", "_instruments", "_policy", "_sets", "_telemetry", "_tracer")
+
+    def __init__(self, telemetry: Telemetry, policy: Policy) -> None:
+        self._telemetry = telemetry
+        self._policy = policy
+        self._instruments = telemetry.instruments
+        self._sets = telemetry.sets
+        self._tracer = telemetry.tracer
+        self._flights: dict[str, _Flight] = {}
+
+    @property
+    def in_flight(self) -> int:
+        """Requests accepted and not yet ended (what the recorder holds)."""
+        return len(self._flights)
+
+    def submitted(self, request: Request, decision: Decision, now: float) -> None:
+        """``request`` was decided at ``now`` (the gate's clock, monotonic seconds)."""
+        telemetry = self._telemetry
+        if not telemetry.listening():
+            return
+        sets = self._sets
+        instruments = self._instruments
+        tenant = telemetry.tenants.label(request.tenant)
+        kind = _KIND[type(decision)]
+        lane = decision.lane
+        reason = decision.reason.value
+        instruments.admissions.add(1, sets.admission(kind, reason, lane, tenant))
+        lane_sets = sets.lane(lane)
+        if isinstance(decision, (Admit, Demote)):
+            prompt: int | None = decision.prompt_tokens
+        else:
+            prompt = self._refused_prompt(request, decision.reason)
+        if prompt is not None:
+            instruments.prompt_tokens.record(prompt, lane_sets.prompt[kind])
+        operation = telemetry.operation or (
+            "chat" if request.messages is not None else "text_completion"
+        )
+        start_ns = time.time_ns()
+        span = spans.start(self._tracer, request, decision, kind, operation, sets.base, start_ns)
+        tenant_sets = sets.tenant(lane, tenant)
+        if not isinstance(decision, (Admit, Demote)):
+            instruments.outcomes.add(1, tenant_sets.outcomes[Outcome.REJECTED])
+            if span is not None:
+                spans.refused(span, decision, prompt, start_ns)
+            return
+        for rung in decision.rungs:
+            instruments.applied.add(1, sets.applied(rung, decision.lane))
+        model = decision.request.model
+        if model is not None:
+            model = telemetry.models.label(model)
+        model_sets = sets.model(operation, model, decision.lane)
+        self._flights[request.id] = _Flight(span, now, start_ns, lane_sets, tenant_sets, model_sets)
+
+    def _refused_prompt(self, request: Request, reason: Reason) -> int | None:
+        if request.prompt_tokens is not None:
+            return request.prompt_tokens
+        if reason in _PROMPT_REASONS:
+            return self._policy.router.estimator.prompt_tokens(request).tokens
+        return None
+
+    def dispatched(self, result: Dispatch, now: float) -> None:
+        """The policy dispatched at ``now``: requests started, and the ladder may have moved."""
+        event = result.ladder
+        if event is not None:
+            attrs = self._sets.transition(event.rung, event.direction.value, event.cause.value)
+            self._instruments.transitions.add(1, attrs)
+        if not result.started:
+            return
+        instruments = self._instruments
+        flights = self._flights
+        for started in result.started:
+            flight = flights.get(started.id)
+            if flight is None:
+                continue
+            instruments.queue_wait.record(started.queue_wait, flight.lane.dispatched)
+            instruments.active.add(1, flight.tenant.active)
+            flight.active = True
+            if flight.span is not None:
+                spans.dispatched(flight.span, started, flight.ns(now))
+
+    def ended(self, finished: Finished, error: BaseException | None = None) -> None:
+        """An accepted request ended; ``error`` is what failed it, if known."""
+        flight = self._flights.pop(finished.id, None)
+        if flight is None:
+            return
+        instruments = self._instruments
+        outcome = finished.outcome
+        lane, model = flight.lane, flight.model
+        instruments.outcomes.add(1, flight.tenant.outcomes[outcome])
+        completed = outcome is Outcome.COMPLETED
+        error_type = None if completed else _error_type(outcome, error)
+        genai = model.completed if error_type is None else model.failed(error_type)
+        instruments.duration.record(finished.e2e, genai)
+        if finished.queue_wait is None:  # it never left the queue: expired or cancelled there
+            instruments.queue_wait.record(finished.e2e, lane.left[outcome])
+        else:
+            if flight.active:
+                instruments.active.add(-1, flight.tenant.active)
+            usage = instruments.token_usage.record
+            usage(finished.prompt_tokens, model.input)
+            usage(finished.output_tokens, model.output)
+            instruments.output_tokens.record(finished.output_tokens, lane.output[outcome])
+            self._phases(finished, lane)
+            ttft = finished.ttft
+            if completed and ttft is not None:
+                instruments.ttft.record(ttft, genai)
+                if finished.output_tokens > 1 and finished.tpot is not None:
+                    instruments.tpot.record(finished.tpot, genai)
+        span = flight.span
+        if span is not None:
+            first = None if finished.ttft is None else flight.ns(finished.arrival + finished.ttft)
+            spans.ended(span, finished, error, error_type, flight.ns(finished.finished_at), first)
+
+    def _phases(self, finished: Finished, lane: LaneSets) -> None:
+        """Engine time by phase. Prefill is exact when the host marks it;
+        otherwise it is the rest of the time to the first token (or to the
+        end, when none came) after queueing and scheduling."""
+        record = self._instruments.phase.record
+        phase = lane.phase
+        stages = finished.stages
+        schedule = stages.get("schedule")
+        if schedule is not None:
+            record(schedule, phase["schedule"])
+        transfer = stages.get("transfer")
+        if transfer is not None:
+            record(transfer, phase["transfer"])
+        prefill = stages.get("prefill")
+        ttft = finished.ttft
+        if prefill is None:
+            assert finished.queue_wait is not None  # only dispatched requests get here
+            until = finished.e2e if ttft is None else ttft
+            prefill = until - finished.queue_wait - (schedule or 0.0) - (transfer or 0.0)
+        record(max(prefill, 0.0), phase["prefill"])
+        if ttft is not None:
+            record(finished.e2e - ttft, phase["decode"])
+
+    async def watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve the gauges while the gate is open (the gate runs this as a task)."""
+        source = GaugeSource(self._policy, self._telemetry.attributes)
+        instruments = self._instruments
+        instruments.attach(source)
+        try:
+            task_status.started()
+            every = self._telemetry.refresh_every
+            while True:
+                await anyio.sleep(every)
+                if source.observed:
+                    source.publish(anyio.current_time())
+        finally:
+            instruments.detach(source)
+
+
+def _error_type(outcome: Outcome, error: BaseException | None) -> str:
+    """``error.type``: the exception's qualified class name for a failure,
+    ``_OTHER`` for one with no exception, else the outcome (cancelled, expired)."""
+    if outcome is not Outcome.FAILED:
+        return str(outcome.value)
+    if error is None:
+        return n.OTHER_ERROR
+    cls = type(error)
+    module: str = cls.__module__
+    name: str = cls.__qualname__
+    return name if module == "builtins" else f"{module}.{name}"

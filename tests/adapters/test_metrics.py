@@ -1,0 +1,208 @@
+"""Engine signal scraping on metric pages in each engine's exposition format
+(``tests/adapters/pages``: HELP/TYPE lines, labels, ``_total`` counters,
+``_created`` gauges, histograms, several engines of one server)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import httpx
+import pytest
+
+from slopolicy import EngineSignals, Gate
+from slopolicy.adapters.metrics import (
+    ENGINES,
+    SGLANG,
+    TGI,
+    TRTLLM,
+    VLLM,
+    MetricsScraper,
+    read_page,
+)
+from slopolicy.testing import ManualClock
+from tests.adapters.conftest import policy
+from tests.adapters.servers import Recorder
+
+PAGES = Path(__file__).parent / "pages"
+NOW = 1_790_000_000.0  # wall clock for exposition timestamps
+
+
+def page(engine: str) -> str:
+    return (PAGES / f"{engine}.txt").read_text()
+
+
+def transport(pages: list[str | Exception | int]) -> httpx.MockTransport:
+    """Answers each scrape with the next page, exception or status."""
+    answers = iter(pages)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        item = next(answers)
+        if isinstance(item, Exception):
+            raise item
+        if isinstance(item, int):
+            return httpx.Response(item, text="error")
+        return httpx.Response(200, text=item, headers={"content-type": "text/plain"})
+
+    return httpx.MockTransport(answer)
+
+
+def scraper(
+    pages: list[str | Exception | int], clock: Callable[[], float], **options: object
+) -> MetricsScraper:
+    client = httpx.AsyncClient(transport=transport(pages))
+    return MetricsScraper("http://engine/metrics", client=client, clock=clock,
+                          wall_clock=lambda: NOW, **options)  # type: ignore[arg-type]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("engine", "expected"),
+    [
+        ("vllm", (5, 15, 0.57, 200_000.0, None)),  # two engines: summed, KV the fullest
+        ("sglang", (4, 16, 0.73, 5e6, 812.5)),
+        ("trtllm", (2, None, 0.31, None, None)),
+        ("tgi", (6, 24, None, 45678.0, None)),
+    ],
+)
+def test_each_engines_page(engine: str, expected: tuple[object, ...]) -> None:
+    reading = read_page(page(engine), ENGINES[engine], now=NOW)
+    got = (
+        reading.waiting,
+        reading.running,
+        reading.kv_usage,
+        reading.generated_tokens,
+        reading.decode_tps,
+    )
+    assert got == expected
+
+
+def test_missing_metrics_are_unknown_not_zero() -> None:
+    lines = [line for line in page("vllm").splitlines() if "kv_cache_usage" not in line]
+    reading = read_page("\n".join(lines) + "\n", VLLM, now=NOW)
+    assert reading.kv_usage is None
+    assert reading.waiting == 5
+    assert read_page(page("tgi"), VLLM, now=NOW).empty  # another engine's page
+
+
+def test_the_older_vllm_kv_name_and_label_filters() -> None:
+    older = page("vllm").replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    assert read_page(older, VLLM, now=NOW).kv_usage == 0.57
+    one = read_page(page("vllm"), VLLM, labels={"engine": "0"}, now=NOW)
+    assert (one.waiting, one.running, one.kv_usage) == (3, 8, 0.42)
+
+
+def test_samples_with_old_timestamps_are_stale() -> None:
+    stamp = int((NOW - 120) * 1000)  # exposition timestamps are milliseconds
+    text = page("trtllm").replace(
+        'trtllm_kv_cache_utilization{engine_type="trtllm",model_name="llama-3.1-70b"} 0.31',
+        f'trtllm_kv_cache_utilization{{engine_type="trtllm",model_name="llama-3.1-70b"}} 0.31'
+        f" {stamp}",
+    )
+    assert read_page(text, TRTLLM, now=NOW, max_sample_age=60).kv_usage is None
+    assert read_page(text, TRTLLM, now=NOW, max_sample_age=300).kv_usage == 0.31
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_auto_detection_and_the_decode_rate() -> None:
+    clock = ManualClock(100.0)
+    later = page("vllm").replace("120000.0", "122000.0").replace("80000.0", "81000.0")
+    reset = page("vllm").replace("120000.0", "10.0")
+    pages: list[str | Exception | int] = [page("vllm"), later, reset, page("vllm")]
+    async with scraper(pages, clock) as scrape:
+        first = await scrape()
+        clock.advance(2.0)
+        second = await scrape()
+        clock.advance(2.0)
+        third = await scrape()  # the engine restarted: its counter went back
+        clock.advance(2.0)
+        fourth = await scrape()
+    assert scrape.names is VLLM
+    assert first is not None and second is not None and third is not None  # noqa: PT018
+    assert (first.waiting, first.running, first.kv_usage) == (5, 15, 0.57)
+    assert first.observed_at == 100.0
+    assert first.decode_tps is None  # a rate needs two scrapes
+    assert second.decode_tps == pytest.approx(3000 / 2.0)
+    assert third.decode_tps is None
+    assert fourth is not None
+    assert fourth.decode_tps == pytest.approx((200_000 - 80_010) / 2.0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("names", [SGLANG, TGI])
+async def test_a_gauge_rate_stands_in_until_the_counter_has_two_points(names: object) -> None:
+    clock = ManualClock(0.0)
+    engine = "sglang" if names is SGLANG else "tgi"
+    async with scraper([page(engine)], clock, engine=engine) as scrape:
+        signals = await scrape()
+    assert signals is not None
+    assert signals.decode_tps == (812.5 if names is SGLANG else None)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_failed_scrapes_are_no_update(caplog: pytest.LogCaptureFixture) -> None:
+    clock = ManualClock(0.0)
+    failures: list[str | Exception | int] = [
+        httpx.ConnectError("refused"),
+        httpx.ReadTimeout("slow"),
+        503,
+        "this is { not a metrics page\n",
+        page("tgi"),
+    ]
+    caplog.set_level(logging.DEBUG, "slopolicy.adapters.metrics")
+    async with scraper(failures, clock, engine="tgi") as scrape:
+        results = [await scrape() for _ in range(5)]
+    assert results[:4] == [None, None, None, None]
+    assert results[4] is not None
+    assert scrape.failures == 4
+    assert scrape.consecutive_failures == 0
+    assert scrape.last_error is not None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1  # once per outage, not once per poll
+
+
+def test_bad_settings() -> None:
+    from slopolicy.errors import UsageError
+
+    with pytest.raises(UsageError):
+        MetricsScraper("http://x/metrics", engine="nope")
+    with pytest.raises(UsageError):
+        MetricsScraper("http://x/metrics", timeout=0)
+
+
+@pytest.mark.anyio
+async def test_the_gate_polls_a_real_metrics_page_and_sees_it_go_stale(
+    vllm_url: str, recorder: Recorder
+) -> None:
+    """Over HTTP on 127.0.0.1, on asyncio and trio: the gate's signals are fresh
+    while scrapes work, and unknown once they fail for longer than
+    ``signal_max_age_s``."""
+    recorder.metrics_page, recorder.metrics_status = page("vllm"), 200
+    p = policy(ladder={"enabled": True, "signal_max_age_s": 0.3, "evaluate_every_s": 0.05})
+    polled = anyio.Event()
+
+    async with MetricsScraper(f"{vllm_url}/metrics", timeout=1.0) as scrape:
+
+        async def source() -> EngineSignals | None:
+            signals = await scrape()
+            polled.set()  # the gate observes it before this task waits again
+            return signals
+
+        async with Gate(p, signals=source, poll_every=0.05):
+            with anyio.fail_after(5):
+                await polled.wait()
+            await anyio.lowlevel.checkpoint()
+            board = p.health.signals
+            fresh = board.current(anyio.current_time())
+            assert (fresh.waiting, fresh.running, fresh.kv_usage) == (5, 15, 0.57)
+            recorder.metrics_status = 500
+            await anyio.sleep(0.5)  # past signal_max_age_s, scrapes failing
+            stale = board.current(anyio.current_time())
+            assert (stale.waiting, stale.running, stale.kv_usage) == (None, None, None)
+            assert scrape.consecutive_failures >= 1
+    recorder.metrics_status = 200
