@@ -9,9 +9,16 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
-# Served by an ASGI server, or run against an engine: tests/runtime/test_gateway_example.py
-# and tests/adapters/test_examples.py drive them.
-ELSEWHERE = {"gateway_starlette.py", "openai_wrapper.py", "tgi_wrapper.py", "vllm_inprocess.py"}
+# Served by an ASGI server, run against an engine, or needing a Redis:
+# tests/runtime/test_gateway_example.py, tests/adapters/test_examples.py and
+# tests/backends/test_scale_out_example.py drive them.
+ELSEWHERE = {
+    "gateway_starlette.py",
+    "openai_wrapper.py",
+    "tgi_wrapper.py",
+    "vllm_inprocess.py",
+    "scale_out.py",
+}
 SCRIPTS = sorted(
     path
     for path in EXAMPLES.glob("*.py")

@@ -38,6 +38,9 @@ class Reason(enum.Enum):
     # waited (outcome ``expired``), and the gate closed under a waiting request.
     EXPIRED = "expired"
     GATE_CLOSED = "gate_closed"
+    # A shared quota store (Redis) could not be reached and the store fails
+    # closed: 503, retry once the store is back.
+    QUOTA_STORE_UNAVAILABLE = "quota_store_unavailable"
 
     @property
     def code(self) -> str:

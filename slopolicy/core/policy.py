@@ -203,6 +203,35 @@ class Policy:
             self._rejected(result, decision.request.tenant, now)
         return result
 
+    def refuse(
+        self,
+        decision: Admit | Demote,
+        reason: Reason,
+        message: str,
+        now: float,
+        *,
+        retry_after: float | None = None,
+        http_status: int = 429,
+        rule: str = "quota",
+    ) -> Decision:
+        """Refuse a decision :meth:`prepare` accepted, for a cause found outside
+        the policy (a shared quota store's refusal), instead of :meth:`enqueue`.
+
+        Records the request as rejected and returns the ``Defer`` (503, a
+        ``retry_after``, or a transient reason) or ``Reject`` to answer with;
+        ``rule`` names the cause in the decision's steps."""
+        now = self._advance(now)
+        result = _refuse(decision, reason, message, retry_after, http_status, rule)
+        self._rejected(result, decision.request.tenant, now)
+        return result
+
+    def withdraw(self, decision: Admit | Demote, now: float) -> None:
+        """A decision :meth:`prepare` accepted will not be enqueued after all:
+        the caller went away (cancelled) before the quota store answered.
+        Counted as ``cancelled``; nothing else was held."""
+        self._advance(now)
+        self._outcomes[Outcome.CANCELLED] += 1
+
     def _rejected(self, decision: Decision, tenant: str, now: float) -> None:
         self._outcomes[Outcome.REJECTED] += 1
         self.health.record_rejected(decision.lane or self._first_lane, tenant, now)

@@ -26,7 +26,16 @@ from slopolicy.core.decisions import Reason
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 
-__all__ = ("QuotaLease", "QuotaRefusal", "QuotaStatistics", "TenantQuotas", "TenantStatistics")
+__all__ = (
+    "QuotaLease",
+    "QuotaRefusal",
+    "QuotaStatistics",
+    "TenantQuotas",
+    "TenantStatistics",
+    "concurrency_refusal",
+    "over_burst_refusal",
+    "rate_refusal",
+)
 
 _REFUSALS = (
     Reason.RATE_LIMITED,
@@ -207,7 +216,7 @@ class TenantQuotas:
             state.retier(plan, now)
         limits = plan.lanes.get(lane)
         if cost > (plan.max_cost if limits is None else limits[1]):
-            refusal: QuotaRefusal | None = _over_burst(tenant, plan, lane, cost)
+            refusal: QuotaRefusal | None = over_burst_refusal(tenant, plan, lane, cost)
         elif state is None:
             refusal = None if len(self._tenants) < self._max else self._make_room()
         else:
@@ -338,7 +347,10 @@ class TenantQuotas:
         )
 
 
-def _over_burst(tenant: str, plan: TierPlan, lane: str, cost: float) -> QuotaRefusal:
+def over_burst_refusal(tenant: str, plan: TierPlan, lane: str, cost: float) -> QuotaRefusal:
+    """``COST_OVER_BURST``: ``cost`` exceeds the tenant's burst, or ``lane``'s.
+    Shared with the quota stores of :mod:`slopolicy.backends`, so every store
+    words its refusals alike."""
     if cost > plan.max_cost:
         where, burst = "", plan.max_cost
     else:
@@ -350,40 +362,65 @@ def _over_burst(tenant: str, plan: TierPlan, lane: str, cost: float) -> QuotaRef
     )
 
 
+def concurrency_refusal(
+    tenant: str, in_flight: int, cap: int, lane: str | None = None
+) -> QuotaRefusal:
+    """``CONCURRENCY_LIMITED``: ``tenant`` (in ``lane``, for a lane's cap) has
+    ``in_flight`` requests against a cap of ``cap``."""
+    if lane is None:
+        message = f"tenant {tenant!r} has {in_flight} requests in flight; its limit is {cap}"
+    else:
+        message = (
+            f"tenant {tenant!r} has {in_flight} requests in flight in lane {lane!r}; "
+            f"the lane's limit is {cap}"
+        )
+    return QuotaRefusal(Reason.CONCURRENCY_LIMITED, message)
+
+
+def rate_refusal(
+    tenant: str,
+    lane: str | None,
+    rate: float,
+    burst: float,
+    cost: float,
+    level: float,
+    wait: float,
+) -> QuotaRefusal:
+    """``RATE_LIMITED``: the binding bucket (``lane``'s, or the tenant's when
+    ``lane`` is None) holds ``level`` of the ``cost`` asked; ``wait`` seconds
+    until it could grant it."""
+    where = "" if lane is None else f" in lane {lane!r}"
+    return QuotaRefusal(
+        Reason.RATE_LIMITED,
+        f"tenant {tenant!r} is over its quota{where} of {_num(rate)} cost units/s "
+        f"with a burst of {_num(burst)}: {_num(cost)} cost units requested, "
+        f"{_num(level)} available; retry in {wait:.3g} s",
+        wait,
+    )
+
+
 def _check(
     tenant: str, state: TenantState, lane: str, cost: float, now: float
 ) -> QuotaRefusal | None:
     """The first limit ``cost`` would break for a tracked tenant, or None."""
     cap = state.plan.max_concurrency
     if cap is not None and state.in_flight >= cap:
-        return QuotaRefusal(
-            Reason.CONCURRENCY_LIMITED,
-            f"tenant {tenant!r} has {state.in_flight} requests in flight; its limit is {cap}",
-        )
+        return concurrency_refusal(tenant, state.in_flight, cap)
     cap = state.plan.caps.get(lane)
     in_lane = state.lane_in_flight.get(lane, 0)
     if cap is not None and in_lane >= cap:
-        return QuotaRefusal(
-            Reason.CONCURRENCY_LIMITED,
-            f"tenant {tenant!r} has {in_lane} requests in flight in lane {lane!r}; "
-            f"the lane's limit is {cap}",
-        )
+        return concurrency_refusal(tenant, in_lane, cap, lane)
     tenant_bucket, lane_bucket = state.bucket, state.lane_buckets.get(lane)
     wait = 0.0 if tenant_bucket is None else tenant_bucket.time_until(cost, now)
     lane_wait = 0.0 if lane_bucket is None else lane_bucket.time_until(cost, now)
     if wait == 0.0 and lane_wait == 0.0:
         return None
     # Levels only rise while nothing is taken, so both buckets grant at the later time.
+    where: str | None
     if lane_wait > wait:
         assert lane_bucket is not None
-        wait, bucket, where = lane_wait, lane_bucket, f" in lane {lane!r}"
+        wait, bucket, where = lane_wait, lane_bucket, lane
     else:
         assert tenant_bucket is not None
-        bucket, where = tenant_bucket, ""
-    return QuotaRefusal(
-        Reason.RATE_LIMITED,
-        f"tenant {tenant!r} is over its quota{where} of {_num(bucket.rate)} cost units/s "
-        f"with a burst of {_num(bucket.burst)}: {_num(cost)} cost units requested, "
-        f"{_num(bucket.level(now))} available; retry in {wait:.3g} s",
-        wait,
-    )
+        bucket, where = tenant_bucket, None
+    return rate_refusal(tenant, where, bucket.rate, bucket.burst, cost, bucket.level(now), wait)

@@ -35,7 +35,8 @@ from anyio import current_time
 from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint
 
-from slopolicy.core.decisions import Decision, Defer, Reject
+from slopolicy.backends.base import QuotaStore
+from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reject
 from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy, PolicySource, PolicySpec
@@ -43,6 +44,7 @@ from slopolicy.core.request import Request
 from slopolicy.core.signals import EngineSignals
 from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
+from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.waiting import Admission, Waiter
 from slopolicy.telemetry.config import Telemetry, recorder_for
@@ -76,6 +78,9 @@ class Gate:
             (see :mod:`slopolicy.runtime.arrivals`).
         on_end: called with each request's :class:`ArrivalRecord` as it ends.
         max_expired: most overdue requests one dispatch expires.
+        quota_store: where tenant quotas live instead of the policy's own
+            table: a :class:`~slopolicy.backends.redis.RedisQuotaStore` shares
+            them between gateway replicas (see ``docs/scale-out.md``).
         telemetry: a :class:`~slopolicy.telemetry.Telemetry` to record metrics
             and spans through; ``True`` (the default) records through the
             global providers, a no-op until the host installs an SDK;
@@ -90,6 +95,7 @@ class Gate:
         "_next_evaluation",
         "_on_end",
         "_poll_every",
+        "_quota",
         "_signals",
         "_state",
         "_telemetry",
@@ -107,6 +113,7 @@ class Gate:
         arrival_log: ArrivalLog | str | os.PathLike[str] | IO[str] | None = None,
         on_end: Callable[[ArrivalRecord], None] | None = None,
         max_expired: int = 256,
+        quota_store: QuotaStore | None = None,
         telemetry: Telemetry | bool = True,
     ) -> None:
         if not poll_every > 0:
@@ -127,6 +134,7 @@ class Gate:
         self._timer_scope: anyio.CancelScope | None = None
         self._epoch = 0.0
         self._next_evaluation = -math.inf
+        self._quota = None if quota_store is None else StoreQuota(self, quota_store)
         self._telemetry = recorder_for(telemetry, self.policy)
 
     # -- lifetime -------------------------------------------------------------
@@ -143,6 +151,8 @@ class Gate:
             group.start_soon(self._poll, name="slopolicy signal poll")
         if self._log is not None:
             group.start_soon(self._log.run, name="slopolicy arrival log")
+        if self._quota is not None:
+            group.start_soon(self._quota.run, name="slopolicy quota leases")
         if self._telemetry is not None:
             await group.start(self._telemetry.watch, name="slopolicy telemetry")
         return self
@@ -193,7 +203,10 @@ class Gate:
     def admit_nowait(self, request: Request) -> Ticket:
         """Admit ``request`` only if it can start at once; else raise
         :class:`~slopolicy.WouldBlock` (nothing left queued; the policy counts
-        the attempt as cancelled) or :class:`~slopolicy.Rejected`."""
+        the attempt as cancelled) or :class:`~slopolicy.Rejected`. Not with a
+        ``quota_store``: taking quota there is a round trip."""
+        if self._quota is not None:
+            raise UsageError("admit_nowait cannot wait for a quota store; await admit()")
         waiter = self._submit(request)
         if isinstance(waiter, Ticket):
             return waiter
@@ -211,7 +224,8 @@ class Gate:
         # is held: a request started at once is then returned with no await in
         # between to lose it to, and no shielded checkpoint is needed after.
         await checkpoint()
-        waiter = self._submit(request)
+        quota = self._quota
+        waiter = self._submit(request) if quota is None else await quota.submit(request)
         if isinstance(waiter, Ticket):
             ticket = waiter
         elif isinstance(waiter, Rejected):
@@ -230,16 +244,22 @@ class Gate:
             admission._ticket = ticket
         return ticket
 
-    def _submit(self, request: Request) -> Ticket | Waiter | Rejected:
+    def _submit(
+        self, request: Request, prepared: Admit | Demote | None = None
+    ) -> Ticket | Waiter | Rejected:
         """Submit: a ticket if it starts at once, else its waiter (queued, or
-        already expired), or the refusal to raise."""
+        already expired), or the refusal to raise. ``prepared``: the decision
+        of ``policy.prepare``, its quota already held in the quota store."""
         if self._state != "open":
             if self._state == "new":
                 raise UsageError("enter the gate first: async with Gate(...) as gate")
             return GateClosed()
         now = current_time()
         policy = self.policy
-        decision = policy.submit(request, now)
+        if prepared is None:
+            decision = policy.submit(request, now)
+        else:
+            decision = policy.enqueue(prepared, now, quota_held=True)
         if self._telemetry is not None:
             self._telemetry.submitted(request, decision, now)
         if isinstance(decision, (Defer, Reject)):
@@ -391,6 +411,8 @@ class Gate:
     ) -> None:
         if self._telemetry is not None:
             self._telemetry.ended(finished, error)
+        if self._quota is not None:
+            self._quota.ended(finished)
         if self._log is None and self._on_end is None:
             return
         self._emit(ArrivalRecord.ended(finished, request, self._epoch))

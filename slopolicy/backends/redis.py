@@ -1,0 +1,556 @@
+"""Tenant quotas shared by several gateway replicas, in Redis.
+
+::
+
+    from slopolicy.backends.redis import RedisQuotaStore
+    from slopolicy.backends import FailOpen
+
+    store = RedisQuotaStore.from_url("redis://redis:6379/0", on_failure=FailOpen(share=1 / 3))
+    async with store, Gate(config, quota_store=store) as gate:
+        ...
+
+Every replica's store keeps each tenant's token buckets and concurrency
+leases in Redis, with :class:`~slopolicy.core.quotas.TenantQuotas`' semantics.
+An admission is **one round trip**: ``EVALSHA`` of one Lua script that purges
+expired leases, checks the tenant and tenant-lane caps and both buckets, and
+takes them all or none, atomically. Scripts ship as package data
+(``slopolicy/backends/lua``), are loaded once per server and called by SHA1;
+``NOSCRIPT`` (a restart, a failover, ``SCRIPT FLUSH``) loads them again.
+
+The clock is Redis's ``TIME``, read inside the script, so replicas' clocks
+never meet. Concurrency leases expire ``lease_ttl`` seconds after they were
+last renewed; :meth:`RedisQuotaStore.maintain` (the Gate runs it) renews
+this replica's live leases every ``renew_every`` seconds, so a crashed
+replica's slots come back within ``lease_ttl``.
+
+When Redis is down, slow or restarting, a :class:`~slopolicy.backends.CircuitBreaker`
+stops calling it, and the failure policy answers: :class:`~slopolicy.backends.FailOpen`
+(local limits, flagged) or :class:`~slopolicy.backends.FailClosed` (503). Releases
+and settles that could not reach Redis wait and go through when it is back;
+then the live leases are registered again (a restart may have lost them), so
+nothing is double-counted or lost. Every script is idempotent: a retried
+acquire grants nothing twice, a retried settle charges nothing twice.
+
+redis-py's asyncio client runs on asyncio only (not trio). Needs
+``pip install 'slopolicy[redis]'``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import secrets
+from collections.abc import Callable, Sequence
+from types import MappingProxyType, TracebackType
+from typing import Any
+
+import anyio
+
+try:
+    from redis.asyncio import Redis
+    from redis.exceptions import RedisError
+except ImportError as error:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "slopolicy.backends.redis needs redis-py: pip install 'slopolicy[redis]'"
+    ) from error
+
+from slopolicy.backends._redis_calls import (
+    Admission,
+    KeyBook,
+    RedisClient,
+    Scripts,
+    Token,
+    level_from,
+    text,
+    token_of,
+)
+from slopolicy.backends._scripts import SCRIPTS, check_prefix
+from slopolicy.backends.base import (
+    Lease,
+    StoreStatistics,
+    TenantSnapshot,
+    check_cost,
+    own_token,
+    refusal_counts,
+)
+from slopolicy.backends.failure import CircuitBreaker, FailClosed, FailurePolicy
+from slopolicy.core._quota_state import TierPlan
+from slopolicy.core.quotas import (
+    QuotaRefusal,
+    concurrency_refusal,
+    over_burst_refusal,
+    rate_refusal,
+)
+from slopolicy.core.specs import TierSpec
+from slopolicy.errors import UsageError
+
+__all__ = ("RedisClient", "RedisQuotaStore")
+
+logger = logging.getLogger("slopolicy.backends.redis")
+
+# What "Redis is unavailable" looks like: redis-py's errors (connection,
+# timeout, loading, READONLY, OOM...), socket errors, and our own deadline.
+_FAILURES = (RedisError, OSError, TimeoutError)
+
+
+class RedisQuotaStore:
+    """Tenant quota state in Redis, shared by every replica that points at it.
+
+    Args:
+        client: a ``redis.asyncio.Redis`` (or ``RedisCluster``) client. Its own
+            retries run inside ``timeout``; :meth:`from_url` sets one quick retry.
+        prefix: the first part of every key (no braces).
+        lease_ttl: seconds a concurrency lease lives without renewal: how long
+            a crashed replica's slots stay taken.
+        renew_every: seconds between renewals (default ``lease_ttl / 3``).
+        timeout: seconds one call to Redis may take before it counts as failed.
+        on_failure: :class:`FailClosed` (default: 503 while Redis is
+            unavailable) or :class:`FailOpen` (local limits, flagged).
+        breaker: when to stop calling Redis and when to try again.
+        clock: for tests only: seconds to use instead of Redis ``TIME``.
+        key_grace: seconds idle keys outlive what they must hold (a bucket
+            until it is full again, a lease set until its last lease expires).
+        owns_client: close ``client`` in :meth:`aclose` (:meth:`from_url` sets it).
+    """
+
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        prefix: str = "slopolicy",
+        lease_ttl: float = 30.0,
+        renew_every: float | None = None,
+        timeout: float = 0.25,
+        on_failure: FailurePolicy | None = None,
+        breaker: CircuitBreaker | None = None,
+        clock: Callable[[], float] | None = None,
+        key_grace: float = 1.0,
+        owns_client: bool = False,
+    ) -> None:
+        for name, value in (("lease_ttl", lease_ttl), ("timeout", timeout)):
+            if not 0.0 < value < math.inf:
+                raise UsageError(f"{name} must be finite seconds > 0, not {value!r}")
+        if renew_every is None:
+            renew_every = lease_ttl / 3
+        if not 0.0 < renew_every < lease_ttl:
+            raise UsageError(
+                f"renew_every must be > 0 and < lease_ttl ({lease_ttl!r} s), not {renew_every!r}"
+            )
+        if not 0.0 <= key_grace < math.inf:
+            raise UsageError(f"key_grace must be finite seconds >= 0, not {key_grace!r}")
+        self._client = client
+        self._owns_client = owns_client
+        self._prefix = check_prefix(prefix)
+        self._ttl = lease_ttl
+        self._renew_every = renew_every
+        self._timeout = timeout
+        self._on_failure: FailurePolicy = FailClosed() if on_failure is None else on_failure
+        self._breaker = CircuitBreaker() if breaker is None else breaker
+        self._clock = clock
+        self._grace = repr(float(key_grace))
+        self._ttl_arg = repr(float(lease_ttl))
+        self._replica = secrets.token_hex(6)
+        self._ids = itertools.count(1)
+        self._book = KeyBook(self._prefix)
+        self._scripts = Scripts(client, timeout, self._lost_scripts)
+        self._live: dict[str, Lease] = {}
+        self._pending: dict[str, Lease] = {}
+        self._wake: anyio.Event | None = None
+        self._admitted = 0
+        self._refusals = refusal_counts()
+        self._failures = 0
+        self._fallback_admitted = 0
+        self._lost = 0
+        self._resyncs = 0
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisQuotaStore:
+        """A store with its own client for ``url`` (``redis://host:port/db``),
+        closed by :meth:`aclose`. ``options`` go to the store."""
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        timeout = float(options.get("timeout", 0.25))
+        # One immediate retry reconnects a pooled connection a restart killed;
+        # slower retries would only run into the store's own timeout.
+        client = Redis.from_url(
+            url,
+            retry=Retry(NoBackoff(), 1),
+            socket_connect_timeout=timeout,
+            health_check_interval=0,
+        )
+        return cls(client, owns_client=True, **options)
+
+    def __repr__(self) -> str:
+        return (
+            f"<RedisQuotaStore prefix={self._prefix!r} lease_ttl={self._ttl!r} "
+            f"on_failure={self._on_failure!r} breaker={self._breaker.state}>"
+        )
+
+    async def aclose(self) -> None:
+        """Send the releases and settles still waiting, if Redis answers (each
+        call within ``timeout`` seconds; what cannot be sent expires with its
+        lease), then close the client if this store made it (:meth:`from_url`)."""
+        with anyio.CancelScope(shield=True):
+            for lease in list(self._pending.values()):
+                await self._push(lease)
+            if self._owns_client:
+                await self._client.aclose()
+
+    async def __aenter__(self) -> RedisQuotaStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def renew_every(self) -> float:
+        """Seconds between lease renewals."""
+        return self._renew_every
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The circuit breaker in front of Redis."""
+        return self._breaker
+
+    # -- admission -------------------------------------------------------------
+
+    async def acquire(
+        self, tenant: str, tier: TierSpec, lane: str, cost: float
+    ) -> Lease | QuotaRefusal:
+        """See :meth:`QuotaStore.acquire`: one ``EVALSHA`` round trip. While
+        Redis is unavailable the failure policy answers instead."""
+        check_cost("cost", cost)
+        plan = self._book.plan(tier)
+        split = plan.lanes.get(lane)
+        over = cost > (plan.max_cost if split is None else split[1])
+        admission = self._book.admission(tenant, lane, plan)
+        lease = self._lease(tenant, lane, cost, admission)
+        if not self._breaker.allow():
+            if over:
+                return self._refused(over_burst_refusal(tenant, plan, lane, cost))
+            return await self._fall_back(lease, tier)
+        args = (lease.id, repr(float(cost)), self._now(), self._ttl_arg, self._grace)
+        flag = "1" if over else ""
+        try:
+            reply = await self._scripts.call(
+                SCRIPTS["acquire"],
+                admission.keys,
+                (*args, *admission.within, flag, *admission.tail),
+            )
+        except _FAILURES as error:
+            self._failed(error, "acquire")
+            if over:  # it could never be admitted anyway, and took nothing
+                return self._refused(over_burst_refusal(tenant, plan, lane, cost))
+            # Its reply is unknown: it may hold slots and cost in Redis. Undo
+            # that once Redis answers again (a no-op if it never ran).
+            token_of(lease).abort = lease._released = True
+            self._pending[lease.id] = lease
+            return await self._fall_back(self._lease(tenant, lane, cost, admission), tier)
+        except BaseException:
+            self._breaker.abandon()
+            token_of(lease).abort = lease._released = True
+            with anyio.CancelScope(shield=True):
+                await self._push(lease)
+            raise
+        self._succeeded()
+        return self._admitted_or_refused(lease, plan, [text(part) for part in reply], cost)
+
+    def _admitted_or_refused(
+        self, lease: Lease, plan: TierPlan, reply: list[str], cost: float
+    ) -> Lease | QuotaRefusal:
+        kind = reply[0]
+        if kind == "ok":
+            lease.acquired_at = float(reply[1])
+            self._live[lease.id] = lease
+            self._admitted += 1
+            return lease
+        tenant, lane = lease.tenant, lease.lane
+        if kind == "over_burst":
+            return self._refused(over_burst_refusal(tenant, plan, lane, cost))
+        if kind == "concurrency":
+            return self._refused(concurrency_refusal(tenant, int(reply[1]), int(reply[2])))
+        if kind == "lane_concurrency":
+            return self._refused(concurrency_refusal(tenant, int(reply[1]), int(reply[2]), lane))
+        assert kind == "rate", reply
+        wait, level, rate, burst = (float(part) for part in reply[2:6])
+        where = lane if reply[1] == "lane" else None
+        return self._refused(rate_refusal(tenant, where, rate, burst, cost, level, wait))
+
+    def _lease(self, tenant: str, lane: str, cost: float, admission: Admission) -> Lease:
+        token = Token(admission.tenant_keys, admission.limits, cost)
+        return Lease(self, f"{self._replica}:{next(self._ids)}", tenant, lane, cost, 0.0, token)
+
+    def _refused(self, refusal: QuotaRefusal) -> QuotaRefusal:
+        self._refusals[refusal.reason] += 1
+        return refusal
+
+    async def _fall_back(self, lease: Lease, tier: TierSpec) -> Lease | QuotaRefusal:
+        """The failure policy's answer while Redis is unavailable."""
+        answer = await self._on_failure.acquire(
+            lease.tenant, tier, lease.lane, lease.cost, self._breaker.retry_in()
+        )
+        if isinstance(answer, QuotaRefusal):
+            return self._refused(answer)
+        token = lease._token
+        assert isinstance(token, Token)
+        token.remote = False  # Redis holds nothing for it until renewal registers it
+        lease._local = answer
+        lease.acquired_at = answer.acquired_at
+        self._live[lease.id] = lease
+        self._admitted += 1
+        self._fallback_admitted += 1
+        return lease
+
+    # -- settle and release ------------------------------------------------------
+
+    async def settle(self, lease: Lease, actual_cost: float) -> None:
+        """See :meth:`QuotaStore.settle`. A fallback lease settles on the local
+        limits it was admitted on; a settle Redis cannot take now waits."""
+        token = own_token(lease, self, Token, "settle")
+        if lease._released:
+            raise UsageError(f"cannot settle a released lease: {lease!r}")
+        check_cost("actual_cost", actual_cost)
+        lease._cost = actual_cost
+        if lease._local is not None:
+            local = self._on_failure.local
+            assert local is not None
+            await local.settle(lease._local, actual_cost)
+            return
+        token.settle_to = actual_cost
+        await self._push(lease)
+
+    async def release(self, lease: Lease) -> bool:
+        """See :meth:`QuotaStore.release`. True the first time, at once on this
+        side; a release Redis cannot take now waits, and the lease's ttl bounds
+        how long its slots stay taken if Redis never answers again."""
+        token = own_token(lease, self, Token, "release")
+        if lease._released:
+            return False
+        lease._released = True
+        del self._live[lease.id]
+        if lease._local is not None:
+            local = self._on_failure.local
+            assert local is not None
+            await local.release(lease._local)
+            lease.released_at = lease._local.released_at
+        if token.remote:
+            token.release = True
+            await self._push(lease)
+        return True
+
+    async def _push(self, lease: Lease) -> None:
+        """Send the lease's waiting operations (settle, then release or abort)
+        now, or leave them pending for :meth:`renew`. Never raises a Redis error."""
+        self._pending[lease.id] = lease
+        if not self._breaker.allow():
+            return
+        try:
+            await self._send(lease)
+        except _FAILURES as error:
+            self._failed(error, "release" if lease._released else "settle")
+            return
+        except BaseException:
+            self._breaker.abandon()
+            raise
+        self._succeeded()
+
+    async def _send(self, lease: Lease) -> None:
+        token = lease._token
+        assert isinstance(token, Token)
+        keys = token.keys.all()
+        if token.settle_to is not None:
+            actual = token.settle_to
+            args = (lease.id, repr(float(actual)), repr(float(token.charged)), self._now())
+            await self._scripts.call(
+                SCRIPTS["settle"], keys, (*args, self._grace, *token.args, lease.lane)
+            )
+            token.charged = actual
+            if token.settle_to == actual:
+                token.settle_to = None
+        if token.release or token.abort:
+            flag = "1" if token.abort else ""
+            reply = await self._scripts.call(
+                SCRIPTS["release"], keys, (lease.id, self._now(), flag, self._grace)
+            )
+            token.release = token.abort = False
+            token.remote = False
+            if lease.released_at is None:
+                lease.released_at = float(text(reply[1]))
+        if token.settle_to is None and not token.release and not token.abort:
+            self._pending.pop(lease.id, None)
+
+    # -- renewal -------------------------------------------------------------------
+
+    async def renew(self) -> int:
+        """Send waiting operations, then extend every live lease by ``lease_ttl``
+        (fallback leases and leases Redis lost are registered again): one
+        pipelined round trip beyond the waiting operations. Returns the leases
+        renewed; 0 while Redis is unavailable."""
+        if not self._breaker.allow():
+            return 0
+        trial = self._breaker.state != "closed"
+        batch: list[Lease] = []
+        try:
+            pending = list(self._pending.values())
+            for lease in pending:
+                await self._send(lease)
+            batch = list(self._live.values())
+            if batch:
+                await self._renew(batch)
+            elif trial and not pending:
+                await self._scripts.ping()  # the breaker's trial, with nothing else to send
+        except _FAILURES as error:
+            self._failed(error, "renew")
+            return 0
+        except BaseException:
+            self._breaker.abandon()
+            raise
+        finally:
+            # Leases released while the renewal was in flight (or failed, or
+            # was cancelled) may have been registered again after their
+            # release: release them again, now or once Redis answers.
+            again = [lease for lease in batch if lease._released]
+            for lease in again:
+                token_of(lease).release = token_of(lease).remote = True
+                self._pending[lease.id] = lease
+        self._succeeded()
+        for lease in again:
+            await self._push(lease)
+        return len(batch)
+
+    async def _renew(self, batch: Sequence[Lease]) -> None:
+        groups: dict[str, list[Lease]] = {}
+        for lease in batch:
+            token = lease._token
+            assert isinstance(token, Token)
+            groups.setdefault(token.keys.leases, []).append(lease)
+        calls = []
+        for leases in groups.values():
+            keys = token_of(leases[0]).keys
+            lane_keys: dict[str, int] = {}
+            args: list[str] = [self._now(), self._ttl_arg, self._grace]
+            for lease in leases:
+                token = token_of(lease)
+                index = lane_keys.setdefault(token.keys.lane_leases, len(lane_keys) + 3)
+                args += (lease.id, str(index), repr(float(token.charged)), lease.lane)
+            calls.append(((keys.leases, keys.costs, *lane_keys), args))
+        # Fallback leases are registered from here on, so their release goes
+        # to Redis too, whatever came back.
+        was_remote = {lease.id: (lease, token_of(lease).remote) for lease in batch}
+        for lease in batch:
+            token_of(lease).remote = True
+        replies = await self._scripts.pipeline(SCRIPTS["renew"], calls)
+        # A lease released while the renewal was in flight was registered
+        # again by it (renew() releases it again); it was not lost.
+        lost = sum(
+            remote and not lease._released
+            for reply in replies
+            for lease, remote in (was_remote[lease_id] for lease_id in reply[1:])
+        )
+        if lost:
+            self._lost += lost
+            logger.warning(
+                "Redis had lost %d live quota leases (expired or a restart); registered them again",
+                lost,
+            )
+
+    async def maintain(self) -> None:
+        """Renew leases every ``renew_every`` seconds, at once after Redis comes
+        back or restarts, and sooner while operations wait; until cancelled."""
+        while True:
+            self._wake = wake = anyio.Event()
+            with anyio.move_on_after(self._next_renewal()):
+                await wake.wait()
+            await self.renew()
+
+    def _next_renewal(self) -> float:
+        state = self._breaker.state
+        if state == "open":
+            return min(self._renew_every, self._breaker.retry_in())
+        if state == "half_open" or self._pending:
+            return min(self._renew_every, self._breaker.reset_after)
+        return self._renew_every
+
+    def _lost_scripts(self) -> None:
+        logger.warning("Redis lost the quota scripts (restart?); registering leases again")
+        self._resync()
+
+    def _resync(self) -> None:
+        """Register the live leases again as soon as possible."""
+        self._resyncs += 1
+        if self._wake is not None:
+            self._wake.set()
+
+    # -- calls -----------------------------------------------------------------------
+
+    def _now(self) -> str:
+        return "" if self._clock is None else repr(float(self._clock()))
+
+    def _failed(self, error: BaseException, what: str) -> None:
+        self._failures += 1
+        logger.debug("Redis quota store call failed during %s", what, exc_info=error)
+        if self._breaker.failure():
+            mode = "open on local limits" if self._on_failure.local is not None else "closed (503)"
+            logger.warning(
+                "Redis quota store unavailable (%s during %s: %s); failing %s",
+                type(error).__name__,
+                what,
+                error,
+                mode,
+            )
+
+    def _succeeded(self) -> None:
+        if self._breaker.success():
+            logger.warning("Redis quota store is back; registering live leases again")
+            self._resync()
+
+    async def snapshot(self, tenant: str, tier: TierSpec) -> TenantSnapshot:
+        """See :meth:`QuotaStore.snapshot` (one read-only script call; raises
+        the Redis error if Redis is unavailable)."""
+        plan = self._book.plan(tier)
+        lanes = list(plan.lanes)
+        base = self._book.keys(tenant, "")
+        lane_keys = [self._book.keys(tenant, lane).lane_bucket for lane in lanes]
+        keys = (base.bucket, base.leases, base.costs, *lane_keys)
+        reply = await self._scripts.call(SCRIPTS["inspect"], keys, (self._now(),))
+        now = float(text(reply[0]))
+        in_lane: dict[str, int] = {}
+        for name in reply[3]:
+            in_lane[text(name)] = in_lane.get(text(name), 0) + 1
+        return TenantSnapshot(
+            tenant,
+            now,
+            len(reply[3]),
+            MappingProxyType(in_lane),
+            None if plan.bucket is None else level_from(reply[1], plan.bucket),
+            MappingProxyType(
+                {
+                    lane: level_from(raw, plan.lanes[lane])
+                    for lane, raw in zip(lanes, reply[2], strict=True)
+                }
+            ),
+        )
+
+    def statistics(self) -> StoreStatistics:
+        """See :meth:`QuotaStore.statistics`."""
+        return StoreStatistics(
+            backend="redis",
+            admitted=self._admitted,
+            refusals=MappingProxyType(dict(self._refusals)),
+            in_flight=len(self._live),
+            degraded=self._breaker.state != "closed",
+            breaker=self._breaker.state,
+            failures=self._failures,
+            fallback_admitted=self._fallback_admitted,
+            fallback_in_flight=sum(lease._local is not None for lease in self._live.values()),
+            lost=self._lost,
+            resyncs=self._resyncs,
+            pending=len(self._pending),
+        )
