@@ -202,7 +202,7 @@ def arrival_processes(
     ``max_rate x horizon / 4`` arrivals within ``horizon / 4`` seconds)."""
     rate = st.floats(0.05, max_rate)
     burst_size = max(1, int(max_rate * horizon / 4))
-    steady = [
+    steady: list[st.SearchStrategy[arrivals.ArrivalProcess]] = [
         st.builds(arrivals.Poisson, rate),
         st.builds(arrivals.GammaArrivals, rate, st.floats(0.5, 8)),
         st.builds(arrivals.OnOff, rate, st.floats(0.5, horizon), st.floats(0.5, horizon)),
@@ -265,7 +265,9 @@ def workloads(
             streams.append(
                 Stream(
                     name=f"s{index}",
-                    arrivals=draw(arrival_processes(max_rate=max_rate, horizon=duration, bursts=bursts)),
+                    arrivals=draw(
+                        arrival_processes(max_rate=max_rate, horizon=duration, bursts=bursts)
+                    ),
                     prompt_tokens=draw(length_distributions(high=max_prompt_tokens)),
                     output_tokens=draw(length_distributions(high=max_output_tokens)),
                     tenants=Tenants(tuple(senders), draw(st.sampled_from([0.0, 1.0]))),
