@@ -164,6 +164,29 @@ class SLOSnapshot:
         return None if self.queue_wait is None or target is None else self.queue_wait.p95 / target
 
 
+class _Judged:
+    """One checked finished request and what it counts as, worked out once
+    for every tracker it is recorded in (see :meth:`SLOTracker._judge`)."""
+
+    __slots__ = ("attained", "completed", "cost", "finished", "index", "verdicts")
+
+    def __init__(
+        self,
+        finished: Finished,
+        index: int,
+        completed: bool,
+        attained: bool,
+        cost: float,
+        verdicts: list[bool | None] | None,
+    ) -> None:
+        self.finished = finished
+        self.index = index  # the outcome's count in the window sums
+        self.completed = completed
+        self.attained = attained
+        self.cost = cost
+        self.verdicts = verdicts
+
+
 class SLOTracker:
     """Attainment, goodput, success, cost, latency quantiles and burn rates for
     one lane or one (lane, tenant); see the module doc for every definition.
@@ -230,36 +253,52 @@ class SLOTracker:
         Raises :class:`UsageError`, changing nothing, if a timing is negative or
         not finite, a stage is unknown, or the cost model returns a bad number.
         """
-        _check(finished)
         if finished.outcome is Outcome.REJECTED:
+            _check(finished)
             self.record_rejected(now)
             return
+        self._add(self._judge(finished), now)
+
+    def _judge(self, finished: Finished) -> _Judged:
+        """Check ``finished`` (not ``REJECTED``) and work out what it counts as,
+        changing nothing. The result may be added to any tracker with the same
+        targets and cost model (a lane's and its tenants'): see :meth:`_add`."""
+        _check(finished)
         cost = self._cost_model(finished)
         if not (cost >= 0 and cost < math.inf):
             raise UsageError(f"the cost model must return a finite number >= 0, got {cost!r}")
-        now = self._see(now)
         completed = finished.outcome is Outcome.COMPLETED
+        attained = completed and self.targets.attains(finished.ttft, finished.tpot, finished.e2e)
+        verdicts = None if self._burn is None else self._verdicts(finished)
+        return _Judged(finished, _INDEX[finished.outcome], completed, attained, cost, verdicts)
+
+    def _add(self, judged: _Judged, now: float) -> None:
+        """Count a request judged by this tracker, or by one with the same targets
+        and cost model and burn windows wherever this one has them."""
+        now = self._see(now)
+        finished = judged.finished
         piece = self._window.current(now)
         sums, sketches = piece.sums, piece.sketches
-        sums[_INDEX[finished.outcome]] += 1.0
-        sums[_SPEND] += cost
+        sums[judged.index] += 1.0
+        sums[_SPEND] += judged.cost
         sums[_OUTPUT] += finished.output_tokens
-        e2e, ttft = finished.e2e, finished.ttft
-        if completed and self.targets.attains(ttft, finished.tpot, e2e):
+        if judged.attained:
             sums[_ATTAINED] += 1.0
+        ttft = finished.ttft
         if ttft is not None:
             sketches[_TTFT].add(ttft)
         if finished.queue_wait is not None:
             sketches[_QUEUE].add(finished.queue_wait)
-        if completed:
+        if judged.completed:
             if finished.tpot is not None:
                 sketches[_TPOT].add(finished.tpot)
-            sketches[_E2E].add(e2e)
+            sketches[_E2E].add(finished.e2e)
         sketches[_PROMPT].add(finished.prompt_tokens)
         if self._breakdown:
             add_stages(piece, _STAGES, _COUNTS, ttft, finished.stages, self.targets.ttft_target)
         if self._burn is not None:
-            self._burn.record(now, self._verdicts(finished))
+            assert judged.verdicts is not None  # judged by a tracker with burn windows
+            self._burn.record(now, judged.verdicts)
 
     def record_rejected(self, now: float) -> None:
         """Count one request the policy refused (it never produced a ``Finished``)."""

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
 from slopolicy.core.burn import DEFAULT_BURN_RULES, BurnRule
-from slopolicy.core.outcome import Finished
+from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.slo import SLOTargets
 from slopolicy.core.tracker import CostModel, SLOSnapshot, SLOTracker
 from slopolicy.errors import UsageError
@@ -110,17 +110,23 @@ class TrackerSet:
     def record(self, finished: Finished, now: float) -> None:
         """Count ``finished`` in its lane's tracker and its tenant's (O(1) amortized)."""
         lane = self.lane(finished.lane)
-        lane.record(finished, now)  # validates before anything changes
+        if finished.outcome is Outcome.REJECTED:
+            lane.record(finished, now)  # validates before anything changes
+            self._record_rejected_tenant(finished.lane, finished.tenant, now)
+            return
+        # A tenant's tracker shares its lane's targets and cost model, so the
+        # request is checked and judged once for both.
+        judged = lane._judge(finished)  # validates before anything changes
+        lane._add(judged, now)
         tenant = self._tenant_tracker(finished.lane, finished.tenant)
         if tenant is not None:
-            tenant.record(finished, now)
+            tenant._add(judged, now)
 
     def record_rejected(self, lane: str, tenant: str | None, now: float) -> None:
         """Count a request refused before it ran, in ``lane`` (and ``tenant``'s tracker)."""
         self.lane(lane).record_rejected(now)
-        tracker = None if tenant is None else self._tenant_tracker(lane, tenant)
-        if tracker is not None:
-            tracker.record_rejected(now)
+        if tenant is not None:
+            self._record_rejected_tenant(lane, tenant, now)
 
     def snapshots(self, now: float, *, tenants: bool = True) -> tuple[SLOSnapshot, ...]:
         """Every lane's snapshot, then (when ``tenants``) every tenant's, at ``now``."""
@@ -128,6 +134,11 @@ class TrackerSet:
         if tenants:
             found.extend(tracker.snapshot(now) for tracker in self._tenants.values())
         return tuple(found)
+
+    def _record_rejected_tenant(self, lane: str, tenant: str, now: float) -> None:
+        tracker = self._tenant_tracker(lane, tenant)
+        if tracker is not None:
+            tracker.record_rejected(now)
 
     def _tenant_tracker(self, lane: str, tenant: str) -> SLOTracker | None:
         if self.max_tenants == 0:
