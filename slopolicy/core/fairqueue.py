@@ -192,6 +192,10 @@ class FairQueue(Generic[T]):
         _check_weight(weight)
         if id(item) in self._where:
             raise UsageError(f"{item!r} is already waiting")
+        return self._push(item, tenant, weight)
+
+    def _push(self, item: T, tenant: str, weight: float) -> bool:
+        """:meth:`push` for a caller that has checked the weight and the item."""
         if len(self._where) >= self._capacity:
             return False
         record = self._tenants.get(tenant)
@@ -268,6 +272,10 @@ class FairQueue(Generic[T]):
         _check_cost(cost)
         if weight is not None:
             _check_weight(weight)
+        self._charge(tenant, cost, weight)
+
+    def _charge(self, tenant: str, cost: float, weight: float | None) -> None:
+        """:meth:`charge` for a caller that has checked the cost and the weight."""
         if cost == 0:
             return
         v = self._v()

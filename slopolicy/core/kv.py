@@ -187,6 +187,9 @@ class KVReservation:
         """Blocks ``lane`` could take as of the latest ``now`` given (see the class
         docstring for the rule)."""
         _check_name("lane", lane)
+        return self._free(lane)
+
+    def _free(self, lane: str) -> int:
         own_unused = self._unused_floor(lane)
         ledger = own_unused + self.shared_blocks - self._overflow
         engine_used = self._engine_in_force()
@@ -207,8 +210,13 @@ class KVReservation:
         _check_now(now)
         if request_id in self._reservations:
             raise UsageError(f"request {request_id!r} already holds a KV reservation")
+        return self._reserve(request_id, lane, blocks, now)
+
+    def _reserve(self, request_id: str, lane: str, blocks: int, now: float) -> bool:
+        """:meth:`try_reserve` of ``blocks`` blocks for a trusted caller: checked
+        arguments and an id that holds no reservation (the policy's live requests)."""
         self._tick(now)
-        if blocks > self.free_blocks(lane):
+        if blocks > self._free(lane):
             return False
         self._reservations[request_id] = _Reservation(lane, blocks, self._epoch)
         self._unseen += blocks
@@ -228,7 +236,7 @@ class KVReservation:
         self._tick(now)
         delta = blocks - entry.blocks
         if delta > 0:
-            if delta > self.free_blocks(entry.lane):
+            if delta > self._free(entry.lane):
                 return False
             if entry.epoch != self._epoch:
                 entry.epoch, entry.unseen = self._epoch, 0
@@ -245,6 +253,10 @@ class KVReservation:
         reservation (never reserved, or already released) frees 0."""
         _check_name("request_id", request_id)
         _check_now(now)
+        return self._release(request_id, now)
+
+    def _release(self, request_id: str, now: float) -> int:
+        """:meth:`release` for a trusted caller: checked arguments."""
         self._tick(now)
         entry = self._reservations.pop(request_id, None)
         if entry is None:

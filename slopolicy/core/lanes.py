@@ -102,6 +102,13 @@ class LaneScheduler(Generic[T]):
         self._sync()
         return pushed
 
+    def _push(self, lane: str, item: T, tenant: str, weight: float) -> bool:
+        """:meth:`push` for a trusted caller: a known lane, a checked weight and
+        an item not waiting anywhere (the policy's own entries)."""
+        pushed = self._by_name[lane].queue._push(item, tenant, weight)
+        self._sync()
+        return pushed
+
     def candidates(self) -> Iterator[tuple[str, T]]:
         """``(lane, head)`` for each backlogged lane, smallest lane counter first
         (ties: the more interactive lane). A snapshot: call again after a pop."""
@@ -127,11 +134,18 @@ class LaneScheduler(Generic[T]):
         """Charge ``cost`` (cost units) to ``lane``'s counter (over the lane
         weight) and to ``tenant``'s counter in that lane (over ``weight``, as
         :meth:`FairQueue.charge`). Refunds stop at the lanes' ``V``, as there."""
-        record = self._lane(lane)
+        self._lane(lane)
         _check_cost(cost)
+        if weight is not None:
+            _check_weight(weight)
+        self._charge(lane, tenant, cost, weight)
+
+    def _charge(self, lane: str, tenant: str, cost: float, weight: float | None) -> None:
+        """:meth:`charge` for a trusted caller: a known lane, checked cost and weight."""
+        record = self._by_name[lane]
         self._sync()
         counter = _charged(record.counter, cost, record.weight, self._v())
-        record.queue.charge(tenant, cost, weight=weight)
+        record.queue._charge(tenant, cost, weight)
         record.counter = counter
 
     def remove(self, lane: str, item: T) -> bool:

@@ -86,7 +86,7 @@ class Entry:
         "dispatched_at",
         "first_token_at",
         "id",
-        "kv_tokens",
+        "kv_blocks",
         "lane",
         "last_token_at",
         "lease",
@@ -106,7 +106,7 @@ class Entry:
         lane: str,
         weight: float,
         prompt_tokens: int,
-        kv_tokens: int,
+        kv_blocks: int,
         cost: float,
         lease: QuotaLease | None,
         arrival: float,
@@ -119,7 +119,7 @@ class Entry:
         self.lane = lane
         self.weight = weight
         self.prompt_tokens = prompt_tokens
-        self.kv_tokens = kv_tokens
+        self.kv_blocks = kv_blocks
         self.cost = cost
         self.lease = lease
         self.arrival = arrival

@@ -22,12 +22,14 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
+from slopolicy.core.fairqueue import _check_weight
 from slopolicy.core.findings import Finding
 from slopolicy.core.health import Health
 from slopolicy.core.kv import KVReservation
@@ -120,6 +122,8 @@ class Policy:
             spec = config.to_spec(counter=counter, rules=rules, compress=compress)
         if spec.max_running < 1:
             raise UsageError("max_running must be >= 1")
+        for tier in spec.router.tiers.tiers.values():
+            _check_weight(tier.weight, f"tier {tier.name!r} weight")
         lanes = [lane.name for lane in spec.router.lanes]
         self.health = Health(
             {name: spec.targets.get(name, SLOTargets()) for name in lanes},
@@ -295,14 +299,14 @@ class Policy:
             lane.name,
             tier.weight,
             decision.prompt_tokens,
-            kv_tokens,
+            needed,
             decision.cost,
             lease,
             now,
             deadline,
             decision.rungs,
         )
-        if not self._queues.push(lane.name, entry, request.tenant, tier.weight):
+        if not self._queues._push(lane.name, entry, request.tenant, tier.weight):
             self._settle(entry, 0.0, now)
             message = f"lane {lane.name!r} queue is full ({lane.queue_capacity:,} waiting)"
             return _refuse(decision, Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, "queue")
@@ -365,7 +369,7 @@ class Policy:
                     entry.tenant,
                     entry.lane,
                     entry.request,
-                    self.kv.blocks_for(entry.kv_tokens),
+                    entry.kv_blocks,
                     entry.dispatched_at - entry.arrival,
                     entry.rungs,
                 )
@@ -377,7 +381,7 @@ class Policy:
             cap = self._lanes[lane].max_running
             if self.health.paused(lane) or (cap is not None and self._lane_running[lane] >= cap):
                 continue
-            if self.kv.try_reserve(entry.id, lane, entry.kv_tokens, now):
+            if self.kv._reserve(entry.id, lane, entry.kv_blocks, now):
                 self._queues.pop(lane)
                 # Fair-queue counters are charged what is known to be served:
                 # the prompt now, output tokens as they arrive (VTC's order),
@@ -385,7 +389,7 @@ class Policy:
                 prompt_cost = self.router.estimator.score(
                     entry.prompt_tokens, 0, entry.request.tool_risk
                 )
-                self._queues.charge(lane, entry.tenant, prompt_cost, weight=entry.weight)
+                self._queues._charge(lane, entry.tenant, prompt_cost, entry.weight)
                 entry.phase = Phase.RUNNING
                 entry.dispatched_at = now
                 self._running += 1
@@ -488,7 +492,7 @@ class Policy:
         cost = self.router.estimator.score(
             entry.prompt_tokens, entry.output_tokens, request.tool_risk
         )
-        self.kv.release(entry.id, now)
+        self.kv._release(entry.id, now)
         self._settle(entry, cost, now)
         self._charge_output(entry)
         self._running -= 1
@@ -503,7 +507,7 @@ class Policy:
         uncharged = entry.output_tokens - entry.charged_output
         if uncharged > 0:
             cost = self.router.estimator.weights.beta * uncharged
-            self._queues.charge(entry.lane, entry.tenant, cost, weight=entry.weight)
+            self._queues._charge(entry.lane, entry.tenant, cost, entry.weight)
             entry.charged_output = entry.output_tokens
 
     def cancel(self, request_id: str, now: float) -> Finished:
@@ -591,8 +595,14 @@ class Policy:
         )
 
     def _advance(self, now: float) -> float:
+        # The one check of ``now`` for every call: the components below are
+        # passed the latest ``now`` seen, so they need not check it again.
         if now > self._now:
+            if isinstance(now, bool) or not isinstance(now, int | float) or now == math.inf:
+                raise UsageError(f"now must be a finite number of monotonic seconds, got {now!r}")
             self._now = now
+        elif self._now == -math.inf:  # NaN or -inf before any finite now
+            raise UsageError(f"now must be a finite number of monotonic seconds, got {now!r}")
         return self._now
 
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from slopolicy import Admit, Defer, Demote, Policy, PolicyConfig, Reason, Reject, Request
@@ -221,6 +223,24 @@ def test_time_never_runs_backwards() -> None:
     done = policy.finish("a", 6.0)
     assert done.ttft == 0.0
     assert done.queue_wait == 0.0
+
+
+def test_a_now_that_is_not_a_finite_number_raises_and_changes_nothing() -> None:
+    policy = _policy()
+    request = Request(id="a", tenant="a", prompt_tokens=10, max_new_tokens=8)
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(UsageError, match="finite number"):
+            policy.submit(request, bad)
+    assert policy.statistics().submitted == 0
+    policy.submit(request, 1.0)
+    policy.dispatch(1.0)
+    with pytest.raises(UsageError, match="finite number"):
+        policy.dispatch(math.inf)
+    with pytest.raises(UsageError, match="finite number"):
+        policy.tokens("a", 3, math.inf)
+    done = policy.finish("a", 2.0)
+    assert done.e2e == 1.0
+    assert done.output_tokens == 0
 
 
 def test_tenants_share_a_lane_fairly() -> None:

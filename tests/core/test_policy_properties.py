@@ -155,7 +155,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
         for lane, entry in policy._queues.candidates():
             if policy._lane_running[lane] >= (policy._lanes[lane].max_running or 10**9):
                 continue  # the lane's own cap holds it
-            assert policy.kv.free_blocks(lane) < policy.kv.blocks_for(entry.kv_tokens), (
+            assert policy.kv.free_blocks(lane) < entry.kv_blocks, (
                 f"{entry.id} in {lane} fits but waits"
             )
 
