@@ -42,6 +42,7 @@ import heapq
 import itertools
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -129,6 +130,12 @@ def _charged(counter: float, cost: float, weight: float, floor: float) -> float:
     if not math.isfinite(new):
         raise UsageError(f"charging {cost!r} at weight {weight!r} overflows the counter")
     return new
+
+
+def _refund_floor(cost: float, v: Callable[[], float]) -> float:
+    """The ``floor`` to pass :func:`_charged`: ``V`` (from ``v``) for a refund;
+    a charge never reads it, so ``V`` is not looked up (it only bounds refunds)."""
+    return v() if cost < 0 else 0.0
 
 
 class FairQueue(Generic[T]):
@@ -278,9 +285,9 @@ class FairQueue(Generic[T]):
         """:meth:`charge` for a caller that has checked the cost and the weight."""
         if cost == 0:
             return
-        v = self._v()
         record = self._tenants.get(tenant)
         if record is None:
+            v = self._v()
             w = 1.0 if weight is None else weight
             counter = _charged(v, cost, w, v)
             if counter > v and self._max_idle:  # at V it is a new tenant: keep nothing
@@ -290,7 +297,7 @@ class FairQueue(Generic[T]):
                 self._index_idle(new)
             return
         w = record.weight if weight is None else weight
-        record.counter = _charged(record.counter, cost, w, v)
+        record.counter = _charged(record.counter, cost, w, _refund_floor(cost, self._v))
         if record.live:
             self._index_ready(record)
         else:

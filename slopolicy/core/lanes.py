@@ -25,7 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
-from slopolicy.core.fairqueue import FairQueue, _charged, _check_cost, _check_weight
+from slopolicy.core.fairqueue import (
+    FairQueue,
+    _charged,
+    _check_cost,
+    _check_weight,
+    _refund_floor,
+)
 from slopolicy.errors import UsageError
 
 __all__ = ("LaneScheduler",)
@@ -144,7 +150,7 @@ class LaneScheduler(Generic[T]):
         """:meth:`charge` for a trusted caller: a known lane, checked cost and weight."""
         record = self._by_name[lane]
         self._sync()
-        counter = _charged(record.counter, cost, record.weight, self._v())
+        counter = _charged(record.counter, cost, record.weight, _refund_floor(cost, self._v))
         record.queue._charge(tenant, cost, weight)
         record.counter = counter
 
