@@ -136,7 +136,7 @@ class Health:
 
     def paused(self, lane: str) -> bool:
         """Whether the ladder holds ``lane`` (its requests queue but do not start)."""
-        if self.ladder is None:
+        if self.ladder is None or self.ladder.level == 0:  # no rung active: the usual case
             return False
         return any(
             rung.admission(lane) is AdmissionAction.PAUSE for rung in self.ladder.active_rungs

@@ -169,7 +169,7 @@ class Policy:
         """
         decision = self.prepare(request, now)
         if isinstance(decision, (Admit, Demote)):
-            decision = self.enqueue(decision, now)
+            decision = self._admit(decision, self._now, quota_held=False)
         return decision
 
     def prepare(self, request: Request, now: float) -> Decision:
@@ -202,6 +202,10 @@ class Policy:
         now = self._advance(now)
         if decision.request.id in self._entries:
             raise UsageError(f"request id {decision.request.id!r} is already live")
+        return self._admit(decision, now, quota_held=quota_held)
+
+    def _admit(self, decision: Admit | Demote, now: float, *, quota_held: bool) -> Decision:
+        """:meth:`enqueue` once ``now`` is advanced and the id is known not live."""
         result = self._enqueue(decision, now, quota_held)
         if not result.accepted:
             self._rejected(result, decision.request.tenant, now)

@@ -168,7 +168,7 @@ class _Judged:
     """One checked finished request and what it counts as, worked out once
     for every tracker it is recorded in (see :meth:`SLOTracker._judge`)."""
 
-    __slots__ = ("attained", "completed", "cost", "finished", "index", "verdicts")
+    __slots__ = ("attained", "completed", "cost", "e2e", "finished", "index", "verdicts")
 
     def __init__(
         self,
@@ -177,6 +177,7 @@ class _Judged:
         completed: bool,
         attained: bool,
         cost: float,
+        e2e: float,
         verdicts: list[bool | None] | None,
     ) -> None:
         self.finished = finished
@@ -184,6 +185,7 @@ class _Judged:
         self.completed = completed
         self.attained = attained
         self.cost = cost
+        self.e2e = e2e
         self.verdicts = verdicts
 
 
@@ -268,9 +270,10 @@ class SLOTracker:
         if not (cost >= 0 and cost < math.inf):
             raise UsageError(f"the cost model must return a finite number >= 0, got {cost!r}")
         completed = finished.outcome is Outcome.COMPLETED
-        attained = completed and self.targets.attains(finished.ttft, finished.tpot, finished.e2e)
+        e2e = finished.e2e
+        attained = completed and self.targets.attains(finished.ttft, finished.tpot, e2e)
         verdicts = None if self._burn is None else self._verdicts(finished)
-        return _Judged(finished, _INDEX[finished.outcome], completed, attained, cost, verdicts)
+        return _Judged(finished, _INDEX[finished.outcome], completed, attained, cost, e2e, verdicts)
 
     def _add(self, judged: _Judged, now: float) -> None:
         """Count a request judged by this tracker, or by one with the same targets
@@ -292,7 +295,7 @@ class SLOTracker:
         if judged.completed:
             if finished.tpot is not None:
                 sketches[_TPOT].add(finished.tpot)
-            sketches[_E2E].add(finished.e2e)
+            sketches[_E2E].add(judged.e2e)
         sketches[_PROMPT].add(finished.prompt_tokens)
         if self._breakdown:
             add_stages(piece, _STAGES, _COUNTS, ttft, finished.stages, self.targets.ttft_target)
