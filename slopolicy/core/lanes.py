@@ -51,6 +51,12 @@ class _Lane(Generic[T]):
         self.backlogged = False
 
 
+def _turn(lane: _Lane[T]) -> tuple[float, int]:
+    """A lane's place among the candidates: smallest counter first, then the
+    more interactive lane."""
+    return lane.counter, lane.rank
+
+
 class LaneScheduler(Generic[T]):
     """Lanes of :class:`FairQueue`, shared by weight with lane counters.
 
@@ -119,10 +125,9 @@ class LaneScheduler(Generic[T]):
         """``(lane, head)`` for each backlogged lane, smallest lane counter first
         (ties: the more interactive lane). A snapshot: call again after a pop."""
         self._sync()
-        order = sorted(
-            (lane for lane in self._lanes if lane.backlogged),
-            key=lambda lane: (lane.counter, lane.rank),
-        )
+        order = [lane for lane in self._lanes if lane.backlogged]
+        if len(order) > 1:
+            order.sort(key=_turn)
         heads = [(lane.name, head) for lane in order if (head := lane.queue.peek()) is not None]
         return iter(heads)
 

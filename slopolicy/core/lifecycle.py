@@ -168,7 +168,9 @@ class Entry:
         if self.dispatched_at is None:
             return {}
         stages = {"queue": self.dispatched_at - self.arrival}
-        marks = self.marks or {}
+        marks = self.marks
+        if not marks:  # the usual case: nothing marked
+            return stages
         start = self.dispatched_at
         for stage in ("schedule", "prefill"):
             end = marks.get(stage)
