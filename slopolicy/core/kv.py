@@ -208,13 +208,12 @@ class KVReservation:
         _check_name("lane", lane)
         blocks = self.blocks_for(tokens)
         _check_now(now)
-        if request_id in self._reservations:
-            raise UsageError(f"request {request_id!r} already holds a KV reservation")
         return self._reserve(request_id, lane, blocks, now)
 
     def _reserve(self, request_id: str, lane: str, blocks: int, now: float) -> bool:
-        """:meth:`try_reserve` of ``blocks`` blocks for a trusted caller: checked
-        arguments and an id that holds no reservation (the policy's live requests)."""
+        """:meth:`try_reserve` of ``blocks`` blocks for a caller that checked its arguments."""
+        if request_id in self._reservations:
+            raise UsageError(f"request {request_id!r} already holds a KV reservation")
         self._tick(now)
         if blocks > self._free(lane):
             return False

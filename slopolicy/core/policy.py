@@ -451,9 +451,10 @@ class Policy:
         if stage not in ("schedule", "prefill"):
             raise UsageError(f"stage must be 'schedule' or 'prefill', not {stage!r}")
         entry = self._running_entry(request_id)
+        now = self._advance(now)
         if entry.marks is None:
             entry.marks = {}
-        entry.marks.setdefault(stage, self._advance(now))
+        entry.marks.setdefault(stage, now)
 
     def tokens(self, request_id: str, count: int, now: float) -> None:
         """``count`` more output tokens arrived (a chunk may carry several)."""
@@ -487,11 +488,11 @@ class Policy:
                 f"a started request ends completed, failed or cancelled, not {ending.value}"
             )
         entry = self._running_entry(request_id)
-        if output_tokens is not None:
-            if output_tokens < 0:
-                raise UsageError(f"output_tokens must be >= 0, got {output_tokens}")
-            entry.output_tokens = output_tokens
+        if output_tokens is not None and output_tokens < 0:
+            raise UsageError(f"output_tokens must be >= 0, got {output_tokens}")
         now = self._advance(now)
+        if output_tokens is not None:
+            entry.output_tokens = output_tokens
         request = entry.request
         cost = self.router.estimator.score(
             entry.prompt_tokens, entry.output_tokens, request.tool_risk

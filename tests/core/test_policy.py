@@ -238,6 +238,8 @@ def test_a_now_that_is_not_a_finite_number_raises_and_changes_nothing() -> None:
         policy.dispatch(math.inf)
     with pytest.raises(UsageError, match="finite number"):
         policy.tokens("a", 3, math.inf)
+    with pytest.raises(UsageError, match="finite number"):
+        policy.finish("a", math.inf, output_tokens=5)
     done = policy.finish("a", 2.0)
     assert done.e2e == 1.0
     assert done.output_tokens == 0
