@@ -602,7 +602,13 @@ class Policy:
     def _advance(self, now: float) -> float:
         # The one check of ``now`` for every call: the components below are
         # passed the latest ``now`` seen, so they need not check it again.
-        if now > self._now:
+        try:
+            later = now > self._now
+        except TypeError:  # not a number at all
+            raise UsageError(
+                f"now must be a finite number of monotonic seconds, got {now!r}"
+            ) from None
+        if later:
             if isinstance(now, bool) or not isinstance(now, int | float) or now == math.inf:
                 raise UsageError(f"now must be a finite number of monotonic seconds, got {now!r}")
             self._now = now

@@ -228,9 +228,10 @@ def test_time_never_runs_backwards() -> None:
 def test_a_now_that_is_not_a_finite_number_raises_and_changes_nothing() -> None:
     policy = _policy()
     request = Request(id="a", tenant="a", prompt_tokens=10, max_new_tokens=8)
-    for bad in (math.nan, math.inf, -math.inf):
+    bad_values: tuple[object, ...] = (math.nan, math.inf, -math.inf, "1.0", None)
+    for bad in bad_values:
         with pytest.raises(UsageError, match="finite number"):
-            policy.submit(request, bad)
+            policy.submit(request, bad)  # type: ignore[arg-type]
     assert policy.statistics().submitted == 0
     policy.submit(request, 1.0)
     policy.dispatch(1.0)
