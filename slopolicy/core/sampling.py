@@ -38,7 +38,14 @@ __all__ = ("SampledCount", "sample_tokens")
 #   - a space or tab before a letter ("one word");
 #   - punctuation before a letter ("foo(bar", "句，我");
 #   - a newline ("value\n").
-_BOUNDARY = re.compile(r"(?<=[^\W_])(?:[^\S\r\n](?=[^\W\d_])|[^\w\s](?=[^\W\d_])|[\r\n])")
+#
+# Written to start with the boundary character itself, a non-word one, so that
+# the regex engine skips runs of letters in its fast prefix scan instead of
+# trying the lookbehind at every position (about 1.5x faster on prose and CJK).
+_BOUNDARY = re.compile(
+    r"(?s)[^\w](?<=[^\W_].)"  # a non-word character right after a letter or digit
+    r"(?:(?<=[\r\n])|(?=[^\W\d_]))"  # that is a newline, or precedes a letter
+)
 # How far past a window's nominal edge to look for a boundary, in characters.
 _SEARCH_CHARS = 256
 
@@ -122,30 +129,53 @@ def _sample_round(
     group_parts: list[list[str]] = [[] for _ in range(groups)]
     group_chars = [0] * groups
     alone_tokens = [0] * groups
+    search = _BOUNDARY.search
+    reach = _SEARCH_CHARS
+    text = texts[0]
+    n = len(text)
+    local = 0
     for k in range(windows):
         position = int(k * stride + offset)
-        index = bisect.bisect_right(starts, position) - 1
-        text = texts[index]
-        local = position - starts[index]
-        span = _snap_window(text, local, window_chars)
+        if len(texts) > 1:
+            index = bisect.bisect_right(starts, position) - 1
+            text = texts[index]
+            n = len(text)
+            local = position - starts[index]
+        else:
+            local = position
+        # Hot path, inlined (this loop is most of the estimate's Python time):
+        # both ends snap to the first boundary at or after ``local`` and
+        # ``local + window_chars``, or to the text's end when it is within
+        # reach; ``None`` when no boundary is near. Snapping both ends from
+        # fixed points, with one boundary set, includes every stretch between
+        # two boundaries with the same probability ``window_chars / stride``,
+        # whatever its length.
+        end = local + window_chars
+        a: int | None = 0
+        if local:
+            match = search(text, local, local + reach)
+            a = match.start() if match else (n if local + reach >= n else None)
+        if a is not None and a >= end:
+            continue  # the end snaps to the same boundary: an empty window
+        b: int | None = n
+        if a is not None and end < n:
+            match = search(text, end, end + reach)
+            b = match.start() if match else (n if end + reach >= n else None)
         g = k % groups
-        if span is None:
+        if a is None or b is None:
             # No boundary nearby (a digit run, a blob): count the raw slice on
             # its own, accepting a token of cut error rather than skipping text.
-            piece = text[local : local + window_chars]
+            piece = text[local:end]
             alone_tokens[g] += count(piece)
             group_chars[g] += len(piece)
-            continue
-        a, b = span
-        if a == b:
-            continue
-        group_chars[g] += b - a
-        if a == 0 or b == len(text):
+        elif a == 0 or b == n:
             # A text's edges are not pre-token boundaries inside a join (its
             # first letter would glue to the previous window's last one), but
             # a whole prefix or suffix counts exactly on its own.
+            group_chars[g] += b - a
             alone_tokens[g] += count(text[a:b])
         else:
+            group_chars[g] += b - a
             group_parts[g].append(text[a:b])
     group_tokens = [
         (count("".join(parts)) if parts else 0) + alone
@@ -159,30 +189,6 @@ def _cumulative_starts(texts: Sequence[str]) -> list[int]:
     for text in texts:
         starts.append(starts[-1] + len(text))
     return starts
-
-
-def _snap_window(text: str, start: int, width: int) -> tuple[int, int] | None:
-    """Window ``[a, b)`` from the first boundaries at or after ``start`` and
-    ``start + width`` (or the text's edges); ``None`` if no boundary is near.
-
-    Snapping both ends from fixed points, with one boundary set, includes every
-    stretch between two boundaries with the same probability ``width / stride``
-    whatever its length; the window may come out empty.
-    """
-    a = 0 if start == 0 else _snap(text, start)
-    b = _snap(text, start + width)
-    if a is None or b is None:
-        return None
-    return (a, max(a, b))
-
-
-def _snap(text: str, position: int) -> int | None:
-    if position >= len(text):
-        return len(text)
-    match = _BOUNDARY.search(text, position, position + _SEARCH_CHARS)
-    if match is not None:
-        return match.start()
-    return len(text) if position + _SEARCH_CHARS >= len(text) else None
 
 
 def _ratio_estimate(tokens: list[int], chars: list[int], total_chars: int) -> SampledCount:
