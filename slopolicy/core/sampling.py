@@ -127,8 +127,9 @@ def _sample_round(
     groups: int,
 ) -> tuple[list[int], list[int]]:
     group_parts: list[list[str]] = [[] for _ in range(groups)]
-    group_chars = [0] * groups
+    # Windows counted on their own (see below): tokens and characters.
     alone_tokens = [0] * groups
+    alone_chars = [0] * groups
     search = _BOUNDARY.search
     reach = _SEARCH_CHARS
     text = texts[0]
@@ -161,26 +162,28 @@ def _sample_round(
         if a is not None and end < n:
             match = search(text, end, end + reach)
             b = match.start() if match else (n if end + reach >= n else None)
-        g = k % groups
         if a is None or b is None:
+            g = k % groups
             # No boundary nearby (a digit run, a blob): count the raw slice on
             # its own, accepting a token of cut error rather than skipping text.
             piece = text[local:end]
             alone_tokens[g] += count(piece)
-            group_chars[g] += len(piece)
+            alone_chars[g] += len(piece)
         elif a == 0 or b == n:
+            g = k % groups
             # A text's edges are not pre-token boundaries inside a join (its
             # first letter would glue to the previous window's last one), but
             # a whole prefix or suffix counts exactly on its own.
-            group_chars[g] += b - a
             alone_tokens[g] += count(text[a:b])
+            alone_chars[g] += b - a
         else:
-            group_chars[g] += b - a
-            group_parts[g].append(text[a:b])
-    group_tokens = [
-        (count("".join(parts)) if parts else 0) + alone
-        for parts, alone in zip(group_parts, alone_tokens, strict=True)
-    ]
+            group_parts[k % groups].append(text[a:b])
+    group_tokens, group_chars = alone_tokens, alone_chars
+    for g, parts in enumerate(group_parts):
+        if parts:
+            joined = "".join(parts)
+            group_tokens[g] += count(joined)
+            group_chars[g] += len(joined)
     return group_tokens, group_chars
 
 
