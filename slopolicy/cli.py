@@ -122,10 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _simulate(args)
         else:
             return _route(args)
-    except (ConfigError, SimulationError) as error:
-        print(error, file=sys.stderr)
-        return 1
-    except ImportError as error:  # an optional extra is missing; the message names it
+    # ImportError: an optional extra is missing; the message names it.
+    except (ConfigError, SimulationError, ImportError) as error:
         print(error, file=sys.stderr)
         return 1
     return 0

@@ -21,6 +21,8 @@ import math
 from collections.abc import Callable
 from typing import Protocol
 
+from anyio import current_time
+
 from slopolicy.backends.base import Lease, QuotaStore
 from slopolicy.backends.memory import MemoryQuotaStore
 from slopolicy.core.decisions import Reason
@@ -143,12 +145,6 @@ def _cap(cap: int | None, share: float) -> int | None:
     return None if cap is None else max(1, math.floor(cap * share))
 
 
-def _anyio_time() -> float:
-    from anyio import current_time
-
-    return current_time()
-
-
 class CircuitBreaker:
     """Closed (calls go to the server) → open after ``failures`` consecutive
     failed calls (none go; the failure policy answers) → after ``reset_after``
@@ -170,7 +166,7 @@ class CircuitBreaker:
             raise UsageError(f"reset_after must be finite seconds > 0, not {reset_after!r}")
         self.failures = failures
         self.reset_after = reset_after
-        self._clock = _anyio_time if clock is None else clock
+        self._clock = current_time if clock is None else clock
         self._state = "closed"
         self._consecutive = 0
         self._opened_at = -math.inf

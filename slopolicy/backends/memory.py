@@ -12,6 +12,8 @@ import itertools
 from collections.abc import Callable
 from types import MappingProxyType
 
+from anyio import current_time
+
 from slopolicy.backends.base import (
     Lease,
     StoreStatistics,
@@ -25,12 +27,6 @@ from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 
 __all__ = ("MemoryQuotaStore",)
-
-
-def _anyio_time() -> float:
-    from anyio import current_time
-
-    return current_time()
 
 
 class MemoryQuotaStore:
@@ -56,7 +52,7 @@ class MemoryQuotaStore:
         max_tenants: int = 100_000,
     ) -> None:
         self._quotas = TenantQuotas(max_tenants=max_tenants) if quotas is None else quotas
-        self._clock = _anyio_time if clock is None else clock
+        self._clock = current_time if clock is None else clock
         self._ids = itertools.count(1)
         self._live = 0
         self._admitted = 0

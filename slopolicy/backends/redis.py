@@ -298,8 +298,7 @@ class RedisQuotaStore:
         )
         if isinstance(answer, QuotaRefusal):
             return self._refused(answer)
-        token = lease._token
-        assert isinstance(token, Token)
+        token = token_of(lease)
         token.remote = False  # Redis holds nothing for it until renewal registers it
         lease._local = answer
         lease.acquired_at = answer.acquired_at
@@ -362,8 +361,7 @@ class RedisQuotaStore:
         self._succeeded()
 
     async def _send(self, lease: Lease) -> None:
-        token = lease._token
-        assert isinstance(token, Token)
+        token = token_of(lease)
         keys = token.keys.all()
         if token.settle_to is not None:
             actual = token.settle_to
@@ -418,7 +416,8 @@ class RedisQuotaStore:
             # release: release them again, now or once Redis answers.
             again = [lease for lease in batch if lease._released]
             for lease in again:
-                token_of(lease).release = token_of(lease).remote = True
+                token = token_of(lease)
+                token.release = token.remote = True
                 self._pending[lease.id] = lease
         self._succeeded()
         for lease in again:
@@ -428,8 +427,7 @@ class RedisQuotaStore:
     async def _renew(self, batch: Sequence[Lease]) -> None:
         groups: dict[str, list[Lease]] = {}
         for lease in batch:
-            token = lease._token
-            assert isinstance(token, Token)
+            token = token_of(lease)
             groups.setdefault(token.keys.leases, []).append(lease)
         calls = []
         for leases in groups.values():

@@ -220,16 +220,15 @@ class Policy:
         *,
         retry_after: float | None = None,
         http_status: int = 429,
-        rule: str = "quota",
     ) -> Decision:
         """Refuse a decision :meth:`prepare` accepted, for a cause found outside
         the policy (a shared quota store's refusal), instead of :meth:`enqueue`.
 
         Records the request as rejected and returns the ``Defer`` (503, a
         ``retry_after``, or a transient reason) or ``Reject`` to answer with;
-        ``rule`` names the cause in the decision's steps."""
+        the decision's steps name the cause ``quota``."""
         now = self._advance(now)
-        result = _refuse(decision, reason, message, retry_after, http_status, rule)
+        result = _refuse(decision, reason, message, retry_after, http_status, "quota")
         self._rejected(result, decision.request.tenant, now)
         return result
 

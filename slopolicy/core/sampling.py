@@ -135,9 +135,10 @@ def _sample_round(
     text = texts[0]
     n = len(text)
     local = 0
+    several = len(texts) > 1
     for k in range(windows):
         position = int(k * stride + offset)
-        if len(texts) > 1:
+        if several:
             index = bisect.bisect_right(starts, position) - 1
             text = texts[index]
             n = len(text)
@@ -162,22 +163,21 @@ def _sample_round(
         if a is not None and end < n:
             match = search(text, end, end + reach)
             b = match.start() if match else (n if end + reach >= n else None)
+        g = k % groups
         if a is None or b is None:
-            g = k % groups
             # No boundary nearby (a digit run, a blob): count the raw slice on
             # its own, accepting a token of cut error rather than skipping text.
             piece = text[local:end]
             alone_tokens[g] += count(piece)
             alone_chars[g] += len(piece)
         elif a == 0 or b == n:
-            g = k % groups
             # A text's edges are not pre-token boundaries inside a join (its
             # first letter would glue to the previous window's last one), but
             # a whole prefix or suffix counts exactly on its own.
             alone_tokens[g] += count(text[a:b])
             alone_chars[g] += b - a
         else:
-            group_parts[k % groups].append(text[a:b])
+            group_parts[g].append(text[a:b])
     group_tokens, group_chars = alone_tokens, alone_chars
     for g, parts in enumerate(group_parts):
         if parts:

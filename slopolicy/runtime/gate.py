@@ -260,11 +260,10 @@ class Gate:
             decision = policy.submit(request, now)
         else:
             decision = policy.enqueue(prepared, now, quota_held=True)
+        if isinstance(decision, (Defer, Reject)):
+            return self._refused(request, decision, now)
         if self._telemetry is not None:
             self._telemetry.submitted(request, decision, now)
-        if isinstance(decision, (Defer, Reject)):
-            self._refused(request, decision, now)
-            return Rejected.of(decision)
         waiter = Waiter(request, decision)
         # With the engine full no dispatch can start anything; expiry and the
         # ladder are the timer's, so skip the dispatch on the contended path.
@@ -417,13 +416,16 @@ class Gate:
             return
         self._emit(ArrivalRecord.ended(finished, request, self._epoch))
 
-    def _refused(self, request: Request, decision: Decision, now: float) -> None:
-        if self._log is None and self._on_end is None:
-            return
-        prompt = request.prompt_tokens
-        if prompt is None:
-            prompt = self.policy.router.estimator.prompt_tokens(request).tokens
-        self._emit(ArrivalRecord.refused(request, decision.lane, prompt, now - self._epoch))
+    def _refused(self, request: Request, decision: Decision, now: float) -> Rejected:
+        """Record a refusal (telemetry, the arrival log) and return it to raise."""
+        if self._telemetry is not None:
+            self._telemetry.submitted(request, decision, now)
+        if self._log is not None or self._on_end is not None:
+            prompt = request.prompt_tokens
+            if prompt is None:
+                prompt = self.policy.router.estimator.prompt_tokens(request).tokens
+            self._emit(ArrivalRecord.refused(request, decision.lane, prompt, now - self._epoch))
+        return Rejected.of(decision)
 
     def _emit(self, record: ArrivalRecord) -> None:
         if self._log is not None:

@@ -24,7 +24,7 @@ import anyio
 from anyio import current_time
 
 from slopolicy.backends.base import Lease, QuotaStore
-from slopolicy.core.decisions import Admit, Decision, Demote
+from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.outcome import Finished
 from slopolicy.core.quotas import QuotaRefusal
 from slopolicy.core.request import Request
@@ -67,7 +67,7 @@ class StoreQuota:
         now = current_time()
         decision = policy.prepare(request, now)
         if not isinstance(decision, (Admit, Demote)):
-            return self._refused(request, decision, now)
+            return gate._refused(request, decision, now)
         tier = policy.router.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
         self._leases[request.id] = None
@@ -107,15 +107,7 @@ class StoreQuota:
             retry_after=refusal.retry_after,
             http_status=refusal.http_status,
         )
-        return self._refused(request, refused, now)
-
-    def _refused(self, request: Request, decision: Decision, now: float) -> Rejected:
-        """Record a refusal as ``Gate._submit`` does, and return it to raise."""
-        gate = self._gate
-        if gate._telemetry is not None:
-            gate._telemetry.submitted(request, decision, now)
-        gate._refused(request, decision, now)
-        return Rejected.of(decision)
+        return self._gate._refused(request, refused, now)
 
     def ended(self, finished: Finished) -> None:
         """A request ended: settle its lease with the actual cost and release it."""

@@ -145,7 +145,7 @@ def compare(
     progress: CompareProgress | None = None,
 ) -> Comparison:
     """Run each of ``policies`` over ``workload`` on ``engine``; see the module
-    doc, :func:`scheduler` and :func:`~slopolicy.sim.simulator.simulate`."""
+    doc, :func:`make_scheduler` and :func:`~slopolicy.sim.simulator.simulate`."""
     if not policies or len(set(policies)) != len(policies):
         raise UsageError("give at least one policy, each once")
     for name in policies:

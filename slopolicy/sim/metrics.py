@@ -66,10 +66,9 @@ class _Counts:
     rejected: int
     expired: int
     unfinished: int
-    attained: int
 
     @classmethod
-    def of(cls, records: Sequence[RequestRecord], attained: int) -> _Counts:
+    def of(cls, records: Sequence[RequestRecord]) -> _Counts:
         counts = dict.fromkeys(SimOutcome, 0)
         for record in records:
             counts[record.outcome] += 1
@@ -79,7 +78,6 @@ class _Counts:
             counts[SimOutcome.REJECTED],
             counts[SimOutcome.EXPIRED],
             counts[SimOutcome.UNFINISHED],
-            attained,
         )
 
 
@@ -173,7 +171,7 @@ def _lane(
     lane: str, records: list[RequestRecord], targets: SLOTargets, duration: float
 ) -> LaneReport:
     attained = sum(1 for r in records if _attains(r, targets))
-    counts = _Counts.of(records, attained)
+    counts = _Counts.of(records)
     ttfts = [t for r in records if (t := r.ttft) is not None]
     tpots = [t for r in records if (t := r.tpot) is not None]
     e2es = [t for r in records if (t := r.e2e) is not None]
@@ -206,7 +204,7 @@ def _tenant(
     tenant: str, records: list[RequestRecord], targets: Mapping[str, SLOTargets], duration: float
 ) -> TenantReport:
     attained = sum(1 for r in records if _attains(r, targets.get(r.lane, SLOTargets())))
-    counts = _Counts.of(records, attained)
+    counts = _Counts.of(records)
     return TenantReport(
         tenant,
         counts.offered,
@@ -245,7 +243,7 @@ def report(
         tenant: _tenant(tenant, found, targets, duration) for tenant, found in by_tenant.items()
     }
     attained = sum(lane.attained for lane in lanes.values())
-    total = _Counts.of(records, attained)
+    total = _Counts.of(records)
     worst = min(tenants.values(), key=lambda t: (t.attainment or 0.0, t.tenant), default=None)
     return PolicyReport(
         name,

@@ -104,6 +104,7 @@ def test_the_engine_matches_a_naive_reference(case: tuple[EngineSpec, list[Arriv
     spec, arrivals, priority = case
     mine = run_engine(spec, arrivals, priority=priority)
     theirs = run_reference(spec, arrivals, priority=priority)
+    assert mine.keys() == theirs.keys()
     for request_id, expected in theirs.items():
         got = mine[request_id]
         assert got.output == expected.output, request_id
@@ -118,6 +119,7 @@ def test_bulk_decode_runs_change_nothing(case: tuple[EngineSpec, list[Arrival], 
     spec, arrivals, priority = case
     bulk = run_engine(spec, arrivals, priority=priority)
     single = run_engine(spec, arrivals, priority=priority, bulk=False)
+    assert bulk.keys() == single.keys()
     for request_id, expected in single.items():
         got = bulk[request_id]
         assert (got.output, got.preemptions) == (expected.output, expected.preemptions)
