@@ -84,6 +84,9 @@ class RedisServer:
         self.port = free_port() if port is None else port
         # The cluster bus would be port + 10000 by default: maybe taken, or past 65535.
         self._bus_port = free_port() if cluster else None
+        # Ports picked here are only free when picked: until the first start
+        # succeeds, one taken meanwhile is picked again (then kept for restarts).
+        self._repick = port is None
         self._dir = tempfile.TemporaryDirectory(prefix="slopolicy-redis-")
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -122,18 +125,32 @@ class RedisServer:
         """Start (or restart) the server and wait until it answers PING."""
         if self.running:
             raise RuntimeError(f"redis-server is already running on port {self.port}")
+        deadline = time.monotonic() + timeout
+        while True:
+            failure = self._launch(deadline)
+            if failure is None:
+                self._repick = False
+                return self
+            if not (self._repick and "Address already in use" in failure):
+                raise RuntimeError(f"redis-server did not start on port {self.port}:\n{failure}")
+            self.port = free_port()
+            if self._bus_port is not None:
+                self._bus_port = free_port()
+
+    def _launch(self, deadline: float) -> str | None:
+        """Run the process until it answers PING (``None``), or return its log
+        after it exited or ``deadline`` passed."""
+        log = Path(self._dir.name) / "redis.log"
+        log.unlink(missing_ok=True)
         self._process = subprocess.Popen(
             self._command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        deadline = time.monotonic() + timeout
         while not _pong(self.port):
             if self._process.poll() is not None or time.monotonic() > deadline:
-                log = Path(self._dir.name) / "redis.log"
-                text = log.read_text(errors="replace") if log.exists() else ""
                 self.stop()
-                raise RuntimeError(f"redis-server did not start on port {self.port}:\n{text}")
+                return log.read_text(errors="replace") if log.exists() else ""
             time.sleep(0.01)  # polling a starting process, not waiting out a timer
-        return self
+        return None
 
     def kill(self) -> None:
         """SIGKILL the server, as a crash: no save, no goodbye to clients."""
@@ -189,8 +206,12 @@ class LocalCluster:
     def start(self, timeout: float = 30.0) -> LocalCluster:
         """Start the nodes, assign the slots, join them, and wait until every
         node reports the cluster ok."""
-        for server in self.servers:
-            server.start()
+        try:
+            for server in self.servers:
+                server.start()
+        except RuntimeError:
+            self.close()
+            raise
         share = 16384 // len(self.servers)
         for number, server in enumerate(self.servers):
             last = 16383 if number == len(self.servers) - 1 else (number + 1) * share - 1
