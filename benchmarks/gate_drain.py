@@ -221,6 +221,42 @@ def gate_drain(costs: list[int], rate: float, queued: bool = False) -> DrainResu
     return anyio.run(main, backend="asyncio")
 
 
+def gate_paced_drain(costs: list[int], rate: float) -> DrainResult:
+    """The Gate as a rate limiter: ``engine.dispatch_rate`` paces starts at
+    ``rate`` cost units per second (a burst of 10 ms, as the rate limiters
+    get), in fair order; slots never bind and a started request is done at once."""
+
+    async def main() -> DrainResult:
+        policy = Policy(_paced_config(len(costs), rate), counter=HeuristicCounter())
+        requests = [
+            Request(id=f"d{k}", tenant="t", prompt_tokens=cost, max_new_tokens=1)
+            for k, cost in enumerate(costs)
+        ]
+        books = _Books(len(costs))
+        async with Gate(policy) as gate:
+
+            async def client(index: int) -> None:
+                async with gate.admit(requests[index]):
+                    books.serve(index)
+
+            return await _drain(costs, books, client)
+
+    return anyio.run(main, backend="asyncio")
+
+
+def _paced_config(count: int, rate: float) -> PolicyConfig:
+    return PolicyConfig.from_dict(
+        {
+            "lanes": [{"name": "chat", "queue_capacity": count, "max_queue_wait_s": 1e9}],
+            "cost": {"alpha": 1.0, "beta": 0.0},  # a request costs its prompt: 1 or 99
+            "tiers": {"default": {"max_concurrency": count}},
+            "kv": {"num_blocks": 10_000_000, "block_size": 16},
+            "engine": {"max_running": count, "dispatch_rate": rate, "dispatch_burst": rate / 100},
+            "ladder": {"enabled": False},
+        }
+    )
+
+
 async def _drain_queued(
     gate: Gate,
     costs: list[int],
@@ -306,6 +342,7 @@ Runner = Callable[[list[int], float], DrainResult]
 DRAIN_RUNNERS: list[tuple[str, Runner | None]] = [
     (f"slopolicy Gate ({CONCURRENCY} slots)", gate_drain),
     ("  the same, waiters queued first", partial(gate_drain, queued=True)),
+    ("slopolicy Gate, dispatch_rate", gate_paced_drain),
     (f"anyio.CapacityLimiter ({CONCURRENCY} slots)", capacity_limiter_drain),
     ("aiolimiter AsyncLimiter", aiolimiter_drain if _installed("aiolimiter") else None),
     ("pyrate-limiter (InMemoryBucket)", pyrate_drain if _installed("pyrate_limiter") else None),

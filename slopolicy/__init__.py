@@ -20,6 +20,7 @@ from slopolicy.core import Decision as Decision
 from slopolicy.core import Defer as Defer
 from slopolicy.core import Demote as Demote
 from slopolicy.core import Dispatch as Dispatch
+from slopolicy.core import DispatchPace as DispatchPace
 from slopolicy.core import EngineSignals as EngineSignals
 from slopolicy.core import FallbackLadder as FallbackLadder
 from slopolicy.core import Finished as Finished
@@ -63,6 +64,7 @@ __all__ = (
     "Defer",
     "Demote",
     "Dispatch",
+    "DispatchPace",
     "EngineSignals",
     "Expired",
     "FallbackLadder",

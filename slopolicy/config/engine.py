@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from slopolicy.config._base import ConfigModel
 from slopolicy.core.estimator import CostEstimator, CostWeights
+from slopolicy.core.pacing import DispatchPace
 from slopolicy.core.tokens import TokenCounter, load_counter
 
 __all__ = ("CostConfig", "EngineConfig", "KVPoolConfig", "TokenizerConfig")
@@ -95,6 +96,30 @@ class EngineConfig(ConfigModel):
     yet finished. Keep it at or below the engine's own limit (vLLM
     ``--max-num-seqs``, TGI ``--max-concurrent-requests``): requests beyond it
     would wait in the engine's FCFS queue, where no policy can order them.
+
+    ``dispatch_rate`` (cost units per second, unset: no pacing) paces starts:
+    queued requests wait, in fair order, until the rate allows the next one
+    (see :mod:`slopolicy.core.pacing`), for engines or upstream APIs whose
+    limit is throughput (tokens per minute) rather than concurrency.
+    ``dispatch_burst`` is how far ahead of the rate starts may run, in cost
+    units (default: a tenth of a second at the rate).
     """
 
     max_running: Annotated[int, Field(gt=0)] = 128
+    dispatch_rate: Annotated[float, Field(gt=0)] | None = None
+    dispatch_burst: _NonNegative | None = None
+
+    @model_validator(mode="after")
+    def _burst_with_rate(self) -> EngineConfig:
+        if self.dispatch_burst is not None and self.dispatch_rate is None:
+            raise ValueError("dispatch_burst needs dispatch_rate")
+        return self
+
+    def build_pace(self) -> DispatchPace | None:
+        """A new :class:`~slopolicy.core.pacing.DispatchPace`, or ``None`` without a rate."""
+        if self.dispatch_rate is None:
+            return None
+        burst = self.dispatch_burst
+        return DispatchPace(
+            self.dispatch_rate, 0.1 * self.dispatch_rate if burst is None else burst
+        )

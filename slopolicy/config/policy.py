@@ -174,6 +174,7 @@ class PolicyConfig(ConfigModel):
             kv_blocks=self.kv.num_blocks,
             kv_block_size=self.kv.block_size,
             max_running=self.engine.max_running,
+            pace=self.engine.build_pace(),
             max_tenants=self.max_tenants,
             targets={lane.name: lane.slo.to_targets() for lane in self.lanes},
             ladder=self.ladder.build(names, compress),

@@ -53,6 +53,7 @@ from slopolicy.core.outcome import Finished as Finished
 from slopolicy.core.outcome import Outcome as Outcome
 from slopolicy.core.overload import OverloadState as OverloadState
 from slopolicy.core.overload import overload_state as overload_state
+from slopolicy.core.pacing import DispatchPace as DispatchPace
 from slopolicy.core.policy import Policy as Policy
 from slopolicy.core.policy import PolicySource as PolicySource
 from slopolicy.core.policy import PolicySpec as PolicySpec
@@ -122,6 +123,7 @@ __all__ = (
     "Demote",
     "DiagnosisThresholds",
     "Dispatch",
+    "DispatchPace",
     "EngineSignals",
     "FairQueue",
     "FairQueueStatistics",

@@ -154,9 +154,9 @@ def add_stages(
 ) -> None:
     """Add one request's (checked) stages to ``piece``, whose stage sketches start
     at index ``metric`` and stage sums at ``field``."""
-    sketches, sums = piece.sketches, piece.sums
+    pending, sums = piece.pending, piece.sums
     for stage, seconds in stages.items():
-        sketches[metric + _STAGE_INDEX[stage]].add(seconds)
+        pending[metric + _STAGE_INDEX[stage]].append(seconds)
     if ttft is None:
         return  # stage quantiles still learn from requests that never got a token
     slow = slow_after is not None and ttft > slow_after

@@ -42,6 +42,8 @@ class Reason(enum.Enum):
     # closed: 503, retry once the store is back.
     QUOTA_STORE_UNAVAILABLE = "quota_store_unavailable"
 
+    __hash__ = object.__hash__  # singletons compared by identity: hash at C speed
+
     @property
     def code(self) -> str:
         """The stable wire name, e.g. ``"prompt_too_long"``."""

@@ -206,7 +206,8 @@ class FairQueue(Generic[T]):
         if len(self._where) >= self._capacity:
             return False
         record = self._tenants.get(tenant)
-        if record is None or not record.live:
+        joining = record is None or not record.live
+        if joining:
             v = self._v()
             if record is None:
                 record = _Tenant(tenant, v, weight)
@@ -216,12 +217,15 @@ class FairQueue(Generic[T]):
                 record.counter = max(record.counter, v)
             record.joined = next(self._seq)
             self._backlogged += 1
-            self._index_ready(record)
+        assert record is not None
         record.weight = weight
         seq = next(self._seq)
         record.items.append((seq, item))
         record.live += 1
         self._where[id(item)] = (record, seq)
+        if joining:
+            # Indexed once live: a heap rebuild here keeps only live tenants.
+            self._index_ready(record)
         return True
 
     def peek(self) -> T | None:

@@ -175,9 +175,15 @@ class KVReservation:
         _check_count("prompt_tokens", prompt_tokens)
         _check_count("max_new_tokens", max_new_tokens)
         _check_count("sequences", sequences, minimum=1)
-        tail_blocks = self.blocks_for(prompt_tokens % self.block_size + max_new_tokens)
-        extra = (sequences - 1) * tail_blocks * self.block_size
-        return prompt_tokens + max_new_tokens + extra
+        return self._tokens_needed(prompt_tokens, max_new_tokens, sequences)
+
+    def _tokens_needed(self, prompt_tokens: int, max_new_tokens: int, sequences: int) -> int:
+        """:meth:`tokens_needed` for a caller that checked the counts."""
+        if sequences == 1:
+            return prompt_tokens + max_new_tokens
+        size = self.block_size
+        tail_blocks = -(-(prompt_tokens % size + max_new_tokens) // size)
+        return prompt_tokens + max_new_tokens + (sequences - 1) * tail_blocks * size
 
     def capacity_blocks(self, lane: str) -> int:
         """The most blocks ``lane`` could ever hold: its floor plus the shared pool."""

@@ -117,8 +117,10 @@ class LaneScheduler(Generic[T]):
     def _push(self, lane: str, item: T, tenant: str, weight: float) -> bool:
         """:meth:`push` for a trusted caller: a known lane, a checked weight and
         an item not waiting anywhere (the policy's own entries)."""
-        pushed = self._by_name[lane].queue._push(item, tenant, weight)
-        self._sync()
+        record = self._by_name[lane]
+        pushed = record.queue._push(item, tenant, weight)
+        if not record.backlogged:  # only a lane that was empty can need a lift
+            self._sync()
         return pushed
 
     def candidates(self) -> Iterator[tuple[str, T]]:
@@ -141,6 +143,14 @@ class LaneScheduler(Generic[T]):
         self._sync()
         return item
 
+    def _pop(self, lane: str) -> T:
+        """:meth:`pop` for a trusted caller: a known lane with something waiting."""
+        record = self._by_name[lane]
+        item = record.queue.pop()
+        if not record.queue:  # only a lane that emptied can need to leave
+            self._sync()
+        return item
+
     def charge(self, lane: str, tenant: str, cost: float, *, weight: float | None = None) -> None:
         """Charge ``cost`` (cost units) to ``lane``'s counter (over the lane
         weight) and to ``tenant``'s counter in that lane (over ``weight``, as
@@ -154,7 +164,8 @@ class LaneScheduler(Generic[T]):
     def _charge(self, lane: str, tenant: str, cost: float, weight: float | None) -> None:
         """:meth:`charge` for a trusted caller: a known lane, checked cost and weight."""
         record = self._by_name[lane]
-        self._sync()
+        if cost < 0:
+            self._sync()  # a refund's floor is V, which needs current flags
         counter = _charged(record.counter, cost, record.weight, _refund_floor(cost, self._v))
         record.queue._charge(tenant, cost, weight)
         record.counter = counter

@@ -25,6 +25,10 @@ class Outcome(enum.Enum):
     CANCELLED = "cancelled"
     FAILED = "failed"
 
+    # Members are singletons compared by identity, so they hash by identity:
+    # at C speed, where Enum's own hash is a Python call (several per request).
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True, slots=True)
 class Finished:

@@ -39,6 +39,7 @@ from slopolicy.core.lanes import LaneScheduler
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.overload import OverloadState
+from slopolicy.core.pacing import DispatchPace
 from slopolicy.core.quotas import QuotaLease, QuotaRefusal, TenantQuotas
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
@@ -63,6 +64,7 @@ class PolicySpec:
         kv_blocks: blocks in the engine's KV pool.
         kv_block_size: tokens per block.
         max_running: requests the engine may run at once.
+        pace: paces starts to a rate in cost units per second, or ``None``.
         max_tenants: tenant quota states kept before idle ones are evicted.
         targets: SLO targets per lane (lanes without an entry have none).
         ladder: the fallback ladder, or ``None``.
@@ -76,6 +78,7 @@ class PolicySpec:
     kv_blocks: int
     kv_block_size: int
     max_running: int
+    pace: DispatchPace | None = None
     max_tenants: int = 100_000
     targets: Mapping[str, SLOTargets] = field(default_factory=dict)
     ladder: FallbackLadder | None = None
@@ -147,6 +150,7 @@ class Policy:
             [(lane.name, lane.weight, lane.queue_capacity) for lane in spec.router.lanes]
         )
         self.max_running = spec.max_running
+        self.pace = spec.pace
         self._entries: dict[str, Entry] = {}
         self._deadlines: list[tuple[float, int, Entry]] = []
         self._sequence = itertools.count()
@@ -272,10 +276,12 @@ class Policy:
     def _enqueue(self, decision: Admit | Demote, now: float, quota_held: bool) -> Decision:
         lane = self._lanes[decision.lane]
         request = decision.request
-        kv_tokens = self.kv.tokens_needed(
+        # The request's counts were checked when it was made.
+        kv = self.kv
+        kv_tokens = kv._tokens_needed(
             decision.prompt_tokens, request.max_new_tokens, request.sequences
         )
-        needed, most = self.kv.blocks_for(kv_tokens), self.kv.capacity_blocks(lane.name)
+        needed, most = -(-kv_tokens // kv.block_size), kv.capacity_blocks(lane.name)
         if needed > most:
             message = f"needs {needed:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
             return _refuse(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
@@ -380,12 +386,15 @@ class Policy:
         return Dispatch(tuple(started), tuple(expired), event)
 
     def _start_next(self, now: float) -> Entry | None:
+        pace = self.pace
+        if pace is not None and not pace.ready(now):
+            return None  # the next start, whichever it is, waits for the rate
         for lane, entry in self._queues.candidates():
             cap = self._lanes[lane].max_running
             if self.health.paused(lane) or (cap is not None and self._lane_running[lane] >= cap):
                 continue
             if self.kv._reserve(entry.id, lane, entry.kv_blocks, now):
-                self._queues.pop(lane)
+                self._queues._pop(lane)
                 # Fair-queue counters are charged what is known to be served:
                 # the prompt now, output tokens as they arrive (VTC's order),
                 # so nothing has to be refunded later.
@@ -393,6 +402,8 @@ class Policy:
                     entry.prompt_tokens, 0, entry.request.tool_risk
                 )
                 self._queues._charge(lane, entry.tenant, prompt_cost, entry.weight)
+                if pace is not None:
+                    pace.charge(entry.cost, now)
                 entry.phase = Phase.RUNNING
                 entry.dispatched_at = now
                 self._running += 1
@@ -408,6 +419,17 @@ class Policy:
         while heap and heap[0][2].phase is not Phase.QUEUED:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
+
+    def next_start(self) -> float | None:
+        """When the dispatch rate (``engine.dispatch_rate``) lets the next queued
+        request start (monotonic seconds), if it is what holds one back now;
+        ``None`` without a rate, with nothing queued, or with the engine full
+        (a finish dispatches then). Call :meth:`dispatch` at that time."""
+        pace = self.pace
+        if pace is None or len(self._entries) == self._running or self._running >= self.max_running:
+            return None
+        ready = pace.ready_at(self._now)
+        return ready if ready > self._now else None
 
     def _overdue(self, now: float) -> bool:
         deadline = self.next_deadline()
@@ -481,7 +503,7 @@ class Policy:
         the tenant the actual cost, and returns the record. Finishing a request
         twice, or one that never started, raises :class:`UsageError`.
         """
-        ending = Outcome(outcome)
+        ending = outcome if isinstance(outcome, Outcome) else Outcome(outcome)
         if ending not in _ENDINGS:
             raise UsageError(
                 f"a started request ends completed, failed or cancelled, not {ending.value}"
@@ -498,6 +520,8 @@ class Policy:
         )
         self.kv._release(entry.id, now)
         self._settle(entry, cost, now)
+        if self.pace is not None:
+            self.pace.settle(entry.cost, cost)
         self._charge_output(entry)
         self._running -= 1
         self._lane_running[entry.lane] -= 1

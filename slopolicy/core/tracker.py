@@ -47,7 +47,7 @@ from slopolicy.core.budget import (
 )
 from slopolicy.core.burn import DEFAULT_BURN_RULES, Alert, BurnRate, BurnRule, BurnWindows
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.sliding import SlidingSketches
+from slopolicy.core.sliding import FOLD_AT, SlidingSketches
 from slopolicy.core.slo import Objective, SLOTargets, Summary
 from slopolicy.errors import UsageError
 
@@ -249,6 +249,17 @@ class SLOTracker:
         self._start = start
         self._latest = -math.inf
 
+    def _recycle(self, tenant: str) -> None:
+        """Start over as a fresh tracker for ``tenant`` (same lane, targets and
+        settings; burn windows off): an evicted tenant's tracker is reused
+        rather than a new one built, which at many tenants is most of the cost."""
+        assert self._burn is None
+        assert not self._breakdown
+        self.tenant = tenant
+        self._window.clear()
+        self._start = None
+        self._latest = -math.inf
+
     def record(self, finished: Finished, now: float) -> None:
         """Count one finished request at ``now``; a ``REJECTED`` one as :meth:`record_rejected`.
 
@@ -259,7 +270,7 @@ class SLOTracker:
             _check(finished)
             self.record_rejected(now)
             return
-        self._add(self._judge(finished), now)
+        self._add(self._judge(finished), self._see(now))
 
     def _judge(self, finished: Finished) -> _Judged:
         """Check ``finished`` (not ``REJECTED``) and work out what it counts as,
@@ -277,26 +288,36 @@ class SLOTracker:
 
     def _add(self, judged: _Judged, now: float) -> None:
         """Count a request judged by this tracker, or by one with the same targets
-        and cost model and burn windows wherever this one has them."""
-        now = self._see(now)
+        and cost model and burn windows wherever this one has them, at a finite
+        ``now`` (the caller checked it)."""
+        if now > self._latest:
+            self._latest = now
+        else:
+            now = self._latest
+        if self._start is None:
+            self._start = now
         finished = judged.finished
         piece = self._window.current(now)
-        sums, sketches = piece.sums, piece.sketches
+        sums, pending = piece.sums, piece.pending
         sums[judged.index] += 1.0
         sums[_SPEND] += judged.cost
         sums[_OUTPUT] += finished.output_tokens
         if judged.attained:
             sums[_ATTAINED] += 1.0
+        # Checked values wait in the slice and reach its sketches in batches.
         ttft = finished.ttft
         if ttft is not None:
-            sketches[_TTFT].add(ttft)
+            pending[_TTFT].append(ttft)
         if finished.queue_wait is not None:
-            sketches[_QUEUE].add(finished.queue_wait)
+            pending[_QUEUE].append(finished.queue_wait)
         if judged.completed:
             if finished.tpot is not None:
-                sketches[_TPOT].add(finished.tpot)
-            sketches[_E2E].add(judged.e2e)
-        sketches[_PROMPT].add(finished.prompt_tokens)
+                pending[_TPOT].append(finished.tpot)
+            pending[_E2E].append(judged.e2e)
+        prompts = pending[_PROMPT]
+        prompts.append(finished.prompt_tokens)
+        if len(prompts) >= FOLD_AT:  # every record adds a prompt: the longest list
+            piece.fold()
         if self._breakdown:
             add_stages(piece, _STAGES, _COUNTS, ttft, finished.stages, self.targets.ttft_target)
         if self._burn is not None:

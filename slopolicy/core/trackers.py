@@ -11,6 +11,7 @@ the short window only (no burn windows, no stage split) so each costs little.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -100,7 +101,9 @@ class TrackerSet:
         return tracker
 
     def tenant(self, lane: str, tenant: str) -> SLOTracker | None:
-        """The tracker of ``tenant`` in ``lane``, if held (does not refresh its LRU place)."""
+        """The tracker of ``tenant`` in ``lane``, if held (does not refresh its LRU place).
+        Once evicted, the object may be reused for another tenant of the lane:
+        keep a :meth:`~SLOTracker.snapshot`, not the tracker."""
         return self._tenants.get((lane, tenant))
 
     def tenants(self) -> Iterator[tuple[tuple[str, str], SLOTracker]]:
@@ -110,6 +113,8 @@ class TrackerSet:
     def record(self, finished: Finished, now: float) -> None:
         """Count ``finished`` in its lane's tracker and its tenant's (O(1) amortized)."""
         lane = self.lane(finished.lane)
+        if not math.isfinite(now):
+            raise UsageError(f"now must be a finite number, got {now!r}")
         if finished.outcome is Outcome.REJECTED:
             lane.record(finished, now)  # validates before anything changes
             self._record_rejected_tenant(finished.lane, finished.tenant, now)
@@ -149,8 +154,12 @@ class TrackerSet:
             self._tenants.move_to_end(key)
             return tracker
         if len(self._tenants) >= self.max_tenants:
-            self._tenants.popitem(last=False)
+            _, evicted = self._tenants.popitem(last=False)
             self.evicted += 1
+            if evicted.lane == lane:  # same targets: reuse it, slots and all
+                evicted._recycle(tenant)
+                self._tenants[key] = evicted
+                return evicted
         tracker = SLOTracker(
             lane,
             self._lanes[lane].targets,

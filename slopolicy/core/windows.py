@@ -72,6 +72,12 @@ class SlidingRing(Generic[T]):
         """The latest ``now`` seen (``-inf`` before any)."""
         return self._latest
 
+    def clear(self) -> None:
+        """Forget every slice and the latest ``now``; the slots are kept, and
+        emptied when next used (so reuse allocates nothing)."""
+        self._epochs = [None] * self.slices
+        self._latest = -math.inf
+
     def see(self, now: float) -> float:
         """Advance to ``now`` and return the effective time (the latest seen)."""
         if now > self._latest:

@@ -330,6 +330,8 @@ class Gate:
                 self.policy.cancel(started.id, now)
         if len(result.expired) >= self._max_expired:
             self._wake_timer()  # more may be overdue: the timer goes on after a checkpoint
+        elif self.policy.pace is not None and waiters:
+            self._watch_deadline()  # a settled cost may have moved the next paced start
         return result
 
     @staticmethod
@@ -372,18 +374,24 @@ class Gate:
                 self._next_evaluation = now + self.policy.health.evaluate_every
 
     def _next_wake(self) -> float:
-        deadline = self.policy.next_deadline()
-        wake = math.inf if deadline is None else deadline
+        wake = self._next_dispatch()
         if self.policy.health.ladder is not None:
             wake = min(wake, self._next_evaluation)
         return wake
 
+    def _next_dispatch(self) -> float:
+        """The earliest queue deadline or paced start (``inf``: none)."""
+        policy = self.policy
+        deadline, paced = policy.next_deadline(), policy.next_start()
+        wake = math.inf if deadline is None else deadline
+        return wake if paced is None else min(wake, paced)
+
     def _watch_deadline(self) -> None:
         scope = self._timer_scope
         if scope is not None:
-            deadline = self.policy.next_deadline()
-            if deadline is not None and deadline < scope.deadline:
-                scope.deadline = deadline
+            wake = self._next_dispatch()
+            if wake < scope.deadline:
+                scope.deadline = wake
 
     def _wake_timer(self) -> None:
         if self._timer_scope is not None:

@@ -140,10 +140,13 @@ class PolicyScheduler:
         deadlines = self._deadlines
         while deadlines and self.policy.phase(deadlines[0][1]) != "queued":
             heapq.heappop(deadlines)
-        soonest = deadlines[0][0] if deadlines else None
-        if not self._ticks:
-            return soonest
-        return self._next_tick if soonest is None else min(soonest, self._next_tick)
+        times = [self._next_tick] if self._ticks else []
+        if deadlines:
+            times.append(deadlines[0][0])
+        paced = self.policy.next_start()
+        if paced is not None:
+            times.append(paced)
+        return min(times, default=None)
 
     def observe(self, engine: EngineView, now: float) -> None:
         wanted = self.signals

@@ -275,6 +275,26 @@ def test_all_tenants_backlogged_at_once_then_served() -> None:
     assert {queue.counter(t) for t in queue._tenants} == {5.0}
 
 
+def test_a_heap_rebuild_as_a_tenant_rejoins_keeps_that_tenant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the state machine: the rebuild keeps live tenants only, so a
+    rejoining tenant must be live before it is indexed, or its items are
+    stranded (peek None with one waiting)."""
+    monkeypatch.setattr(fairqueue, "_SLACK", 0)  # rebuild at the first stale entry
+    queue: FairQueue[Job] = FairQueue(2, max_idle_counters=0)
+    a, b, again = Job("a"), Job("b"), Job("b")
+    queue.push(a, "a", 0.5)
+    queue.push(b, "b", 0.5)
+    queue.charge("b", 1)
+    queue.charge("b", 1)
+    assert queue.remove(b)
+    queue.push(again, "b", 0.5)
+    assert queue.remove(a)
+    assert queue.peek() is again
+    assert queue.pop() is again
+
+
 def test_a_tenant_that_just_left_keeps_its_counter_for_the_charge() -> None:
     queue: FairQueue[Job] = FairQueue(10, max_idle_counters=1)
     queue.push(Job("a"), "a", 1.0)

@@ -118,6 +118,47 @@ def test_zeros_mixed_with_latencies() -> None:
     assert sketch.bucket_count == 2
 
 
+@given(
+    st.lists(st.one_of(_positive, st.just(0.0), st.floats(0, 1e-10)), max_size=300),
+    st.lists(st.one_of(_positive, st.just(0.0)), max_size=300),
+    st.integers(min_value=2, max_value=40),
+)
+def test_adding_many_at_once_is_adding_each(
+    before: list[float], batch: list[float], max_buckets: int
+) -> None:
+    """Same counts, bounds and answers, collapsed or not (the floor ends where
+    adding one by one would have put it once the batch is counted)."""
+    one, many = QuantileSketch(max_buckets=max_buckets), QuantileSketch(max_buckets=max_buckets)
+    for value in before:
+        one.add(value)
+        many.add(value)
+    many.add_many(batch)
+    for value in batch:
+        one.add(value)
+    assert (many.count, many.min, many.max) == (one.count, one.min, one.max)
+    assert many.sum == pytest.approx(one.sum)
+    assert many.bucket_count <= max_buckets + 1
+    if one.collapsed_below is None and many.collapsed_below is None:
+        assert many.quantiles(QS) == one.quantiles(QS)
+    values = before + batch
+    floor = many.collapsed_below
+    for q in QS if values else ():
+        truth = exact(values, q)
+        if truth >= many.min_value and (floor is None or truth > floor):
+            assert_within(many.quantile(q), truth, 0.01)
+
+
+@pytest.mark.parametrize("bad", [-1.0, -1e-300, math.nan, math.inf])
+def test_a_bad_value_in_a_batch_is_refused_and_changes_nothing(bad: float) -> None:
+    sketch = QuantileSketch()
+    sketch.add(1.0)
+    with pytest.raises(UsageError, match="finite values >= 0"):
+        sketch.add_many([2.0, bad, 3.0])
+    assert (sketch.count, sketch.sum, sketch.max) == (1, 1.0, 1.0)
+    sketch.add_many([])
+    assert sketch.count == 1
+
+
 @pytest.mark.parametrize("bad", [-1.0, -1e-300, math.nan, math.inf])
 def test_negative_and_non_finite_values_are_refused_and_change_nothing(bad: float) -> None:
     sketch = QuantileSketch()

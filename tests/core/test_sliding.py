@@ -141,10 +141,25 @@ def test_bad_windows_are_refused() -> None:
 def test_several_metrics_share_one_ring() -> None:
     window = SlidingSketches(2, 1, window_s=10.0, slices=2)
     piece = window.current(1.0)
-    piece.sketches[0].add(1.0)
-    piece.sketches[1].add(9.0)
+    piece.sketch(0).add(1.0)
+    piece.pending[1].append(9.0)  # waits to be folded until read
     piece.sums[0] += 3.0
     assert window.sketch(0, 1.0).quantile(0.5) == pytest.approx(1.0, rel=0.01)
     assert window.sketch(1, 2.0).quantile(0.5) == pytest.approx(9.0, rel=0.01)
     assert window.totals(2.0) == [3.0]
     assert window.count(1, 12.0) == 0
+
+
+def test_pending_values_are_folded_when_read_and_dropped_with_their_slice() -> None:
+    window = SlidingSketches(1, 0, window_s=10.0, slices=2)
+    piece = window.current(1.0)
+    piece.pending[0].extend([1.0, 2.0, 3.0])
+    assert window.count(0, 1.0) == 3
+    assert piece.pending[0] == []
+    piece.pending[0].append(4.0)
+    piece.fold()
+    assert piece.pending[0] == []
+    assert window.sketch(0, 1.0).max == 4.0
+    window.current(11.0).pending[0].append(5.0)  # the same slot, a new slice
+    window.current(21.0).pending[0].append(6.0)  # and again: 5.0 is gone unread
+    assert window.sketch(0, 21.0).count == 1

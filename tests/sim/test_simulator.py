@@ -129,6 +129,26 @@ def test_queued_requests_expire_at_their_deadline() -> None:
     assert_no_leaks(scheduler.policy)
 
 
+def test_a_dispatch_rate_paces_the_simulated_starts() -> None:
+    """The simulator wakes at Policy.next_start(): starts spaced by each
+    request's cost at the rate, with nothing else arriving to trigger them."""
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [{"name": "chat", "max_queue_wait_s": 60.0}],
+            "cost": {"alpha": 1.0, "beta": 0.0},
+            "engine": {"max_running": 8, "dispatch_rate": 1000.0, "dispatch_burst": 0.0},
+            "ladder": {"enabled": False},
+        }
+    )
+    workload = Workload.of([SimRequest(f"r{k}", 0.0, "t", 500, 5, 5) for k in range(4)])
+    scheduler = PolicyScheduler(config)
+    result = simulate(workload, scheduler, H100)
+    starts = sorted(r.dispatched_at for r in result.records if r.dispatched_at is not None)
+    assert starts == pytest.approx([0.0, 0.5, 1.0, 1.5])  # 500 cost units at 1,000/s each
+    assert all(r.outcome is SimOutcome.COMPLETED for r in result.records)
+    assert_no_leaks(scheduler.policy)
+
+
 def test_a_wakeup_that_does_not_move_is_misuse() -> None:
     class Stuck(FCFS):
         name = "stuck"
