@@ -41,6 +41,7 @@ def test_an_evicted_tenants_tracker_is_reused_with_nothing_of_its_past() -> None
     old = trackers.tenant("interactive", "old")
     trackers.record(finished(10.0, tenant="new", ttft=0.1), 10.0)
     new = trackers.tenant("interactive", "new")
+    assert new is not None
     assert new is old  # the same object, recycled...
     assert trackers.tenant("interactive", "old") is None
     snap = new.snapshot(10.0)
