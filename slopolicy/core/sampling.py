@@ -15,6 +15,10 @@ Two details keep the estimate unbiased:
   stretch of text between two boundaries is included with the same
   probability, whatever its length.
 
+Finding a boundary is a regex search forward from a point (with a faster,
+equivalent pattern for mostly-ASCII text); together with the tokenizer on the
+sampled characters, that search is nearly all of an estimate's time.
+
 The ratio estimator ``tokens ~= len(text) * sampled_tokens / sampled_chars``
 is reported with its relative standard error, computed from interpenetrating
 groups of windows counted separately; more rounds of windows are added, up to
@@ -44,6 +48,17 @@ __all__ = ("SampledCount", "sample_tokens")
 # trying the lookbehind at every position (about 1.5x faster on prose and CJK).
 _BOUNDARY = re.compile(
     r"(?s)[^\w](?<=[^\W_].)"  # a non-word character right after a letter or digit
+    r"(?:(?<=[\r\n])|(?=[^\W\d_]))"  # that is a newline, or precedes a letter
+)
+# The same boundaries, found faster in mostly-ASCII text (about 1.4x on code,
+# where indentation puts many spaces in the scan): the prefix scan tests an
+# ASCII bitmap, not the Unicode word category, and a second bitmap rejects most
+# candidates before the exact lookbehinds. Slower on CJK, where every
+# character is a candidate, so wide scripts keep ``_BOUNDARY``.
+_BOUNDARY_ASCII = re.compile(
+    r"(?s)[\x00-/:-@\[-^`{-\x7f\x80-\U0010ffff]"  # any non-word char, and more
+    r"(?<=[0-9A-Za-z\x80-\U0010ffff].)"  # quickly: after no ASCII non-letter
+    r"(?<=[^\W_][^\w])"  # exactly: a non-word character after a letter or digit
     r"(?:(?<=[\r\n])|(?=[^\W\d_]))"  # that is a newline, or precedes a letter
 )
 # How far past a window's nominal edge to look for a boundary, in characters.
@@ -81,14 +96,16 @@ def sample_tokens(
     """
     starts = _cumulative_starts(texts)
     stride = starts[-1] / windows
+    wide = _wide_script(texts)
     if window_chars is None:
-        window_chars = 16 if _wide_script(texts) else 32
+        window_chars = 16 if wide else 32
+    search = (_BOUNDARY if wide else _BOUNDARY_ASCII).search
     group_tokens: list[int] = []
     group_chars: list[int] = []
     for round_index in range(max_rounds):
         offset = _van_der_corput(round_index) * stride
         tokens, chars = _sample_round(
-            texts, starts, count, windows, stride, offset, window_chars, groups
+            texts, starts, count, search, windows, stride, offset, window_chars, groups
         )
         group_tokens.extend(tokens)
         group_chars.extend(chars)
@@ -120,6 +137,7 @@ def _sample_round(
     texts: Sequence[str],
     starts: list[int],
     count: Callable[[str], int],
+    search: Callable[[str, int, int], re.Match[str] | None],
     windows: int,
     stride: float,
     offset: float,
@@ -130,7 +148,6 @@ def _sample_round(
     # Windows counted on their own (see below): tokens and characters.
     alone_tokens = [0] * groups
     alone_chars = [0] * groups
-    search = _BOUNDARY.search
     reach = _SEARCH_CHARS
     text = texts[0]
     n = len(text)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from benchmarks.corpora import CORPORA, corpus, slice_tokens
 from slopolicy.core.estimator import CostEstimator
-from slopolicy.core.sampling import _BOUNDARY, sample_tokens
+from slopolicy.core.sampling import _BOUNDARY, _BOUNDARY_ASCII, sample_tokens
 from slopolicy.core.tokens import TiktokenCounter
 
 _alphabet = st.sampled_from(
@@ -48,6 +48,28 @@ def test_boundaries_never_split_a_token(counter: TiktokenCounter, text: str) -> 
 @pytest.mark.parametrize("name", CORPORA)
 def test_boundaries_never_split_a_token_in_real_text(counter: TiktokenCounter, name: str) -> None:
     _join_is_exact(counter, corpus(name)[:60_000])
+
+
+def _starts(boundary: re.Pattern[str], text: str) -> list[int]:
+    return [match.start() for match in boundary.finditer(text)]
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(
+        st.one_of(_alphabet, st.sampled_from(list("éßÉ²½_—“”\u00a0\u2028")), st.characters()),
+        max_size=200,
+    ).map("".join)
+)
+def test_ascii_boundary_regex_finds_the_same_boundaries(text: str) -> None:
+    # The faster pattern for mostly-ASCII text is an optimisation only.
+    assert _starts(_BOUNDARY_ASCII, text) == _starts(_BOUNDARY, text)
+
+
+@pytest.mark.parametrize("name", CORPORA)
+def test_ascii_boundary_regex_finds_the_same_boundaries_in_real_text(name: str) -> None:
+    text = corpus(name)[:200_000]
+    assert _starts(_BOUNDARY_ASCII, text) == _starts(_BOUNDARY, text)
 
 
 class _Recording:
