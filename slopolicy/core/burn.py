@@ -176,6 +176,10 @@ class BurnWindows:
             raise UsageError(f"expected {len(self._goals)} verdicts, got {len(verdicts)}")
         if not math.isfinite(now):
             raise UsageError(f"now must be a finite number, got {now!r}")
+        self._record(now, verdicts)
+
+    def _record(self, now: float, verdicts: Sequence[bool | None]) -> None:
+        """:meth:`record` for a caller that checked ``now`` and the verdicts' count."""
         if self._batch:
             current = math.floor(now / self._batch)
             if current != self._pending_slice:

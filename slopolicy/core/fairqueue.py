@@ -42,7 +42,6 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -130,12 +129,6 @@ def _charged(counter: float, cost: float, weight: float, floor: float) -> float:
     if not math.isfinite(new):
         raise UsageError(f"charging {cost!r} at weight {weight!r} overflows the counter")
     return new
-
-
-def _refund_floor(cost: float, v: Callable[[], float]) -> float:
-    """The ``floor`` to pass :func:`_charged`: ``V`` (from ``v``) for a refund;
-    a charge never reads it, so ``V`` is not looked up (it only bounds refunds)."""
-    return v() if cost < 0 else 0.0
 
 
 class FairQueue(Generic[T]):
@@ -301,7 +294,13 @@ class FairQueue(Generic[T]):
                 self._index_idle(new)
             return
         w = record.weight if weight is None else weight
-        record.counter = _charged(record.counter, cost, w, _refund_floor(cost, self._v))
+        if cost > 0:  # _charged, inlined for the usual charge
+            counter = record.counter + cost / w
+            if counter == math.inf:
+                raise UsageError(f"charging {cost!r} at weight {w!r} overflows the counter")
+            record.counter = counter
+        else:
+            record.counter = _charged(record.counter, cost, w, self._v())
         if record.live:
             self._index_ready(record)
         else:

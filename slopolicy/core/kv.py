@@ -198,6 +198,8 @@ class KVReservation:
     def _free(self, lane: str) -> int:
         own_unused = self._unused_floor(lane)
         ledger = own_unused + self.shared_blocks - self._overflow
+        if self._engine_used is None:  # never observed: the ledger alone
+            return ledger
         engine_used = self._engine_in_force()
         if engine_used is None:
             return ledger
@@ -220,7 +222,8 @@ class KVReservation:
         """:meth:`try_reserve` of ``blocks`` blocks for a caller that checked its arguments."""
         if request_id in self._reservations:
             raise UsageError(f"request {request_id!r} already holds a KV reservation")
-        self._tick(now)
+        if now > self._now:  # _tick, inlined on the dispatch path
+            self._now = now
         if blocks > self._free(lane):
             return False
         self._reservations[request_id] = _Reservation(lane, blocks, self._epoch)
@@ -262,7 +265,8 @@ class KVReservation:
 
     def _release(self, request_id: str, now: float) -> int:
         """:meth:`release` for a trusted caller: checked arguments."""
-        self._tick(now)
+        if now > self._now:  # _tick, inlined on the finish path
+            self._now = now
         entry = self._reservations.pop(request_id, None)
         if entry is None:
             return 0
@@ -323,15 +327,20 @@ class KVReservation:
             self._unseen -= gone
 
     def _add(self, lane: str, delta: int) -> None:
-        floor = self._floors.get(lane, 0)
+        floor = self._floors.get(lane)
+        if floor is None:  # a lane without a floor: every block it holds is shared
+            after = self._used.get(lane, 0) + delta
+            self._overflow += delta
+            if after:
+                self._used[lane] = after
+            else:  # such lanes leave no entry behind, however many names pass
+                self._used.pop(lane, None)
+            return
         before = self._used.get(lane, 0)
         after = before + delta
         self._floor_used += min(after, floor) - min(before, floor)
         self._overflow += max(0, after - floor) - max(0, before - floor)
-        if after or lane in self._floors:
-            self._used[lane] = after
-        else:  # lanes without a floor leave no entry behind, however many names pass
-            self._used.pop(lane, None)
+        self._used[lane] = after
 
 
 def peak_fits(

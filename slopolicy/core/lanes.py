@@ -22,6 +22,7 @@ first candidate is always taken; the same holds for tenants inside a lane.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
@@ -30,7 +31,6 @@ from slopolicy.core.fairqueue import (
     _charged,
     _check_cost,
     _check_weight,
-    _refund_floor,
 )
 from slopolicy.errors import UsageError
 
@@ -133,6 +133,14 @@ class LaneScheduler(Generic[T]):
         heads = [(lane.name, head) for lane in order if (head := lane.queue.peek()) is not None]
         return iter(heads)
 
+    def _candidates(self) -> list[tuple[str, T]]:
+        """:meth:`candidates` for a caller that changes the queues only through
+        this scheduler, so the lanes' backlogged flags are already current."""
+        order = [lane for lane in self._lanes if lane.backlogged]
+        if len(order) > 1:
+            order.sort(key=_turn)
+        return [(lane.name, head) for lane in order if (head := lane.queue.peek()) is not None]
+
     def pop(self, lane: str) -> T:
         """Pop ``lane``'s head; charge it with :meth:`charge`. Raises
         :class:`UsageError` when the lane is empty."""
@@ -166,7 +174,13 @@ class LaneScheduler(Generic[T]):
         record = self._by_name[lane]
         if cost < 0:
             self._sync()  # a refund's floor is V, which needs current flags
-        counter = _charged(record.counter, cost, record.weight, _refund_floor(cost, self._v))
+            counter = _charged(record.counter, cost, record.weight, self._v())
+        else:  # _charged, inlined for the usual charge
+            counter = record.counter + cost / record.weight
+            if counter == math.inf:
+                raise UsageError(
+                    f"charging {cost!r} at weight {record.weight!r} overflows the counter"
+                )
         record.queue._charge(tenant, cost, weight)
         record.counter = counter
 

@@ -339,8 +339,7 @@ class Policy:
     def _settle(self, entry: Entry, cost: float, now: float) -> None:
         """Settle and release the entry's quota lease, when this policy holds it."""
         if entry.lease is not None:
-            self.quotas.settle(entry.lease, cost, now)
-            self.quotas.release(entry.lease, now)
+            self.quotas._close(entry.lease, cost, now)  # its own live lease, checked values
 
     # -- dispatch -----------------------------------------------------------
 
@@ -389,7 +388,7 @@ class Policy:
         pace = self.pace
         if pace is not None and not pace.ready(now):
             return None  # the next start, whichever it is, waits for the rate
-        for lane, entry in self._queues.candidates():
+        for lane, entry in self._queues._candidates():  # its queues change only through it
             cap = self._lanes[lane].max_running
             if self.health.paused(lane) or (cap is not None and self._lane_running[lane] >= cap):
                 continue
@@ -528,7 +527,7 @@ class Policy:
         del self._entries[entry.id]
         self._outcomes[ending] += 1
         finished = entry.finished(ending, now, cost)
-        self.health.record(finished, now)
+        self.health.trackers._record_checked(finished, now)  # its own record: checked
         return finished
 
     def _charge_output(self, entry: Entry) -> None:
@@ -555,7 +554,7 @@ class Policy:
         del self._entries[entry.id]
         self._outcomes[outcome] += 1
         finished = entry.finished(outcome, now, 0.0)
-        self.health.record(finished, now)
+        self.health.trackers._record_checked(finished, now)  # its own record: checked
         return finished
 
     def _running_entry(self, request_id: str) -> Entry:

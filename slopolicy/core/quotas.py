@@ -215,12 +215,23 @@ class TenantQuotas:
         if state is not None and state.plan is not plan:
             state.retier(plan, now)
         limits = plan.lanes.get(lane)
+        taken = False  # the cost already taken by the check
         if cost > (plan.max_cost if limits is None else limits[1]):
             refusal: QuotaRefusal | None = over_burst_refusal(tenant, plan, lane, cost)
         elif state is None:
             refusal = None if len(self._tenants) < self._max else self._make_room()
-        else:
+        elif state.plan.lanes:  # split buckets: check both before taking from either
             refusal = _check(tenant, state, lane, cost, now)
+        else:  # one bucket at most: its own try_acquire checks and takes
+            refusal = _check_slots(tenant, state, lane)
+            if refusal is None and state.bucket is not None:
+                wait = state.bucket.try_acquire(cost, now)
+                if wait:
+                    bucket = state.bucket
+                    refusal = rate_refusal(
+                        tenant, None, bucket.rate, bucket.burst, cost, bucket.level(now), wait
+                    )
+                taken = not wait
         if refusal is not None:
             self._refusals[refusal.reason] += 1
             if state is not None and state.in_flight == 0:
@@ -231,7 +242,10 @@ class TenantQuotas:
             state = self._tenants[tenant] = TenantState(plan, now)
         elif state.in_flight == 0:
             del self._idle[tenant]
-        self._take(state, lane, cost, now)
+        if taken:
+            self._count_in(state, lane)
+        else:
+            self._take(state, lane, cost, now)
         return QuotaLease(self, tenant, lane, cost)
 
     def _plan(self, tier: TierSpec) -> TierPlan:
@@ -262,6 +276,10 @@ class TenantQuotas:
         if bucket is not None:
             granted = bucket.try_acquire(cost, now)
             assert granted == 0.0, "checked by _check"
+        self._count_in(state, lane)
+
+    def _count_in(self, state: TenantState, lane: str) -> None:
+        """Take the request's concurrency slots (its cost is taken)."""
         state.in_flight += 1
         state.lane_in_flight[lane] = state.lane_in_flight.get(lane, 0) + 1
         self._in_flight += 1
@@ -292,6 +310,22 @@ class TenantQuotas:
                 bucket.refund(-difference, now)
         lease._cost = actual_cost
 
+    def _close(self, lease: QuotaLease, actual_cost: float, now: float) -> None:
+        """:meth:`settle` then :meth:`release`, for the policy that holds the
+        live ``lease`` and checked ``actual_cost`` and ``now``."""
+        difference = actual_cost - lease._cost
+        state = self._tenants[lease._tenant]  # a leaseholder is never evicted
+        if difference:
+            for bucket in (state.bucket, state.lane_bucket(lease._lane, now)):
+                if bucket is None:
+                    continue
+                if difference > 0:
+                    bucket.charge(difference, now)
+                else:
+                    bucket.refund(-difference, now)
+            lease._cost = actual_cost
+        self._release(lease, state)
+
     def release(self, lease: QuotaLease, now: float) -> bool:
         """Give back ``lease``'s concurrency slots. True the first time; later
         calls return False and change nothing. Cost is not refunded (settle does).
@@ -302,8 +336,11 @@ class TenantQuotas:
             _check_args(now)
         if lease._released:
             return False
+        self._release(lease, self._tenants[lease._tenant])
+        return True
+
+    def _release(self, lease: QuotaLease, state: TenantState) -> None:
         lease._released = True
-        state = self._tenants[lease._tenant]
         state.in_flight -= 1
         left = state.lane_in_flight[lease._lane] - 1
         if left:
@@ -313,7 +350,6 @@ class TenantQuotas:
         self._in_flight -= 1
         if state.in_flight == 0:
             self._idle[lease._tenant] = None
-        return True
 
     def statistics(self) -> QuotaStatistics:
         """A frozen snapshot of the whole table."""
@@ -399,17 +435,26 @@ def rate_refusal(
     )
 
 
-def _check(
-    tenant: str, state: TenantState, lane: str, cost: float, now: float
-) -> QuotaRefusal | None:
-    """The first limit ``cost`` would break for a tracked tenant, or None."""
+def _check_slots(tenant: str, state: TenantState, lane: str) -> QuotaRefusal | None:
+    """The concurrency cap a new request would break for a tracked tenant, or None."""
     cap = state.plan.max_concurrency
     if cap is not None and state.in_flight >= cap:
         return concurrency_refusal(tenant, state.in_flight, cap)
     cap = state.plan.caps.get(lane)
-    in_lane = state.lane_in_flight.get(lane, 0)
-    if cap is not None and in_lane >= cap:
-        return concurrency_refusal(tenant, in_lane, cap, lane)
+    if cap is not None:
+        in_lane = state.lane_in_flight.get(lane, 0)
+        if in_lane >= cap:
+            return concurrency_refusal(tenant, in_lane, cap, lane)
+    return None
+
+
+def _check(
+    tenant: str, state: TenantState, lane: str, cost: float, now: float
+) -> QuotaRefusal | None:
+    """The first limit ``cost`` would break for a tracked tenant, or None."""
+    refusal = _check_slots(tenant, state, lane)
+    if refusal is not None:
+        return refusal
     tenant_bucket, lane_bucket = state.bucket, state.lane_buckets.get(lane)
     wait = 0.0 if tenant_bucket is None else tenant_bucket.time_until(cost, now)
     lane_wait = 0.0 if lane_bucket is None else lane_bucket.time_until(cost, now)

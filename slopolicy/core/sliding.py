@@ -79,6 +79,8 @@ class SlidingSketches:
     __slots__ = (
         "_cache",
         "_cache_epoch",
+        "_piece",
+        "_piece_end",
         "_ring",
         "_template",
         "alpha",
@@ -107,6 +109,9 @@ class SlidingSketches:
         self._ring: SlidingRing[Slice] = SlidingRing(window_s, slices, self._slice, Slice.clear)
         self._cache: list[QuantileSketch | None] = [None] * metrics
         self._cache_epoch: int | None = None
+        # The latest slice and when it ends: records before then skip the ring.
+        self._piece: Slice | None = None
+        self._piece_end = -math.inf
 
     @property
     def window_s(self) -> float:
@@ -121,16 +126,25 @@ class SlidingSketches:
     def current(self, now: float) -> Slice:
         """The slice for ``now`` (monotonic seconds; earlier counts as the latest
         seen), for the caller to add to (O(1) amortized)."""
-        return self._ring.current(now)
+        if -math.inf < now < self._piece_end:  # the latest slice (earlier: clamped to it)
+            piece = self._piece
+            assert piece is not None
+            return piece
+        ring = self._ring
+        piece = self._piece = ring.current(now)
+        self._piece_end = (math.floor(ring.latest / ring.width) + 1) * ring.width
+        return piece
 
     def clear(self) -> None:
         """Forget everything recorded (the slots are reused, not reallocated)."""
         self._ring.clear()
         self._cache = [None] * self.metrics
         self._cache_epoch = None
+        self._piece, self._piece_end = None, -math.inf
 
     def sketch(self, metric: int, now: float) -> QuantileSketch:
         """A new sketch holding every value of ``metric`` in the window at ``now``."""
+        now = self._see(now)
         epoch = self._ring.epoch(now)
         if self._cache_epoch != epoch:
             self._cache = [None] * self.metrics
@@ -150,19 +164,28 @@ class SlidingSketches:
 
     def count(self, metric: int, now: float) -> int:
         """Values of ``metric`` in the window at ``now``."""
+        now = self._see(now)
         return sum(piece.sketch(metric).count for _, piece in self._ring.live(now))
 
     def totals(self, now: float) -> list[float]:
         """Each sum over the live slices at ``now``."""
         totals = [0.0] * self.fields
-        for _, piece in self._ring.live(now):
+        for _, piece in self._ring.live(self._see(now)):
             for index, value in enumerate(piece.sums):
                 totals[index] += value
         return totals
 
     def start(self, now: float) -> float:
         """When the window at ``now`` begins, seconds (see :meth:`SlidingRing.start`)."""
-        return self._ring.start(now)
+        return self._ring.start(self._see(now))
+
+    def _see(self, now: float) -> float:
+        """Advance the ring to ``now`` for a read; the latest seen. A read that
+        moves past the cached slice ends it (a later record must not land there)."""
+        latest = self._ring.see(now)
+        if latest >= self._piece_end:
+            self._piece, self._piece_end = None, -math.inf
+        return latest
 
     def _empty(self) -> QuantileSketch:
         return self._template.empty_like()

@@ -277,6 +277,11 @@ class SLOTracker:
         changing nothing. The result may be added to any tracker with the same
         targets and cost model (a lane's and its tenants'): see :meth:`_add`."""
         _check(finished)
+        return self._judge_checked(finished)
+
+    def _judge_checked(self, finished: Finished) -> _Judged:
+        """:meth:`_judge` of a record whose timings are known to be good (the
+        policy's own, made from checked monotonic times)."""
         cost = self._cost_model(finished)
         if not (cost >= 0 and cost < math.inf):
             raise UsageError(f"the cost model must return a finite number >= 0, got {cost!r}")
@@ -322,7 +327,7 @@ class SLOTracker:
             add_stages(piece, _STAGES, _COUNTS, ttft, finished.stages, self.targets.ttft_target)
         if self._burn is not None:
             assert judged.verdicts is not None  # judged by a tracker with burn windows
-            self._burn.record(now, judged.verdicts)
+            self._burn._record(now, judged.verdicts)  # one verdict per goal, by _judge
 
     def record_rejected(self, now: float) -> None:
         """Count one request the policy refused (it never produced a ``Finished``)."""

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from slopolicy.core.burn import DEFAULT_BURN_RULES, BurnRule
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.slo import SLOTargets
-from slopolicy.core.tracker import CostModel, SLOSnapshot, SLOTracker
+from slopolicy.core.tracker import CostModel, SLOSnapshot, SLOTracker, _Judged
 from slopolicy.errors import UsageError
 
 __all__ = ("TrackerSet",)
@@ -121,9 +121,17 @@ class TrackerSet:
             return
         # A tenant's tracker shares its lane's targets and cost model, so the
         # request is checked and judged once for both.
-        judged = lane._judge(finished)  # validates before anything changes
+        self._add(lane, lane._judge(finished), now)  # validates before anything changes
+
+    def _record_checked(self, finished: Finished, now: float) -> None:
+        """:meth:`record` of a record the policy made itself (timings from
+        checked monotonic times, not ``REJECTED``) at a checked ``now``."""
+        lane = self._lanes[finished.lane]
+        self._add(lane, lane._judge_checked(finished), now)
+
+    def _add(self, lane: SLOTracker, judged: _Judged, now: float) -> None:
         lane._add(judged, now)
-        tenant = self._tenant_tracker(finished.lane, finished.tenant)
+        tenant = self._tenant_tracker(lane.lane, judged.finished.tenant)
         if tenant is not None:
             tenant._add(judged, now)
 

@@ -16,8 +16,9 @@ overdue waiter gets :class:`~slopolicy.Expired`. A waiter cancelled while
 queued is cancelled in the policy; one cancelled just after being started
 gives its slot back and the slot is handed on. Each dispatch expires at most
 ``max_expired`` requests and starts at most the free engine slots, so no call
-holds the event loop long. Runs on asyncio and trio; time is
-``anyio.current_time()``. The gate owns its policy: drive it only through the gate.
+holds the event loop long. Runs on asyncio and trio; time is the event
+loop's clock (what ``anyio.current_time()`` reads, bound once as
+:attr:`Gate.clock`). The gate owns its policy: drive it only through the gate.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from types import TracebackType
 from typing import IO
 
 import anyio
-from anyio import current_time
 from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint
 
@@ -44,6 +44,7 @@ from slopolicy.core.request import Request
 from slopolicy.core.signals import EngineSignals
 from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
+from slopolicy.runtime.clock import Clock, bind_clock
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.waiting import Admission, Waiter
@@ -101,6 +102,7 @@ class Gate:
         "_telemetry",
         "_timer_scope",
         "_waiters",
+        "clock",
         "policy",
     )
 
@@ -136,6 +138,8 @@ class Gate:
         self._next_evaluation = -math.inf
         self._quota = None if quota_store is None else StoreQuota(self, quota_store)
         self._telemetry = recorder_for(telemetry, self.policy)
+        #: Monotonic seconds on the gate's event loop (bound when entered).
+        self.clock: Clock = anyio.current_time
 
     # -- lifetime -------------------------------------------------------------
 
@@ -145,7 +149,8 @@ class Gate:
         group = anyio.create_task_group()
         await group.__aenter__()
         self._group, self._state = group, "open"
-        self._epoch = current_time()
+        self.clock = bind_clock()
+        self._epoch = self.clock()
         group.start_soon(self._timer, name="slopolicy gate timer")
         if self._signals is not None:
             group.start_soon(self._poll, name="slopolicy signal poll")
@@ -180,7 +185,7 @@ class Gate:
                     await self._log.aclose()
 
     def _close_waiters(self) -> None:
-        now = current_time()
+        now = self.clock()
         waiters, self._waiters = self._waiters, {}
         for waiter in waiters.values():
             finished = self.policy.cancel(waiter.request.id, now)
@@ -214,7 +219,7 @@ class Gate:
             raise waiter
         if waiter.result is None:
             del self._waiters[request.id]
-            finished = self.policy.cancel(request.id, current_time())
+            finished = self.policy.cancel(request.id, self.clock())
             self._ended(finished, request)
             raise WouldBlock(waiter.decision)
         return self._ticket(waiter)
@@ -254,7 +259,7 @@ class Gate:
             if self._state == "new":
                 raise UsageError("enter the gate first: async with Gate(...) as gate")
             return GateClosed()
-        now = current_time()
+        now = self.clock()
         policy = self.policy
         if prepared is None:
             decision = policy.submit(request, now)
@@ -264,7 +269,6 @@ class Gate:
             return self._refused(request, decision, now)
         if self._telemetry is not None:
             self._telemetry.submitted(request, decision, now)
-        waiter = Waiter(request, decision)
         # With the engine full no dispatch can start anything; expiry and the
         # ladder are the timer's, so skip the dispatch on the contended path.
         if policy.running < policy.max_running:
@@ -274,10 +278,11 @@ class Gate:
                     return Ticket(self, started, decision, request)
             for finished in result.expired:
                 if finished.id == request.id:  # its own deadline had passed
+                    waiter = Waiter(request, decision)
                     waiter.result = finished
                     self._ended(finished, request)
                     return waiter
-        self._waiters[request.id] = waiter
+        waiter = self._waiters[request.id] = Waiter(request, decision)
         return waiter
 
     def _ticket(self, waiter: Waiter) -> Ticket:
@@ -299,7 +304,7 @@ class Gate:
         request_id = waiter.request.id
         if isinstance(result, Finished):
             return  # expired or closed: nothing is held
-        now = current_time()
+        now = self.clock()
         if result is None:
             del self._waiters[request_id]
         # Queued: leaves its queue; started: its slot and blocks come back.
@@ -342,7 +347,7 @@ class Gate:
 
     def _release(self, ticket: Ticket, outcome: Outcome, output_tokens: int | None) -> Finished:
         """End a started request (called by its ticket, once) and hand its slot on."""
-        now = current_time()
+        now = self.clock()
         finished = self.policy.finish(ticket.id, now, outcome, output_tokens)
         self._ended(finished, ticket._origin, ticket._error)
         if self._waiters:
@@ -351,7 +356,7 @@ class Gate:
 
     def observe(self, signals: EngineSignals) -> None:
         """Take the engine's latest signals now (KV usage may free capacity)."""
-        now = current_time()
+        now = self.clock()
         self.policy.observe(signals, now)
         if self._waiters and self._state == "open":
             self._dispatch(now)
@@ -366,10 +371,10 @@ class Gate:
                 self._timer_scope = scope
                 await anyio.sleep_forever()
             self._timer_scope = None
-            now = current_time()
+            now = self.clock()
             while len(self._dispatch(now).expired) >= self._max_expired:
                 await checkpoint()  # let others run between bounded batches
-                now = current_time()
+                now = self.clock()
             if self.policy.health.ladder is not None:
                 self._next_evaluation = now + self.policy.health.evaluate_every
 

@@ -21,7 +21,6 @@ import logging
 from typing import TYPE_CHECKING
 
 import anyio
-from anyio import current_time
 
 from slopolicy.backends.base import Lease, QuotaStore
 from slopolicy.core.decisions import Admit, Demote
@@ -64,7 +63,7 @@ class StoreQuota:
         if request.id in self._leases:
             raise UsageError(f"request id {request.id!r} is already live")
         policy = gate.policy
-        now = current_time()
+        now = self._gate.clock()
         decision = policy.prepare(request, now)
         if not isinstance(decision, (Admit, Demote)):
             return gate._refused(request, decision, now)
@@ -75,7 +74,7 @@ class StoreQuota:
             granted = await self.store.acquire(request.tenant, tier, decision.lane, decision.cost)
         except BaseException:
             del self._leases[request.id]
-            policy.withdraw(decision, current_time())  # cancelled: the store undid its part
+            policy.withdraw(decision, self._gate.clock())  # cancelled: the store undid its part
             raise
         if isinstance(granted, QuotaRefusal):
             del self._leases[request.id]
@@ -84,7 +83,7 @@ class StoreQuota:
         self._leases[request.id] = granted
         try:
             if gate._state != "open":  # the gate closed during the round trip
-                policy.withdraw(decision, current_time())
+                policy.withdraw(decision, self._gate.clock())
                 result: Ticket | Waiter | Rejected = GateClosed(decision=decision)
             else:
                 result = gate._submit(request, decision)
@@ -98,7 +97,7 @@ class StoreQuota:
     def _refuse(
         self, request: Request, decision: Admit | Demote, refusal: QuotaRefusal
     ) -> Rejected:
-        now = current_time()
+        now = self._gate.clock()
         refused = self._gate.policy.refuse(
             decision,
             refusal.reason,

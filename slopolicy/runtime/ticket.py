@@ -42,8 +42,6 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from anyio import current_time
-
 from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome
@@ -166,12 +164,12 @@ class Ticket:
     def tokens(self, count: int) -> None:
         """``count`` more output tokens arrived (for hosts that do not use :meth:`track`)."""
         if self._finished is None:
-            self._gate.policy.tokens(self.id, count, current_time())
+            self._gate.policy.tokens(self.id, count, self._gate.clock())
 
     def mark(self, stage: str) -> None:
         """A TTFT stage ended now: ``"schedule"`` or ``"prefill"`` (see ``Policy.mark``)."""
         if self._finished is None:
-            self._gate.policy.mark(self.id, stage, current_time())
+            self._gate.policy.mark(self.id, stage, self._gate.clock())
 
     def finish(
         self, outcome: Outcome | str = Outcome.COMPLETED, *, output_tokens: int | None = None
