@@ -8,7 +8,8 @@ Each step finishes the running request, submits a new one and dispatches the
 next: submit + dispatch + finish per request, with 1,000 requests kept queued
 and tenants rotating over 1, 1,000 or 100,000 ids. Prompt token counts are
 given, so no tokenizer time is included. Prints the median per request over
-repeats (this machine is noisy: compare ratios).
+repeats (this machine is noisy: compare ratios), beside the floor: the same
+loop on ``benchmarks/policy_floor.py``, the bare bookkeeping written inline.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import gc
 import statistics
 import time
 
+from benchmarks.policy_floor import FloorPolicy
 from slopolicy import Policy, PolicyConfig, Request
 from slopolicy.core.tokens import HeuristicCounter
 
@@ -66,16 +68,41 @@ def _run(tenants: int, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
+def _run_floor(tenants: int, steps: int) -> float:
+    """The same loop on :class:`FloorPolicy`: the bare bookkeeping's cost."""
+    policy = FloorPolicy()
+    now = 0.0
+    for index in range(_QUEUED + 1):
+        policy.submit(f"r{index}", f"tenant-{index % tenants}", 800, 200, now)
+    running = policy.dispatch(now)
+    pending = [
+        (f"r{index}", f"tenant-{index % tenants}")
+        for index in range(_QUEUED + 1, _QUEUED + 1 + steps)
+    ]
+    gc.collect()
+    start = time.perf_counter()
+    for request_id, tenant in pending:
+        now += 0.001
+        policy.finish(running, now, 150)
+        policy.submit(request_id, tenant, 800, 200, now)
+        running = policy.dispatch(now)
+    return (time.perf_counter() - start) / steps
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
     args = parser.parse_args(argv)
     steps, repeats = (5_000, 3) if args.quick else (50_000, 5)
     print(f"submit + dispatch + finish, {_QUEUED:,} queued (median of {repeats} runs)")
-    print(f"{'tenants':>9}{'us/request':>12}{'requests/s':>12}")
+    print(f"{'tenants':>9}{'us/request':>12}{'requests/s':>12}{'floor us':>10}{'x floor':>9}")
     for tenants in (1, 1_000, 100_000):
         seconds = statistics.median(_run(tenants, steps) for _ in range(repeats))
-        print(f"{tenants:>9,}{seconds * 1e6:>12.2f}{1 / seconds:>12,.0f}")
+        floor = statistics.median(_run_floor(tenants, steps) for _ in range(repeats))
+        print(
+            f"{tenants:>9,}{seconds * 1e6:>12.2f}{1 / seconds:>12,.0f}"
+            f"{floor * 1e6:>10.2f}{seconds / floor:>8.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -85,8 +85,10 @@ class Health:
         self._due = float("-inf")
 
     def record(self, finished: Finished, now: float) -> None:
-        """Count a finished request in its lane's and tenant's trackers."""
-        self.trackers.record(finished, now)
+        """Count a finished request the policy made (its timings come from checked
+        monotonic times) in its lane's and tenant's trackers, at a checked ``now``;
+        records from elsewhere go through :meth:`TrackerSet.record`, which checks."""
+        self.trackers._record_checked(finished, now)
 
     def record_rejected(self, lane: str, tenant: str, now: float) -> None:
         """Count a request refused at submit."""

@@ -527,7 +527,7 @@ class Policy:
         del self._entries[entry.id]
         self._outcomes[ending] += 1
         finished = entry.finished(ending, now, cost)
-        self.health.trackers._record_checked(finished, now)  # its own record: checked
+        self.health.record(finished, now)
         return finished
 
     def _charge_output(self, entry: Entry) -> None:
@@ -554,7 +554,7 @@ class Policy:
         del self._entries[entry.id]
         self._outcomes[outcome] += 1
         finished = entry.finished(outcome, now, 0.0)
-        self.health.trackers._record_checked(finished, now)  # its own record: checked
+        self.health.record(finished, now)
         return finished
 
     def _running_entry(self, request_id: str) -> Entry:

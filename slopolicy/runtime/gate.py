@@ -269,9 +269,10 @@ class Gate:
             return self._refused(request, decision, now)
         if self._telemetry is not None:
             self._telemetry.submitted(request, decision, now)
-        # With the engine full no dispatch can start anything; expiry and the
-        # ladder are the timer's, so skip the dispatch on the contended path.
-        if policy.running < policy.max_running:
+        # With the engine full, or the dispatch rate holding starts back, no
+        # dispatch can start anything; expiry, the ladder and paced starts are
+        # the timer's, so skip the dispatch on the contended path.
+        if policy.running < policy.max_running and (policy.pace is None or policy.pace.ready(now)):
             result = self._dispatch(now, request.id)
             for started in result.started:
                 if started.id == request.id:  # the uncontended path: no waiting
@@ -335,8 +336,6 @@ class Gate:
                 self.policy.cancel(started.id, now)
         if len(result.expired) >= self._max_expired:
             self._wake_timer()  # more may be overdue: the timer goes on after a checkpoint
-        elif self.policy.pace is not None and waiters:
-            self._watch_deadline()  # a settled cost may have moved the next paced start
         return result
 
     @staticmethod
@@ -351,7 +350,11 @@ class Gate:
         finished = self.policy.finish(ticket.id, now, outcome, output_tokens)
         self._ended(finished, ticket._origin, ticket._error)
         if self._waiters:
-            self._dispatch(now)
+            pace = self.policy.pace
+            if pace is None or pace.ready(now):
+                self._dispatch(now)
+            else:  # the timer starts the next; its settled cost may have moved that
+                self._watch_deadline()
         return finished
 
     def observe(self, signals: EngineSignals) -> None:

@@ -9,7 +9,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from slopolicy.core.outcome import Outcome
 from slopolicy.core.slo import SLOTargets
-from slopolicy.core.trackers import TrackerSet
+from slopolicy.core.trackers import FOLD_AFTER, TrackerSet
 from slopolicy.errors import UsageError
 from tests.core.records import finished
 
@@ -55,6 +55,28 @@ def test_an_evicted_tenants_tracker_is_reused_with_nothing_of_its_past() -> None
     assert other is not old
     assert other is not None
     assert other.targets == LANES["batch"]
+
+
+def test_the_policys_records_wait_in_a_bounded_batch_and_every_read_sees_them() -> None:
+    trackers = TrackerSet(LANES, max_tenants=10, burn_rules=())
+    for k in range(FOLD_AFTER + 10):
+        trackers._record_checked(finished(1.0 + k * 1e-3, tenant=f"t{k % 20}"), 1.0 + k * 1e-3)
+        assert len(trackers._pending) < FOLD_AFTER  # folded once the batch is full
+    assert trackers._pending  # the last ones still wait...
+    # ...and any read counts them first, in order with what is recorded after.
+    trackers.record_rejected("interactive", "t0", 2.0)
+    snap = trackers.lane("interactive").snapshot(2.0)
+    assert (snap.completed, snap.rejected) == (FOLD_AFTER + 10, 1)
+    assert trackers.tenant_count == 10
+    # 20 tenants rotate over 10 places: every record after the first 10 evicts one.
+    assert trackers.evicted == FOLD_AFTER
+
+
+def test_a_bad_cost_model_raises_when_the_policy_records_not_later() -> None:
+    trackers = TrackerSet(LANES, cost_model=lambda _: -1.0)
+    with pytest.raises(UsageError, match="cost model"):
+        trackers._record_checked(finished(1.0), 1.0)
+    assert trackers.lane("interactive").snapshot(1.0).completed == 0
 
 
 class TrackerSetMachine(RuleBasedStateMachine):
