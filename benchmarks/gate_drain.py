@@ -4,12 +4,12 @@ The drain: 10,000 waiters, costs 1 and 99 mixed at random, all arriving at
 once in order (timed from the moment all tasks exist, before any has run),
 served at ``rate`` cost units per second. Rate limiters
 (aiolimiter, pyrate-limiter) take the cost as the permit's weight, with a
-burst of 1% of a second's rate. The Gate and ``anyio.CapacityLimiter`` limit
-concurrency instead: ``CONCURRENCY`` slots, each request holding its slot for
-``cost * CONCURRENCY / rate`` seconds, which is the same rate once the slots
-are busy (the Gate's policy charges quota at submit and refuses rather than
-waits, so its pacing is the engine's: slots and service time). Wall time runs
-until every task is done; a request is *served* when its acquire returns.
+burst of 1% of a second's rate, and so does the Gate paced by
+``engine.dispatch_rate``. The slot runners (the Gate and
+``anyio.CapacityLimiter``) limit concurrency instead: ``CONCURRENCY`` slots,
+each request holding its slot for ``cost * CONCURRENCY / rate`` seconds, which
+is the same rate once the slots are busy. Wall time runs until every task is
+done; a request is *served* when its acquire returns.
 """
 
 from __future__ import annotations

@@ -348,8 +348,10 @@ class Policy:
 
         Candidates come in fair order (lanes by weighted virtual time, tenants
         inside a lane by virtual token counters); the first whose KV
-        reservation fits starts, and the loop repeats until the engine is full
-        or no lane's head fits. Within a lane the head is never skipped.
+        reservation fits starts, and the loop repeats until the engine is full,
+        no lane's head fits, or the dispatch rate (``engine.dispatch_rate``)
+        holds the next start back until :meth:`next_start`. Within a lane the
+        head is never skipped.
 
         ``max_expired`` bounds one call's work on overdue requests (``None``:
         no bound): at most that many expire, earliest deadline first, and while
