@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
+from slopolicy.adapters._choices import ChoiceState, Chunk
 from slopolicy.adapters.common import EngineError, EngineFault, fault_from_status, parse_retry_after
 
 if TYPE_CHECKING:
@@ -113,38 +114,23 @@ def completion_tokens(chunk: Completion) -> int:
     return total
 
 
-class StreamState:
-    """What a stream said about itself: choices seen and finished, usage."""
+class StreamState(ChoiceState):
+    """An OpenAI-compatible stream: an error object in place of a chunk raises,
+    and a choice that finished as ``error`` or ``abort`` (vLLM) fails it."""
 
-    __slots__ = ("finished", "seen", "show_usage", "usage")
+    __slots__ = ()
 
-    def __init__(self, show_usage: bool) -> None:
-        self.show_usage = show_usage
-        self.seen: set[int] = set()
-        self.finished: dict[int, str] = {}
-        self.usage: int | None = None
-
-    def watch(self, chunk: ChatCompletionChunk | Completion) -> bool:
+    def watch(self, chunk: Chunk) -> bool:
         """Note what ``chunk`` says; whether to pass it to the caller."""
         flat = _flat_error(chunk)
         if flat is not None:
             raise _body_fault(flat, "engine error")
-        if chunk.usage is not None:
-            self.usage = chunk.usage.completion_tokens
-        for choice in chunk.choices:
-            self.seen.add(choice.index)
-            if choice.finish_reason is not None:
-                self.finished[choice.index] = choice.finish_reason
-        return bool(chunk.choices) or self.show_usage
+        return super().watch(chunk)
 
     def settle(self) -> int | None:
         """The engine's output-token count (``None``: unknown); raises
-        :class:`EngineError` when the stream ended before it finished."""
+        :class:`EngineError` when the stream failed or ended before it finished."""
         broken = sorted(reason for reason in self.finished.values() if reason in _BROKEN_FINISH)
         if broken:
             raise EngineError(EngineFault.FAILED, f"the engine ended a sequence with {broken[0]!r}")
-        if not self.seen or self.seen - self.finished.keys():
-            # [DONE] or the end of the body came before every finish_reason:
-            # a proxy or the engine cut the stream short.
-            raise EngineError(EngineFault.DISCONNECTED, "the stream ended before it finished")
-        return self.usage
+        return super().settle()

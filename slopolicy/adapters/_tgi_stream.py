@@ -24,7 +24,7 @@ from slopolicy.adapters.common import EngineError, EngineFault, fault_from_statu
 if TYPE_CHECKING:
     from huggingface_hub import ChatCompletionStreamOutput, TextGenerationStreamOutput
 
-__all__ = ("ChatState", "Closer", "TextState", "chat_tokens", "classify")
+__all__ = ("Closer", "TextState", "chat_tokens", "classify")
 
 
 _TOO_LONG = ("`inputs` must have less than", "`inputs` tokens + `max_new_tokens` must be")
@@ -153,35 +153,6 @@ class TextState:
         if self.generated is None:
             raise EngineError(EngineFault.DISCONNECTED, "TGI's stream ended before its last token")
         return self.generated
-
-
-class ChatState:
-    """A Messages API stream: choices seen and finished, usage."""
-
-    __slots__ = ("finished", "seen", "show_usage", "usage")
-
-    def __init__(self, show_usage: bool) -> None:
-        self.show_usage = show_usage
-        self.seen: set[int] = set()
-        self.finished: set[int] = set()
-        self.usage: int | None = None
-
-    def watch(self, chunk: ChatCompletionStreamOutput) -> bool:
-        """Note what ``chunk`` says; whether to pass it to the caller."""
-        if chunk.usage is not None:
-            self.usage = chunk.usage.completion_tokens
-        for choice in chunk.choices:
-            self.seen.add(choice.index)
-            if choice.finish_reason is not None:
-                self.finished.add(choice.index)
-        return bool(chunk.choices) or self.show_usage
-
-    def settle(self) -> int | None:
-        """The engine's output-token count (``None``: unknown); raises
-        :class:`EngineError` when the stream ended before it finished."""
-        if not self.seen or self.seen - self.finished:
-            raise EngineError(EngineFault.DISCONNECTED, "TGI's stream ended before it finished")
-        return self.usage
 
 
 def chat_tokens(chunk: ChatCompletionStreamOutput) -> int:

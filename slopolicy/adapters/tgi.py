@@ -58,7 +58,8 @@ except ImportError as error:  # tests hide the package to check this message
         "slopolicy.adapters.tgi needs huggingface_hub: pip install 'slopolicy[tgi]'"
     ) from error
 
-from slopolicy.adapters._tgi_stream import ChatState, Closer, TextState, chat_tokens, classify
+from slopolicy.adapters._choices import ChoiceState
+from slopolicy.adapters._tgi_stream import Closer, TextState, chat_tokens, classify
 from slopolicy.adapters.calls import GatedStream, answer, holding, sent, stream
 from slopolicy.adapters.common import Reply, Who, policy_request
 from slopolicy.errors import UsageError
@@ -213,7 +214,7 @@ class GatedInferenceClient:
                 stream_options=options,
                 **self._chat_params(ticket, params),
             )
-        state = ChatState(show_usage)
+        state = ChoiceState(show_usage, engine="TGI")
         return await _stream(ticket, call, state.watch, state.settle, chat_tokens)
 
     @staticmethod
