@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from slopolicy import Policy, PolicyConfig, Request
+from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.tokens import HeuristicCounter
 
@@ -60,9 +64,11 @@ _TENANTS = st.sampled_from(["t0", "t1", "t2", "t3"])
 class PolicyLifecycle(RuleBasedStateMachine):
     """Random submits, dispatches, tokens, finishes, cancels and time steps."""
 
+    config = _CONFIG
+
     def __init__(self) -> None:
         super().__init__()
-        self.policy = Policy(_CONFIG, counter=HeuristicCounter())
+        self.policy = Policy(self.config, counter=HeuristicCounter())
         self.now = 0.0
         self.count = 0
         self.live: dict[str, str] = {}  # id -> "queued" | "running"
@@ -108,6 +114,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
         for started in result.started:
             assert self.live[started.id] == "queued"
             self.live[started.id] = "running"
+        self._started(result.started)
         self._check_work_conserving()
         # Invariant 6: nothing still queued is past its deadline.
         for entry in self.policy._entries.values():
@@ -147,10 +154,18 @@ class PolicyLifecycle(RuleBasedStateMachine):
     def advance(self, dt: float) -> None:
         self.now += dt
 
+    def _started(self, started: tuple[Started, ...]) -> None:
+        """Hook for what a dispatch started (the paced machine checks the rate)."""
+
     def _check_work_conserving(self) -> None:
         # Invariant 4: after dispatch, no waiting head could start now.
         policy = self.policy
         if policy.running >= policy.max_running:
+            return
+        if policy.pace is not None and not policy.pace.ready(self.now):
+            queued = sum(policy.statistics().queued.values())
+            # Held back by the rate: a caller knows when to come back.
+            assert (policy.next_start() is not None) == (queued > 0)
             return
         for lane, entry in policy._queues.candidates():
             if policy._lane_running[lane] >= (policy._lanes[lane].max_running or 10**9):
@@ -190,3 +205,49 @@ class PolicyLifecycle(RuleBasedStateMachine):
 
 PolicyLifecycle.TestCase.settings = settings(max_examples=150, stateful_step_count=60)
 TestPolicyLifecycle = PolicyLifecycle.TestCase
+
+_RATE, _BURST = 2000.0, 1000.0
+
+
+class PacedPolicyLifecycle(PolicyLifecycle):
+    """The same lifecycle with ``engine.dispatch_rate``: every invariant above
+    holds, and every start keeps to a model of the pace (GCRA): a request
+    starts only while the backlog is at most one burst, each start adds its
+    estimated cost, each finish settles the actual one; the policy's next
+    start is the model's."""
+
+    config = PolicyConfig.from_dict(
+        {
+            **_CONFIG.model_dump(mode="json"),
+            "engine": {"max_running": 3, "dispatch_rate": _RATE, "dispatch_burst": _BURST},
+        }
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tat = -math.inf  # the model's theoretical arrival time
+        self.charged: dict[str, float] = {}
+
+    def _started(self, started: tuple[Started, ...]) -> None:
+        for item in started:
+            assert self.tat - self.now <= _BURST / _RATE + 1e-9, "started past the burst"
+            cost = self.policy._entries[item.id].cost
+            self.tat = max(self.tat, self.now) + cost / _RATE
+            self.charged[item.id] = cost
+
+    def _end(self, finished: Finished) -> None:
+        charged = self.charged.pop(finished.id, None)
+        if charged is not None:  # it ran: the actual cost is settled
+            self.tat += (finished.cost - charged) / _RATE
+        super()._end(finished)
+
+    @invariant()
+    def the_pace_is_the_models(self) -> None:
+        pace = self.policy.pace
+        assert pace is not None
+        expected = max(self.now, self.tat - _BURST / _RATE)
+        assert pace.ready_at(self.now) == pytest.approx(expected, abs=1e-9)
+
+
+PacedPolicyLifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=60)
+TestPacedPolicyLifecycle = PacedPolicyLifecycle.TestCase
