@@ -16,6 +16,7 @@ def describe(config: PolicyConfig) -> str:
         _tiers(config),
         _cost(config),
         _kv(config),
+        _engine(config),
         _ladder(config),
     ]
     return "\n\n".join(sections)
@@ -132,6 +133,18 @@ def _kv(config: PolicyConfig) -> str:
     return (
         f"KV pool: {kv.num_blocks:,} blocks x {kv.block_size} tokens = "
         f"{kv.capacity_tokens:,} tokens."
+    )
+
+
+def _engine(config: PolicyConfig) -> str:
+    engine = config.engine
+    running = f"Engine: at most {engine.max_running:,} requests running at once"
+    pace = engine.build_pace()
+    if pace is None:
+        return f"{running}; starts not paced."
+    return (
+        f"{running}; starts paced to {_number(pace.rate)} cost units/s, "
+        f"up to {_number(pace.burst)} ahead."
     )
 
 

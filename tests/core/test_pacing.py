@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slopolicy import ConfigError, Policy, PolicyConfig, Request
+from slopolicy.config.describe import describe
 from slopolicy.core.pacing import DispatchPace
 from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.errors import UsageError
@@ -140,7 +141,9 @@ def test_next_start_is_none_without_a_rate_or_with_the_engine_full() -> None:
 
 
 def test_the_burst_defaults_to_a_tenth_of_a_second_and_needs_a_rate() -> None:
-    pace = PolicyConfig.from_dict({"engine": {"dispatch_rate": 500.0}}).engine.build_pace()
+    config = PolicyConfig.from_dict({"engine": {"dispatch_rate": 500.0}})
+    assert "starts paced to 500 cost units/s, up to 50 ahead." in describe(config)
+    pace = config.engine.build_pace()
     assert pace is not None
     assert (pace.rate, pace.burst) == (500.0, 50.0)
     assert PolicyConfig().engine.build_pace() is None
