@@ -24,6 +24,25 @@ def test_bad_settings_are_refused(rate: float, burst: float) -> None:
         DispatchPace(rate, burst)
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "1", True])
+def test_bad_times_and_costs_are_refused_and_change_nothing(bad: object) -> None:
+    pace = DispatchPace(rate=100.0, burst=0.0)
+    pace.charge(50.0, 1.0)
+    for call in (
+        lambda: pace.ready(bad),  # type: ignore[arg-type]
+        lambda: pace.ready_at(bad),  # type: ignore[arg-type]
+        lambda: pace.backlog(bad),  # type: ignore[arg-type]
+        lambda: pace.charge(10.0, bad),  # type: ignore[arg-type]
+        lambda: pace.charge(bad, 1.0),  # type: ignore[arg-type]
+        lambda: pace.settle(50.0, bad),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(UsageError):
+            call()
+    with pytest.raises(UsageError):
+        pace.charge(-1.0, 1.0)
+    assert pace.ready_at(1.0) == pytest.approx(1.5)  # as after the one good charge
+
+
 def test_a_start_waits_until_the_backlog_is_one_burst() -> None:
     pace = DispatchPace(rate=100.0, burst=50.0)
     assert pace.ready(0.0)
