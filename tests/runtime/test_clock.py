@@ -20,4 +20,3 @@ async def test_the_bound_clock_reads_what_anyio_reads() -> None:
 
 def test_outside_any_loop_it_falls_back_to_anyio() -> None:
     assert bind_clock() is anyio.current_time
-
