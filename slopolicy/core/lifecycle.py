@@ -57,7 +57,8 @@ class Dispatch:
 class PolicyStatistics:
     """A snapshot of the policy: requests waiting per lane, running, outcomes so
     far (``submitted`` counts every submit; ``outcomes`` includes ``rejected``),
-    the KV and quota ledgers, the overload state and the ladder's level."""
+    the KV and quota ledgers, the overload state, the ladder's level, and the
+    cost units started ahead of ``engine.dispatch_rate`` (``None`` without one)."""
 
     submitted: int
     queued: Mapping[str, int]
@@ -67,6 +68,7 @@ class PolicyStatistics:
     quotas: QuotaStatistics
     overload: OverloadState
     ladder_level: int
+    dispatch_backlog: float | None = None
 
 
 class Phase(enum.Enum):

@@ -608,8 +608,13 @@ class Policy:
         """Requests dispatched and not yet finished."""
         return self._running
 
-    def statistics(self) -> PolicyStatistics:
-        """A frozen snapshot of queues, running requests, outcomes and ledgers."""
+    def statistics(self, now: float | None = None) -> PolicyStatistics:
+        """A frozen snapshot of queues, running requests, outcomes and ledgers;
+        time-dependent figures (the dispatch backlog) read at ``now`` (monotonic
+        seconds; default and at least the latest ``now`` seen). A pure read."""
+        if now is not None and not (isinstance(now, int | float) and math.isfinite(now)):
+            raise UsageError(f"now must be a finite number of monotonic seconds, got {now!r}")
+        at = self._now if now is None else max(now, self._now)
         state, _ = self.health.overload()
         ladder = self.health.ladder
         return PolicyStatistics(
@@ -621,6 +626,7 @@ class Policy:
             self.quotas.statistics(),
             state,
             0 if ladder is None else ladder.level,
+            None if self.pace is None else 0.0 if at == -math.inf else self.pace.backlog(at),
         )
 
     def _advance(self, now: float) -> float:

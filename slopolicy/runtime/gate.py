@@ -455,4 +455,7 @@ class Gate:
 
     def statistics(self) -> GateStatistics:
         """A frozen snapshot of the gate and its policy."""
-        return GateStatistics(len(self._waiters), self._state == "open", self.policy.statistics())
+        now = self.clock() if self._state == "open" else None
+        return GateStatistics(
+            len(self._waiters), self._state == "open", self.policy.statistics(now)
+        )

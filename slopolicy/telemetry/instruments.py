@@ -68,13 +68,13 @@ class GaugeSource:
         """Read the policy now (on its loop) for readers on other threads."""
         policy = self.policy
         self.published = Readings(
-            now, policy.statistics(), policy.health.trackers.snapshots(now, tenants=False)
+            now, policy.statistics(now), policy.health.trackers.snapshots(now, tenants=False)
         )
 
     def statistics(self) -> PolicyStatistics | None:
         """The policy's statistics: live on its loop, else the last published."""
         if threading.get_ident() == self.thread:
-            return self.policy.statistics()
+            return self.policy.statistics(_loop_time())
         readings = self._for_reader()
         return None if readings is None else readings.statistics
 
@@ -252,6 +252,13 @@ class Instruments:
             unit="{request}/s",
             description="Requests per second over the SLO window that attained their lane's SLO.",
         )
+        meter.create_observable_gauge(
+            n.DISPATCH_BACKLOG,
+            [observe.dispatch_backlog],
+            unit="{cost}",
+            description="Cost units started ahead of the engine's dispatch rate: at most "
+            "the burst (plus one request) while it paces; only with a dispatch rate set.",
+        )
 
     def attach(self, source: GaugeSource) -> None:
         """Report ``source`` in the gauges (a gate opened)."""
@@ -313,6 +320,11 @@ class _Observer:
     def ladder_level(self, options: CallbackOptions) -> Iterable[Observation]:
         for source, statistics in self._statistics():
             yield Observation(statistics.ladder_level, source.attributes)
+
+    def dispatch_backlog(self, options: CallbackOptions) -> Iterable[Observation]:
+        for source, statistics in self._statistics():
+            if statistics.dispatch_backlog is not None:
+                yield Observation(statistics.dispatch_backlog, source.attributes)
 
     def attainment(self, options: CallbackOptions) -> Iterable[Observation]:
         for source in self._sources():

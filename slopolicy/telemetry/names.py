@@ -51,6 +51,7 @@ OVERLOAD_STATE: Final = "slopolicy.overload.state"
 LADDER_LEVEL: Final = "slopolicy.ladder.level"
 SLO_ATTAINMENT: Final = "slopolicy.slo.attainment"
 SLO_GOODPUT: Final = "slopolicy.slo.goodput"
+DISPATCH_BACKLOG: Final = "slopolicy.dispatch.backlog"
 
 #: The one span each request gets, from submit to its end.
 SPAN_NAME: Final = "slopolicy.request"

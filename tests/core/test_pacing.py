@@ -148,6 +148,21 @@ def test_a_burst_starts_at_once_and_a_cheaper_actual_cost_pulls_the_next_start_i
     assert [s.id for s in policy.dispatch(0.5).started] == ["r2"]
 
 
+def test_statistics_report_the_backlog_at_the_time_asked() -> None:
+    policy = _policy(dispatch_rate=100.0, dispatch_burst=0.0)
+    assert policy.statistics().dispatch_backlog == 0.0  # paced, nothing started yet
+    _submit(policy, "a", "t", 100)
+    policy.dispatch(0.0)
+    assert policy.statistics().dispatch_backlog == pytest.approx(100.0)
+    assert policy.statistics(0.25).dispatch_backlog == pytest.approx(75.0)
+    assert policy.statistics(-5.0).dispatch_backlog == pytest.approx(100.0)  # never before now
+    assert policy.next_start() is None  # a read: nothing queued, the clock did not move
+    assert _policy().statistics().dispatch_backlog is None
+    for bad in (math.nan, math.inf, "soon"):
+        with pytest.raises(UsageError):
+            policy.statistics(bad)  # type: ignore[arg-type]
+
+
 def test_next_start_is_none_without_a_rate_or_with_the_engine_full() -> None:
     policy = _policy()
     _submit(policy, "a", "t", 10)

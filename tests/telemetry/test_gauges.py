@@ -22,9 +22,9 @@ class WatchedPolicy(Policy):
 
     threads: set[int]
 
-    def statistics(self) -> PolicyStatistics:
+    def statistics(self, now: float | None = None) -> PolicyStatistics:
         self.threads.add(threading.get_ident())
-        return super().statistics()
+        return super().statistics(now)
 
 
 def _from_another_thread(otel: Otel) -> dict[str, Metric]:

@@ -270,3 +270,18 @@ async def test_requests_that_never_leave_the_queue(otel: Otel) -> None:
     assert (spans["late"].attributes or {})["error.type"] == "expired"
     assert [e.name for e in spans["late"].events] == ["slopolicy.queued", "slopolicy.finished"]
     assert spans["gave-up"].status.status_code is StatusCode.UNSET
+
+
+async def test_a_paced_gate_reports_its_dispatch_backlog(otel: Otel) -> None:
+    paced = policy(
+        engine={"max_running": 8, "dispatch_rate": 1000.0, "dispatch_burst": 0.0},
+        cost={"alpha": 1.0, "beta": 0.0},
+    )
+    async with Gate(paced, telemetry=otel.telemetry()) as gate:
+        ticket = gate.admit_nowait(chat("first", prompt_tokens=200))  # 0.2 s at 1,000/s
+        await anyio.sleep(0.05)
+        metrics = otel.metrics()  # collected on the gate's loop: read live
+        assert metrics[n.DISPATCH_BACKLOG].value() == pytest.approx(150.0)
+        ticket.finish()
+    # Without a dispatch rate there is no series: the instrument test's run has none.
+    assert n.DISPATCH_BACKLOG not in EXPECTED
