@@ -140,10 +140,18 @@ class Scripts:
     ) -> list[list[str]]:
         """Run ``script`` once per (keys, args) in one pipelined round trip,
         within ``timeout`` seconds; each reply as a list of ``str``."""
+        return await self.batch([(script, keys, args) for keys, args in calls])
+
+    async def batch(
+        self, calls: Sequence[tuple[Script, Sequence[str], Sequence[str]]]
+    ) -> list[list[str]]:
+        """Run each (script, keys, args), in order, in one pipelined round trip
+        (not a transaction: Cluster may route them apart), within ``timeout``
+        seconds; each reply as a list of ``str``."""
         for attempt in range(2):
             with anyio.fail_after(self.timeout):
                 pipe = self.client.pipeline(transaction=False)
-                for keys, args in calls:
+                for script, keys, args in calls:
                     pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
                 replies = await pipe.execute(raise_on_error=False)
             if attempt == 0 and any(isinstance(reply, NoScriptError) for reply in replies):

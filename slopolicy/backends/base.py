@@ -189,6 +189,13 @@ class QuotaStore(Protocol):
         False with nothing changed. Cost is not refunded (settle does)."""
         ...
 
+    async def finish(self, lease: Lease, actual_cost: float) -> bool:
+        """:meth:`settle` with ``actual_cost``, then :meth:`release`, as one step
+        (one round trip where the store is remote): how the gate ends every
+        request. True if this released the lease; a released lease raises, as
+        :meth:`settle` does."""
+        ...
+
     async def renew(self) -> int:
         """Extend every live lease's time to live; the number renewed."""
         ...

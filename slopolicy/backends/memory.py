@@ -99,6 +99,14 @@ class MemoryQuotaStore:
         self._live -= 1
         return True
 
+    async def finish(self, lease: Lease, actual_cost: float) -> bool:
+        """See :meth:`QuotaStore.finish`."""
+        try:
+            await self.settle(lease, actual_cost)
+        finally:
+            released = await self.release(lease)
+        return released
+
     async def renew(self) -> int:
         """Nothing to renew: 0."""
         return 0

@@ -16,6 +16,8 @@ expired leases, checks the tenant and tenant-lane caps and both buckets, and
 takes them all or none, atomically. Scripts ship as package data
 (``slopolicy/backends/lua``), are loaded once per server and called by SHA1;
 ``NOSCRIPT`` (a restart, a failover, ``SCRIPT FLUSH``) loads them again.
+A request's end (:meth:`RedisQuotaStore.finish`) is one more round trip: the
+settle and the release scripts, pipelined.
 
 The clock is Redis's ``TIME``, read inside the script, so replicas' clocks
 never meet. Concurrency leases expire ``lease_ttl`` seconds after they were
@@ -65,7 +67,7 @@ from slopolicy.backends._redis_calls import (
     text,
     token_of,
 )
-from slopolicy.backends._scripts import SCRIPTS, check_prefix
+from slopolicy.backends._scripts import SCRIPTS, Script, check_prefix
 from slopolicy.backends.base import (
     Lease,
     StoreStatistics,
@@ -344,6 +346,31 @@ class RedisQuotaStore:
             await self._push(lease)
         return True
 
+    async def finish(self, lease: Lease, actual_cost: float) -> bool:
+        """See :meth:`QuotaStore.finish`: the settle and the release reach Redis
+        pipelined in one round trip (or wait together, as they would apart). A
+        fallback lease settles and releases on the local limits it was admitted
+        on."""
+        token = own_token(lease, self, Token, "finish")
+        if lease._released:
+            raise UsageError(f"cannot settle a released lease: {lease!r}")
+        check_cost("actual_cost", actual_cost)
+        lease._cost = actual_cost
+        lease._released = True
+        del self._live[lease.id]
+        if lease._local is not None:
+            local = self._on_failure.local
+            assert local is not None
+            await local.finish(lease._local, actual_cost)
+            lease.released_at = lease._local.released_at
+        else:
+            token.settle_to = actual_cost
+        if token.remote:
+            token.release = True
+        if token.settle_to is not None or token.release:
+            await self._push(lease)
+        return True
+
     async def _push(self, lease: Lease) -> None:
         """Send the lease's waiting operations (settle, then release or abort)
         now, or leave them pending for :meth:`renew`. Never raises a Redis error."""
@@ -361,22 +388,31 @@ class RedisQuotaStore:
         self._succeeded()
 
     async def _send(self, lease: Lease) -> None:
+        """Send what waits for ``lease``: a settle, then a release or abort, in
+        one round trip when both wait."""
         token = token_of(lease)
         keys = token.keys.all()
-        if token.settle_to is not None:
-            actual = token.settle_to
+        calls: list[tuple[Script, Sequence[str], Sequence[str]]] = []
+        actual = token.settle_to
+        if actual is not None:
             args = (lease.id, repr(float(actual)), repr(float(token.charged)), self._now())
-            await self._scripts.call(
-                SCRIPTS["settle"], keys, (*args, self._grace, *token.args, lease.lane)
-            )
+            calls.append((SCRIPTS["settle"], keys, (*args, self._grace, *token.args, lease.lane)))
+        ending = token.release or token.abort
+        if ending:
+            flag = "1" if token.abort else ""
+            calls.append((SCRIPTS["release"], keys, (lease.id, self._now(), flag, self._grace)))
+        if not calls:
+            replies: list[list[str]] = []
+        elif len(calls) == 1:
+            replies = [await self._scripts.call(*calls[0])]
+        else:
+            replies = await self._scripts.batch(calls)
+        if actual is not None:
             token.charged = actual
             if token.settle_to == actual:
                 token.settle_to = None
-        if token.release or token.abort:
-            flag = "1" if token.abort else ""
-            reply = await self._scripts.call(
-                SCRIPTS["release"], keys, (lease.id, self._now(), flag, self._grace)
-            )
+        if ending:
+            reply = replies[-1]
             token.release = token.abort = False
             token.remote = False
             if lease.released_at is None:

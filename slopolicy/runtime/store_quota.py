@@ -139,7 +139,4 @@ class StoreQuota:
             await self._finish(lease, cost)
 
     async def _finish(self, lease: Lease, cost: float) -> None:
-        try:
-            await self.store.settle(lease, cost)
-        finally:
-            await self.store.release(lease)
+        await self.store.finish(lease, cost)  # settle, then release: one round trip

@@ -107,6 +107,19 @@ class QuotaStoreContract:
         with pytest.raises(UsageError, match="released lease"):
             await store.settle(lease, 1.0)
 
+    async def test_finish_settles_then_releases_in_one_step(self, store: QuotaStore) -> None:
+        lease = granted(await store.acquire("acme", PRO, "chat", 8.0))
+        assert await store.finish(lease, 2.0) is True
+        assert (lease.cost, lease.released) == (2.0, True)
+        assert lease.released_at is not None
+        snap = await store.snapshot("acme", PRO)
+        # As settle then release: 6 units refunded, the slots back.
+        assert (snap.level, snap.lane_levels["chat"], snap.in_flight) == (14.0, 10.0, 0)
+        with pytest.raises(UsageError, match="released lease"):
+            await store.finish(lease, 2.0)
+        snap = await store.snapshot("acme", PRO)
+        assert (snap.level, snap.in_flight) == (14.0, 0)  # the refused call changed nothing
+
     async def test_rate_limited_with_the_exact_wait(
         self, store: QuotaStore, clock: ManualClock
     ) -> None:

@@ -71,6 +71,40 @@ async def test_an_admission_is_one_evalsha_round_trip(make: Factory, client: Any
     assert "cmdstat_eval" not in after or after["cmdstat_eval"] == before.get("cmdstat_eval")
 
 
+async def test_finishing_a_lease_is_one_pipelined_round_trip(make: Factory, client: Any) -> None:
+    store = make()
+    await store.release(granted(await store.acquire("acme", PRO, "chat", 1.0)))  # loads scripts
+    leases = [granted(await store.acquire("acme", PRO, "chat", 3.0)) for _ in range(3)]
+    singles: list[tuple[Any, ...]] = []
+    pipelines: list[int] = []
+    original_command, original_pipeline = store._client.execute_command, store._client.pipeline
+
+    async def command(*args: Any, **options: Any) -> Any:
+        singles.append(args)
+        return await original_command(*args, **options)
+
+    def pipeline(*args: Any, **options: Any) -> Any:
+        pipe = original_pipeline(*args, **options)
+        execute = pipe.execute
+
+        async def counted(*a: Any, **o: Any) -> Any:
+            pipelines.append(len(pipe.command_stack))
+            return await execute(*a, **o)
+
+        pipe.execute = counted
+        return pipe
+
+    store._client.execute_command = command  # type: ignore[method-assign]
+    store._client.pipeline = pipeline  # type: ignore[method-assign]
+    for lease in leases:
+        assert await store.finish(lease, 1.0) is True
+    assert singles == []  # no lone settle or release...
+    assert pipelines == [2, 2, 2]  # ...each finish is settle + release in one round trip
+    snap = await store.snapshot("acme", PRO)
+    # 16 - 1 (the first, released unsettled) - 3 x 3 taken + 3 x 2 refunded at the finish.
+    assert (snap.in_flight, snap.level, snap.lane_levels["chat"]) == (0, 12.0, 8.0)
+
+
 async def test_lost_scripts_are_loaded_again_and_leases_registered_again(
     make: Factory, client: Any
 ) -> None:
