@@ -23,8 +23,9 @@ same work: one round trip per admission.
 - ``limits fixed/moving window``: ``limits.aio`` ``FixedWindowRateLimiter`` /
   ``MovingWindowRateLimiter`` over ``RedisStorage(implementation="redispy")``,
   ``hit(item, key)``; a window of 10^9 per second.
-- ``slopolicy acquire+settle+release``: a request's whole life in the store,
-  three round trips (one task only; for scale).
+- ``slopolicy acquire+finish``: a request's whole life in the store as the
+  Gate drives it: the admission, then ``finish`` (settle and release
+  pipelined), two round trips (one task only; for scale).
 
 Rounds interleave the limiters so background load hits them alike; the
 throughput is the median over rounds, the percentiles pool every call.
@@ -107,8 +108,7 @@ def _slopolicy(url: str, tier: TierSpec, lifecycle: bool = False) -> Limiter:
         async def whole(key: str) -> None:
             lease = await store.acquire(key, tier, "chat", 2.0)
             assert isinstance(lease, Lease), lease
-            await store.settle(lease, 1.0)
-            await store.release(lease)
+            await store.finish(lease, 1.0)
 
         return (whole if lifecycle else acquire), store
 
@@ -116,7 +116,7 @@ def _slopolicy(url: str, tier: TierSpec, lifecycle: bool = False) -> Limiter:
     if tier is SPLIT:
         name += ", lane split + caps"
     if lifecycle:
-        name = "slopolicy acquire+settle+release"
+        name = "slopolicy acquire+finish"
     return Limiter(name, make)
 
 
@@ -165,7 +165,7 @@ async def _measure(
     names = [f"tenant-{k}" for k in range(keys)]
     for round_ in range(rounds):
         for n, limiter in enumerate(limiters):
-            if concurrent and "release" in limiter.name:
+            if concurrent and "finish" in limiter.name:
                 continue
             call, resource = await limiter.make(f"bench{round_}x{n}x{keys}x{int(concurrent)}")
             try:
