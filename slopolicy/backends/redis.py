@@ -70,6 +70,7 @@ from slopolicy.backends._redis_calls import (
 from slopolicy.backends._scripts import SCRIPTS, Script, check_prefix
 from slopolicy.backends.base import (
     Lease,
+    QuotaStore,
     StoreStatistics,
     TenantSnapshot,
     check_cost,
@@ -314,15 +315,9 @@ class RedisQuotaStore:
     async def settle(self, lease: Lease, actual_cost: float) -> None:
         """See :meth:`QuotaStore.settle`. A fallback lease settles on the local
         limits it was admitted on; a settle Redis cannot take now waits."""
-        token = own_token(lease, self, Token, "settle")
-        if lease._released:
-            raise UsageError(f"cannot settle a released lease: {lease!r}")
-        check_cost("actual_cost", actual_cost)
-        lease._cost = actual_cost
+        token = self._settling(lease, actual_cost, "settle")
         if lease._local is not None:
-            local = self._on_failure.local
-            assert local is not None
-            await local.settle(lease._local, actual_cost)
+            await self._local().settle(lease._local, actual_cost)
             return
         token.settle_to = actual_cost
         await self._push(lease)
@@ -334,12 +329,9 @@ class RedisQuotaStore:
         token = own_token(lease, self, Token, "release")
         if lease._released:
             return False
-        lease._released = True
-        del self._live[lease.id]
+        self._let_go(lease)
         if lease._local is not None:
-            local = self._on_failure.local
-            assert local is not None
-            await local.release(lease._local)
+            await self._local().release(lease._local)
             lease.released_at = lease._local.released_at
         if token.remote:
             token.release = True
@@ -351,17 +343,10 @@ class RedisQuotaStore:
         pipelined in one round trip (or wait together, as they would apart). A
         fallback lease settles and releases on the local limits it was admitted
         on."""
-        token = own_token(lease, self, Token, "finish")
-        if lease._released:
-            raise UsageError(f"cannot settle a released lease: {lease!r}")
-        check_cost("actual_cost", actual_cost)
-        lease._cost = actual_cost
-        lease._released = True
-        del self._live[lease.id]
+        token = self._settling(lease, actual_cost, "finish")
+        self._let_go(lease)
         if lease._local is not None:
-            local = self._on_failure.local
-            assert local is not None
-            await local.finish(lease._local, actual_cost)
+            await self._local().finish(lease._local, actual_cost)
             lease.released_at = lease._local.released_at
         else:
             token.settle_to = actual_cost
@@ -370,6 +355,26 @@ class RedisQuotaStore:
         if token.settle_to is not None or token.release:
             await self._push(lease)
         return True
+
+    def _settling(self, lease: Lease, actual_cost: float, action: str) -> Token:
+        """Check a settle of ``lease`` (ours, live, a good cost); record the cost."""
+        token = own_token(lease, self, Token, action)
+        if lease._released:
+            raise UsageError(f"cannot settle a released lease: {lease!r}")
+        check_cost("actual_cost", actual_cost)
+        lease._cost = actual_cost
+        return token
+
+    def _let_go(self, lease: Lease) -> None:
+        """Mark ``lease`` released on this side (its slots go back at once here)."""
+        lease._released = True
+        del self._live[lease.id]
+
+    def _local(self) -> QuotaStore:
+        """The failure policy's local store, which holds every fallback lease."""
+        local = self._on_failure.local
+        assert local is not None  # only a fail-open policy makes fallback leases
+        return local
 
     async def _push(self, lease: Lease) -> None:
         """Send the lease's waiting operations (settle, then release or abort)

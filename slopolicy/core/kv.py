@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
 
+from slopolicy.core.checks import check_now, is_number
 from slopolicy.errors import UsageError
 
 __all__ = ("KVReservation", "KVStatistics", "peak_fits")
@@ -137,7 +138,7 @@ class KVReservation:
         _check_count("num_blocks", num_blocks, minimum=1)
         _check_count("block_size", block_size, minimum=1)
         if max_observation_age is not None and not (
-            _is_number(max_observation_age) and max_observation_age > 0
+            is_number(max_observation_age) and max_observation_age > 0
         ):
             raise UsageError(f"max_observation_age must be > 0, got {max_observation_age!r}")
         self.num_blocks = num_blocks
@@ -215,7 +216,7 @@ class KVReservation:
         _check_name("request_id", request_id)
         _check_name("lane", lane)
         blocks = self.blocks_for(tokens)
-        _check_now(now)
+        check_now(now)
         return self._reserve(request_id, lane, blocks, now)
 
     def _reserve(self, request_id: str, lane: str, blocks: int, now: float) -> bool:
@@ -237,7 +238,7 @@ class KVReservation:
         was). An id that holds no reservation raises."""
         _check_name("request_id", request_id)
         blocks = self.blocks_for(tokens)
-        _check_now(now)
+        check_now(now)
         entry = self._reservations.get(request_id)
         if entry is None:
             raise UsageError(f"request {request_id!r} holds no KV reservation")
@@ -260,7 +261,7 @@ class KVReservation:
         """Free ``request_id``'s blocks and return how many; an id that holds no
         reservation (never reserved, or already released) frees 0."""
         _check_name("request_id", request_id)
-        _check_now(now)
+        check_now(now)
         return self._release(request_id, now)
 
     def _release(self, request_id: str, now: float) -> int:
@@ -277,9 +278,9 @@ class KVReservation:
     def observe(self, kv_usage: float, now: float) -> None:
         """Record the engine's used fraction of the pool, 0-1 (vLLM's
         ``vllm:kv_cache_usage_perc``); used blocks round up."""
-        if not (_is_number(kv_usage) and 0.0 <= kv_usage <= 1.0):
+        if not (is_number(kv_usage) and 0.0 <= kv_usage <= 1.0):
             raise UsageError(f"kv_usage must be a number in [0, 1], got {kv_usage!r}")
-        _check_now(now)
+        check_now(now)
         self._tick(now)
         used = math.ceil(kv_usage * self.num_blocks * (1.0 - _USAGE_SLACK))
         self._engine_used = min(self.num_blocks, max(0, used))
@@ -379,16 +380,12 @@ def _floors(reserves: Mapping[str, float], num_blocks: int) -> dict[str, int]:
     exact: dict[str, Decimal] = {}
     for lane, fraction in reserves.items():
         _check_name("lane", lane)
-        if not (_is_number(fraction) and 0.0 <= fraction < 1.0):
+        if not (is_number(fraction) and 0.0 <= fraction < 1.0):
             raise UsageError(f"reserve of lane {lane!r} must be in [0, 1), got {fraction!r}")
         exact[lane] = Decimal(repr(float(fraction)))
     if sum(exact.values(), Decimal(0)) >= 1:
         raise UsageError(f"KV reserves must sum below 1, got {dict(reserves)!r}")
     return {lane: math.floor(value * num_blocks) for lane, value in exact.items()}
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_count(name: str, value: object, *, minimum: int = 0) -> None:
@@ -402,8 +399,3 @@ def _check_count(name: str, value: object, *, minimum: int = 0) -> None:
 def _check_name(name: str, value: object) -> None:
     if not isinstance(value, str) or not value:
         raise UsageError(f"{name} must be a non-empty string, got {value!r}")
-
-
-def _check_now(now: object) -> None:
-    if not _is_number(now):
-        raise UsageError(f"now must be a finite number of monotonic seconds, got {now!r}")

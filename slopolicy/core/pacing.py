@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from slopolicy.core.checks import check_now
 from slopolicy.errors import UsageError
 
 __all__ = ("DispatchPace",)
@@ -46,18 +47,18 @@ class DispatchPace:
 
     def ready_at(self, now: float) -> float:
         """The earliest time at or after ``now`` when a start is allowed (seconds)."""
-        _check_now(now)
+        check_now(now)
         return max(now, self._tat - self._interval)
 
     def ready(self, now: float) -> bool:
         """Whether a start is allowed at ``now``."""
-        _check_now(now)
+        check_now(now)
         return self._tat - self._interval <= now
 
     def charge(self, cost: float, now: float) -> None:
         """Count a start of ``cost`` cost units at ``now`` (the caller checked :meth:`ready`)."""
         _check_cost("cost", cost)
-        _check_now(now)
+        check_now(now)
         tat = self._tat
         self._tat = (now if now > tat else tat) + cost / self.rate
 
@@ -70,13 +71,8 @@ class DispatchPace:
 
     def backlog(self, now: float) -> float:
         """Cost units started ahead of the rate at ``now`` (0 when idle)."""
-        _check_now(now)
+        check_now(now)
         return max(0.0, self._tat - now) * self.rate
-
-
-def _check_now(now: float) -> None:
-    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
-        raise UsageError(f"now must be a finite number of monotonic seconds, got {now!r}")
 
 
 def _check_cost(name: str, cost: float) -> None:

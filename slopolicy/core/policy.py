@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from slopolicy.core.checks import check_now
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
 from slopolicy.core.fairqueue import _check_weight
 from slopolicy.core.findings import Finding
@@ -421,6 +422,13 @@ class Policy:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
+    def can_start(self, now: float) -> bool:
+        """Whether a :meth:`dispatch` at ``now`` could start anything: an engine
+        slot is free and the dispatch rate allows a start (queued heads, KV and
+        paused lanes aside). A read."""
+        pace = self.pace
+        return self._running < self.max_running and (pace is None or pace.ready(now))
+
     def next_start(self) -> float | None:
         """When the dispatch rate (``engine.dispatch_rate``) lets the next queued
         request start (monotonic seconds), if it is what holds one back now;
@@ -612,8 +620,8 @@ class Policy:
         """A frozen snapshot of queues, running requests, outcomes and ledgers;
         time-dependent figures (the dispatch backlog) read at ``now`` (monotonic
         seconds; default and at least the latest ``now`` seen). A pure read."""
-        if now is not None and not (isinstance(now, int | float) and math.isfinite(now)):
-            raise UsageError(f"now must be a finite number of monotonic seconds, got {now!r}")
+        if now is not None:
+            check_now(now)
         at = self._now if now is None else max(now, self._now)
         state, _ = self.health.overload()
         ladder = self.health.ladder

@@ -298,23 +298,21 @@ class TenantQuotas:
             raise UsageError(f"cannot settle a released lease: {lease!r}")
         if not (0.0 <= actual_cost < math.inf and -math.inf < now < math.inf):
             _check_args(now, "actual_cost", actual_cost)
-        difference = actual_cost - lease._cost
-        # A leaseholder is never evicted, so its state is still here.
-        state = self._tenants[lease._tenant]
-        for bucket in (state.bucket, state.lane_bucket(lease._lane, now)):
-            if bucket is None:
-                continue
-            if difference > 0:
-                bucket.charge(difference, now)
-            elif difference < 0:
-                bucket.refund(-difference, now)
-        lease._cost = actual_cost
+        self._reconcile(lease, self._tenants[lease._tenant], actual_cost, now)
 
     def _close(self, lease: QuotaLease, actual_cost: float, now: float) -> None:
         """:meth:`settle` then :meth:`release`, for the policy that holds the
         live ``lease`` and checked ``actual_cost`` and ``now``."""
-        difference = actual_cost - lease._cost
         state = self._tenants[lease._tenant]  # a leaseholder is never evicted
+        self._reconcile(lease, state, actual_cost, now)
+        self._release(lease, state)
+
+    def _reconcile(
+        self, lease: QuotaLease, state: TenantState, actual_cost: float, now: float
+    ) -> None:
+        """Charge or refund the difference between ``lease``'s cost and
+        ``actual_cost`` on its buckets (``state`` is its tenant's)."""
+        difference = actual_cost - lease._cost
         if difference:
             for bucket in (state.bucket, state.lane_bucket(lease._lane, now)):
                 if bucket is None:
@@ -323,8 +321,7 @@ class TenantQuotas:
                     bucket.charge(difference, now)
                 else:
                     bucket.refund(-difference, now)
-            lease._cost = actual_cost
-        self._release(lease, state)
+        lease._cost = actual_cost
 
     def release(self, lease: QuotaLease, now: float) -> bool:
         """Give back ``lease``'s concurrency slots. True the first time; later

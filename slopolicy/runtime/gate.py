@@ -272,7 +272,7 @@ class Gate:
         # With the engine full, or the dispatch rate holding starts back, no
         # dispatch can start anything; expiry, the ladder and paced starts are
         # the timer's, so skip the dispatch on the contended path.
-        if policy.running < policy.max_running and (policy.pace is None or policy.pace.ready(now)):
+        if policy.can_start(now):
             result = self._dispatch(now, request.id)
             for started in result.started:
                 if started.id == request.id:  # the uncontended path: no waiting
@@ -350,10 +350,9 @@ class Gate:
         finished = self.policy.finish(ticket.id, now, outcome, output_tokens)
         self._ended(finished, ticket._origin, ticket._error)
         if self._waiters:
-            pace = self.policy.pace
-            if pace is None or pace.ready(now):
+            if self.policy.can_start(now):
                 self._dispatch(now)
-            else:  # the timer starts the next; its settled cost may have moved that
+            else:  # paced: the timer starts the next; its settled cost may have moved that
                 self._watch_deadline()
         return finished
 

@@ -163,6 +163,19 @@ def test_statistics_report_the_backlog_at_the_time_asked() -> None:
             policy.statistics(bad)  # type: ignore[arg-type]
 
 
+def test_can_start_needs_a_free_slot_and_the_rate() -> None:
+    paced = _policy(dispatch_rate=100.0, dispatch_burst=0.0, max_running=1)
+    assert paced.can_start(0.0)
+    for name in ("a", "b"):
+        _submit(paced, name, "t", 100)
+    paced.dispatch(0.0)
+    assert not paced.can_start(0.5)  # the slot is taken (and the rate is 0.5 s short)
+    paced.finish("a", 0.5, output_tokens=0)
+    assert not paced.can_start(0.5)  # a free slot, but 100 units at 100/s end at 1.0
+    assert paced.can_start(1.0)
+    assert _policy().can_start(0.0)  # no rate: a free slot is enough
+
+
 def test_next_start_is_none_without_a_rate_or_with_the_engine_full() -> None:
     policy = _policy()
     _submit(policy, "a", "t", 10)
