@@ -173,11 +173,13 @@ async def _drain(
     costs: list[int], books: _Books, client: Callable[[int], Coroutine[Any, Any, None]]
 ) -> DrainResult:
     """Spawn a client per cost, in arrival order, and time from the moment all
-    have arrived (none has run yet) until the last is done."""
-    gc.collect()
+    have arrived (none has run yet) until the last is done. The collector
+    runs first, once the tasks exist, so their making is not charged to the
+    limiter (a full collection of that many young objects takes 50-100 ms)."""
     async with anyio.create_task_group() as group:
         for index in range(len(costs)):
             group.start_soon(client, index)
+        gc.collect()
         books.begin()
     return books.result(costs)
 

@@ -10,7 +10,7 @@ from slopolicy.core.kv import KVStatistics
 from slopolicy.core.ladder_events import LadderEvent
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.overload import OverloadState
-from slopolicy.core.quotas import QuotaLease, QuotaStatistics
+from slopolicy.core.quotas import QuotaStatistics
 from slopolicy.core.request import Request
 
 __all__ = ("Dispatch", "Entry", "Phase", "PolicyStatistics", "Started")
@@ -87,11 +87,11 @@ class Entry:
         "deadline",
         "dispatched_at",
         "first_token_at",
+        "holds_quota",
         "id",
         "kv_blocks",
         "lane",
         "last_token_at",
-        "lease",
         "marks",
         "output_tokens",
         "phase",
@@ -110,7 +110,7 @@ class Entry:
         prompt_tokens: int,
         kv_blocks: int,
         cost: float,
-        lease: QuotaLease | None,
+        holds_quota: bool,
         arrival: float,
         deadline: float,
         rungs: tuple[str, ...] = (),
@@ -123,7 +123,9 @@ class Entry:
         self.prompt_tokens = prompt_tokens
         self.kv_blocks = kv_blocks
         self.cost = cost
-        self.lease = lease
+        # Whether the policy's own TenantQuotas holds the request's quota
+        # (else a shared store does, settled by the caller).
+        self.holds_quota = holds_quota
         self.arrival = arrival
         self.deadline = deadline
         self.rungs = rungs

@@ -41,7 +41,7 @@ from slopolicy.core.lifecycle import Dispatch, Entry, Phase, PolicyStatistics, S
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.overload import OverloadState
 from slopolicy.core.pacing import DispatchPace
-from slopolicy.core.quotas import QuotaLease, QuotaRefusal, TenantQuotas
+from slopolicy.core.quotas import TenantQuotas
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.rungs import AdmissionAction
@@ -288,19 +288,17 @@ class Policy:
             return _refuse(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
         tier = self.router.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
-        lease: QuotaLease | None = None
         if not quota_held:
-            granted = self.quotas.acquire(request.tenant, tier, lane.name, decision.cost, now)
-            if isinstance(granted, QuotaRefusal):
+            refusal = self.quotas._grant(request.tenant, tier, lane.name, decision.cost, now)
+            if refusal is not None:
                 return _refuse(
                     decision,
-                    granted.reason,
-                    granted.message,
-                    granted.retry_after,
-                    granted.http_status,
+                    refusal.reason,
+                    refusal.message,
+                    refusal.retry_after,
+                    refusal.http_status,
                     "quota",
                 )
-            lease = granted
         deadline = now + lane.max_queue_wait
         if request.deadline is not None:
             deadline = min(deadline, request.deadline)
@@ -311,7 +309,7 @@ class Policy:
             decision.prompt_tokens,
             needed,
             decision.cost,
-            lease,
+            not quota_held,
             now,
             deadline,
             decision.rungs,
@@ -338,9 +336,9 @@ class Policy:
         return decision
 
     def _settle(self, entry: Entry, cost: float, now: float) -> None:
-        """Settle and release the entry's quota lease, when this policy holds it."""
-        if entry.lease is not None:
-            self.quotas._close(entry.lease, cost, now)  # its own live lease, checked values
+        """Settle and release the entry's quota, when this policy holds it."""
+        if entry.holds_quota:  # its own live grant, checked values
+            self.quotas._close_held(entry.tenant, entry.lane, entry.cost, cost, now)
 
     # -- dispatch -----------------------------------------------------------
 

@@ -208,6 +208,16 @@ class TenantQuotas:
         """
         if not (0.0 <= cost < math.inf and -math.inf < now < math.inf):
             _check_args(now, "cost", cost)
+        refusal = self._grant(tenant, tier, lane, cost, now)
+        return QuotaLease(self, tenant, lane, cost) if refusal is None else refusal
+
+    def _grant(
+        self, tenant: str, tier: TierSpec, lane: str, cost: float, now: float
+    ) -> QuotaRefusal | None:
+        """:meth:`acquire` of checked ``cost`` and ``now`` without the lease
+        object: ``None`` when granted. The policy keeps what a lease would
+        (tenant, lane, cost) in its own record, and ends it with
+        :meth:`_close_held`."""
         plan = self._plans.get(id(tier))
         if plan is None or plan.tier is not tier:
             plan = self._plan(tier)
@@ -246,7 +256,7 @@ class TenantQuotas:
             self._count_in(state, lane)
         else:
             self._take(state, lane, cost, now)
-        return QuotaLease(self, tenant, lane, cost)
+        return None
 
     def _plan(self, tier: TierSpec) -> TierPlan:
         plan = TierPlan(tier)
@@ -298,30 +308,33 @@ class TenantQuotas:
             raise UsageError(f"cannot settle a released lease: {lease!r}")
         if not (0.0 <= actual_cost < math.inf and -math.inf < now < math.inf):
             _check_args(now, "actual_cost", actual_cost)
-        self._reconcile(lease, self._tenants[lease._tenant], actual_cost, now)
+        self._reconcile(self._tenants[lease._tenant], lease._lane, lease._cost, actual_cost, now)
+        lease._cost = actual_cost
 
-    def _close(self, lease: QuotaLease, actual_cost: float, now: float) -> None:
-        """:meth:`settle` then :meth:`release`, for the policy that holds the
-        live ``lease`` and checked ``actual_cost`` and ``now``."""
-        state = self._tenants[lease._tenant]  # a leaseholder is never evicted
-        self._reconcile(lease, state, actual_cost, now)
-        self._release(lease, state)
+    def _close_held(
+        self, tenant: str, lane: str, cost: float, actual_cost: float, now: float
+    ) -> None:
+        """:meth:`settle` then :meth:`release` of a grant of ``cost`` to ``tenant``
+        in ``lane`` made by :meth:`_grant`, for the policy that holds it, with
+        checked ``actual_cost`` and ``now``."""
+        state = self._tenants[tenant]  # a holder is never evicted
+        self._reconcile(state, lane, cost, actual_cost, now)
+        self._release(tenant, state, lane)
 
     def _reconcile(
-        self, lease: QuotaLease, state: TenantState, actual_cost: float, now: float
+        self, state: TenantState, lane: str, cost: float, actual_cost: float, now: float
     ) -> None:
-        """Charge or refund the difference between ``lease``'s cost and
-        ``actual_cost`` on its buckets (``state`` is its tenant's)."""
-        difference = actual_cost - lease._cost
+        """Charge or refund the difference between ``cost`` (what is charged
+        now) and ``actual_cost`` on ``state``'s buckets for ``lane``."""
+        difference = actual_cost - cost
         if difference:
-            for bucket in (state.bucket, state.lane_bucket(lease._lane, now)):
+            for bucket in (state.bucket, state.lane_bucket(lane, now)):
                 if bucket is None:
                     continue
                 if difference > 0:
                     bucket.charge(difference, now)
                 else:
                     bucket.refund(-difference, now)
-        lease._cost = actual_cost
 
     def release(self, lease: QuotaLease, now: float) -> bool:
         """Give back ``lease``'s concurrency slots. True the first time; later
@@ -333,20 +346,20 @@ class TenantQuotas:
             _check_args(now)
         if lease._released:
             return False
-        self._release(lease, self._tenants[lease._tenant])
+        lease._released = True
+        self._release(lease._tenant, self._tenants[lease._tenant], lease._lane)
         return True
 
-    def _release(self, lease: QuotaLease, state: TenantState) -> None:
-        lease._released = True
+    def _release(self, tenant: str, state: TenantState, lane: str) -> None:
         state.in_flight -= 1
-        left = state.lane_in_flight[lease._lane] - 1
+        left = state.lane_in_flight[lane] - 1
         if left:
-            state.lane_in_flight[lease._lane] = left
+            state.lane_in_flight[lane] = left
         else:
-            del state.lane_in_flight[lease._lane]
+            del state.lane_in_flight[lane]
         self._in_flight -= 1
         if state.in_flight == 0:
-            self._idle[lease._tenant] = None
+            self._idle[tenant] = None
 
     def statistics(self) -> QuotaStatistics:
         """A frozen snapshot of the whole table."""

@@ -148,50 +148,53 @@ class LaneRouter:
 
     def route(self, request: Request, *, prompt: TokenEstimate | None = None) -> Decision:
         """Decide the lane for ``request``; ``prompt`` skips counting when known."""
-        steps: list[Step] = []
         if request.tier is not None:
             tier = self.tiers.get(request.tier)
             if tier is None:
                 message = f"unknown tier {request.tier!r}"
-                steps.append(Step("tier", None, message))
-                return Reject(Reason.UNKNOWN_TIER, message, 400, steps=tuple(steps))
-            steps.append(Step("tier", None, "tier {!r} requested", (tier.name,)))
+                return Reject(
+                    Reason.UNKNOWN_TIER, message, 400, steps=(Step("tier", None, message),)
+                )
+            step = Step("tier", None, "tier {!r} requested", (tier.name,))
         else:
             tier = self.tiers.for_tenant(request.tenant)
-            steps.append(
-                Step("tier", None, "tenant {!r} has tier {!r}", (request.tenant, tier.name))
-            )
-        start = self._start_lane(request, tier, steps)
-        if isinstance(start, Reject):
-            return start
-        if prompt is None:
+            step = Step("tier", None, "tenant {!r} has tier {!r}", (request.tenant, tier.name))
+        steps = [step]
+        if request.lane is None:
+            start = self._index[tier.default_lane]
+        else:
+            hinted = self._start_lane(request.lane, tier, steps)
+            if isinstance(hinted, Reject):
+                return hinted
+            start = hinted
+        if prompt is None and request.prompt_tokens is None:
             prompt = self.estimator.prompt_tokens(request)
-        steps.append(Step("estimate", None, "{}", (_Described(prompt),)))
+        if prompt is None:  # given: no estimate object unless a custom rule asks
+            tokens = request.prompt_tokens
+            assert tokens is not None
+            steps.append(Step("estimate", None, "{:,} prompt tokens ({})", (tokens, "given")))
+        else:
+            tokens = prompt.tokens
+            steps.append(_estimate_step(prompt))
         cap = tier.max_prompt_tokens
-        if cap is not None and prompt.tokens > cap:
-            message = (
-                f"prompt of {prompt.tokens:,} tokens exceeds tier {tier.name!r} cap of {cap:,}"
-            )
+        if cap is not None and tokens > cap:
+            message = f"prompt of {tokens:,} tokens exceeds tier {tier.name!r} cap of {cap:,}"
             steps.append(Step("tier prompt cap", None, message))
             return Reject(Reason.PROMPT_TOO_LONG, message, 413, steps=tuple(steps))
-        return self._walk(request, tier, start, prompt, steps)
+        return self._walk(request, tier, start, tokens, prompt, steps)
 
-    def _start_lane(self, request: Request, tier: TierSpec, steps: list[Step]) -> int | Reject:
-        hint = request.lane
-        if hint is not None:
-            index = self._index.get(hint)
-            if index is None:
-                message = f"unknown lane {hint!r}"
-                steps.append(Step("lane hint", None, message))
-                return Reject(Reason.UNKNOWN_LANE, message, 400, steps=tuple(steps))
-            if tier.allows(hint):
-                steps.append(Step("lane hint", hint, "honoured"))
-                return index
-            steps.append(
-                Step(
-                    "lane hint", hint, "not allowed for tier {!r}; using its default", (tier.name,)
-                )
-            )
+    def _start_lane(self, hint: str, tier: TierSpec, steps: list[Step]) -> int | Reject:
+        index = self._index.get(hint)
+        if index is None:
+            message = f"unknown lane {hint!r}"
+            steps.append(Step("lane hint", None, message))
+            return Reject(Reason.UNKNOWN_LANE, message, 400, steps=tuple(steps))
+        if tier.allows(hint):
+            steps.append(Step("lane hint", hint, "honoured"))
+            return index
+        steps.append(
+            Step("lane hint", hint, "not allowed for tier {!r}; using its default", (tier.name,))
+        )
         return self._index[tier.default_lane]
 
     def _lower(self, index: int, tier: TierSpec) -> int | None:
@@ -205,18 +208,20 @@ class LaneRouter:
         request: Request,
         tier: TierSpec,
         start: int,
-        prompt: TokenEstimate,
+        tokens: int,
+        prompt: TokenEstimate | None,
         steps: list[Step],
     ) -> Decision:
+        """Visit lanes from ``start`` down until one takes the request. ``prompt``
+        is ``None`` when the count was given (``tokens``)."""
         index = start
         demoted_by: Reason | None = None
         while True:
             lane = self._lanes[index]
-            lower = self._lower(index, tier)
-            visit = self._visit(request, lane, tier, prompt, lower, steps)
+            visit = self._visit(request, lane, tier, index, tokens, prompt, steps)
             if not isinstance(visit, Verdict):
                 admitted, cost = visit
-                return self._accept(admitted, lane, tier, start, prompt, cost, demoted_by, steps)
+                return self._accept(admitted, lane, tier, start, tokens, cost, demoted_by, steps)
             verdict = visit
             if verdict.kind is VerdictKind.DEFER:
                 assert verdict.retry_after is not None
@@ -234,14 +239,13 @@ class LaneRouter:
                 assert verdict.http_status is not None
                 message = f"rejected in lane {lane.name!r}: {verdict.note}"
                 return Reject(verdict.reason, message, verdict.http_status, lane.name, tuple(steps))
+            lower = self._lower(index, tier)
             if lower is None:  # a demotion with nowhere to go
                 if not verdict.required:
                     steps.append(Step("demote", lane.name, "no lower lane; stays"))
                     capped = self._capped(request, lane, None)
-                    cost = self.estimator.score(
-                        prompt.tokens, capped.output_budget, capped.tool_risk
-                    )
-                    return self._accept(capped, lane, tier, start, prompt, cost, demoted_by, steps)
+                    cost = self.estimator.score(tokens, capped.output_budget, capped.tool_risk)
+                    return self._accept(capped, lane, tier, start, tokens, cost, demoted_by, steps)
                 reason = (
                     Reason.PROMPT_TOO_LONG
                     if verdict.reason is Reason.PROMPT_OVER_BUDGET
@@ -259,38 +263,48 @@ class LaneRouter:
         request: Request,
         lane: LaneSpec,
         tier: TierSpec,
-        prompt: TokenEstimate,
-        lower: int | None,
+        index: int,
+        tokens: int,
+        prompt: TokenEstimate | None,
         steps: list[Step],
     ) -> tuple[Request, float] | Verdict:
         """One lane's checks: the request to admit and its cost, or the verdict
         that ends the visit. Rewrites by custom rules apply and continue."""
         capped = self._capped(request, lane, steps)
-        cost = self.estimator.score(prompt.tokens, capped.output_budget, capped.tool_risk)
-        for name, check in _BUILT_IN:
-            verdict = check(lane, prompt.tokens, cost)
-            if verdict is not None:
-                steps.append(Step(name, lane.name, verdict.note))
-                return verdict
+        cost = self.estimator.score(tokens, capped.output_budget, capped.tool_risk)
+        # The built-in checks, in order; each names its rule only when it fires.
+        budget = lane.max_prompt_tokens
+        if budget is not None and tokens > budget:
+            verdict = _prompt_budget(lane, tokens)
+            steps.append(Step("prompt budget", lane.name, verdict.note))
+            return verdict
+        limit = lane.max_cost
+        if limit is not None and cost > limit:
+            note = f"cost {cost:,.0f} over the lane's {limit:,.0f}"
+            steps.append(Step("cost limit", lane.name, note))
+            return Verdict.demote(note, reason=Reason.COST_OVER_LIMIT, required=False)
         if not self._custom:
             return capped, cost
         # Custom rules see a context; built only when there are custom rules.
+        lower = self._lower(index, tier)
         lower_name = None if lower is None else self._lanes[lower].name
+        if prompt is None:
+            prompt = TokenEstimate(tokens, True, 0.0, "given")
         context = RouteContext(capped, request, lane, tier, prompt, cost, lower_name)
         for name, rule in self._custom:
-            verdict = rule(context)
-            if verdict is None:
+            answer = rule(context)
+            if answer is None:
                 continue
-            if not isinstance(verdict, Verdict):
+            if not isinstance(answer, Verdict):
                 raise RoutingError(
-                    f"routing rule {name} returned {type(verdict).__name__}, not a Verdict or None"
+                    f"routing rule {name} returned {type(answer).__name__}, not a Verdict or None"
                 )
-            steps.append(Step(name, lane.name, verdict.note))
-            if verdict.kind is not VerdictKind.REWRITE:
-                return verdict
-            assert verdict.request is not None
-            rewritten = verdict.request
-            cost = self.estimator.score(prompt.tokens, rewritten.output_budget, rewritten.tool_risk)
+            steps.append(Step(name, lane.name, answer.note))
+            if answer.kind is not VerdictKind.REWRITE:
+                return answer
+            assert answer.request is not None
+            rewritten = answer.request
+            cost = self.estimator.score(tokens, rewritten.output_budget, rewritten.tool_risk)
             context = replace(context, request=rewritten, cost=cost)
         return context.request, context.cost
 
@@ -311,7 +325,7 @@ class LaneRouter:
         lane: LaneSpec,
         tier: TierSpec,
         start: int,
-        prompt: TokenEstimate,
+        tokens: int,
         cost: float,
         demoted_by: Reason | None,
         steps: list[Step],
@@ -321,7 +335,7 @@ class LaneRouter:
                 lane.name,
                 tier.name,
                 request,
-                prompt.tokens,
+                tokens,
                 cost,
                 f"admitted to lane {lane.name!r}",
                 tuple(steps),
@@ -332,7 +346,7 @@ class LaneRouter:
             origin,
             tier.name,
             request,
-            prompt.tokens,
+            tokens,
             cost,
             f"admitted to lane {lane.name!r}, demoted from {origin!r} ({demoted_by.code})",
             demoted_by,
@@ -340,11 +354,9 @@ class LaneRouter:
         )
 
 
-def _prompt_budget(lane: LaneSpec, prompt_tokens: int, cost: float) -> Verdict | None:
-    budget = lane.max_prompt_tokens
-    if budget is None or prompt_tokens <= budget:
-        return None
-    note = f"prompt of {prompt_tokens:,} tokens over the {budget:,}-token budget"
+def _prompt_budget(lane: LaneSpec, prompt_tokens: int) -> Verdict:
+    """The verdict on a prompt over ``lane``'s ``max_prompt_tokens``."""
+    note = f"prompt of {prompt_tokens:,} tokens over the {lane.max_prompt_tokens:,}-token budget"
     reason = Reason.PROMPT_OVER_BUDGET
     if lane.over_budget is OverBudget.DEMOTE:
         return Verdict.demote(note, reason=reason)
@@ -353,33 +365,16 @@ def _prompt_budget(lane: LaneSpec, prompt_tokens: int, cost: float) -> Verdict |
     return Verdict.reject(note, reason=Reason.PROMPT_TOO_LONG, http_status=413)
 
 
-def _cost_limit(lane: LaneSpec, prompt_tokens: int, cost: float) -> Verdict | None:
-    limit = lane.max_cost
-    if limit is None or cost <= limit:
-        return None
-    note = f"cost {cost:,.0f} over the lane's {limit:,.0f}"
-    return Verdict.demote(note, reason=Reason.COST_OVER_LIMIT, required=False)
-
-
-_BUILT_IN = (("prompt budget", _prompt_budget), ("cost limit", _cost_limit))
-
-
-class _Described:
-    """Formats a prompt estimate only when an explanation is read."""
-
-    __slots__ = ("prompt",)
-
-    def __init__(self, prompt: TokenEstimate) -> None:
-        self.prompt = prompt
-
-    def __format__(self, spec: str) -> str:
-        return _describe(self.prompt)
-
-
-def _describe(prompt: TokenEstimate) -> str:
+def _estimate_step(prompt: TokenEstimate) -> Step:
+    """The estimate's step, its arguments plain values (formatted only when read)."""
     if prompt.exact:
-        return f"{prompt.tokens:,} prompt tokens ({prompt.method})"
-    return f"~{prompt.tokens:,} prompt tokens (+-{prompt.rel_stderr:.1%}, {prompt.method})"
+        return Step("estimate", None, "{:,} prompt tokens ({})", (prompt.tokens, prompt.method))
+    return Step(
+        "estimate",
+        None,
+        "~{:,} prompt tokens (+-{:.1%}, {})",
+        (prompt.tokens, prompt.rel_stderr, prompt.method),
+    )
 
 
 def _rule_name(rule: RoutingRule) -> str:

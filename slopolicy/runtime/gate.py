@@ -33,7 +33,7 @@ from typing import IO
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.lowlevel import checkpoint
+from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint
 
 from slopolicy.backends.base import QuotaStore
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reject
@@ -45,6 +45,7 @@ from slopolicy.core.signals import EngineSignals
 from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
 from slopolicy.runtime.clock import Clock, bind_clock
+from slopolicy.runtime.parking import Park, bind_parking
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.waiting import Admission, Waiter
@@ -95,6 +96,7 @@ class Gate:
         "_max_expired",
         "_next_evaluation",
         "_on_end",
+        "_park",
         "_poll_every",
         "_quota",
         "_signals",
@@ -140,6 +142,7 @@ class Gate:
         self._telemetry = recorder_for(telemetry, self.policy)
         #: Monotonic seconds on the gate's event loop (bound when entered).
         self.clock: Clock = anyio.current_time
+        self._park: Park = anyio.Event  # the loop's own, bound when entered
 
     # -- lifetime -------------------------------------------------------------
 
@@ -150,6 +153,7 @@ class Gate:
         await group.__aenter__()
         self._group, self._state = group, "open"
         self.clock = bind_clock()
+        self._park = bind_parking()
         self._epoch = self.clock()
         group.start_soon(self._timer, name="slopolicy gate timer")
         if self._signals is not None:
@@ -225,25 +229,34 @@ class Gate:
         return self._ticket(waiter)
 
     async def _admit(self, request: Request, admission: Admission | None = None) -> Ticket:
-        # The checkpoint (cancel and schedule point) comes first, while nothing
-        # is held: a request started at once is then returned with no await in
-        # between to lose it to, and no shielded checkpoint is needed after.
-        await checkpoint()
+        # The request arrives (and may start) when the caller asks, not one
+        # event-loop pass later, so a burst of arrivals is submitted, and
+        # paced, as it comes. The checkpoint follows: a cancel delivered there
+        # gives back a start; a refusal or an expiry, already recorded, is
+        # raised as it is (the cancel reaches the caller's next checkpoint).
         quota = self._quota
         waiter = self._submit(request) if quota is None else await quota.submit(request)
         if isinstance(waiter, Ticket):
             ticket = waiter
+            try:
+                await checkpoint()
+            except BaseException:  # cancelled before the caller saw it: give it back
+                ticket.cancel()
+                raise
         elif isinstance(waiter, Rejected):
+            await cancel_shielded_checkpoint()
             raise waiter
         else:
             if waiter.result is None:
-                waiter.event = event = anyio.Event()
+                waiter.event = event = self._park()
                 self._watch_deadline()
                 try:
                     await event.wait()
                 except BaseException:
                     self._abandon(waiter)
                     raise
+            else:  # expired on arrival: nothing is held
+                await cancel_shielded_checkpoint()
             ticket = self._ticket(waiter)
         if admission is not None:
             admission._ticket = ticket

@@ -6,12 +6,11 @@ from collections.abc import Coroutine, Generator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished
 from slopolicy.core.request import Request
+from slopolicy.runtime.parking import Parked
 from slopolicy.runtime.ticket import Ticket
 
 if TYPE_CHECKING:
@@ -29,7 +28,7 @@ class Waiter:
     def __init__(self, request: Request, decision: Admit | Demote) -> None:
         self.request = request
         self.decision = decision
-        self.event: anyio.Event | None = None  # made only if the caller has to wait
+        self.event: Parked | None = None  # made only if the caller has to wait
         self.result: Started | Finished | None = None
 
 

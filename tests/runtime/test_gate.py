@@ -227,6 +227,51 @@ async def test_a_waiter_cancelled_right_after_its_grant_gives_the_slot_on() -> N
     assert_clean(p)
 
 
+async def test_a_request_is_submitted_before_its_caller_first_yields() -> None:
+    # A burst of callers arrives at the policy in the order and at the time
+    # they call admit, not one event-loop pass later.
+    p = policy()
+    submitted: list[int] = []
+    async with Gate(p) as gate:
+
+        async def call(name: str) -> None:
+            submitted.append(p.statistics().submitted)
+            async with gate.admit(_request(name)):
+                await anyio.sleep(1)
+
+        async with anyio.create_task_group() as group:
+            for name in ("a", "b", "c"):
+                group.start_soon(call, name)
+    # Each caller saw every earlier caller's request already submitted.
+    assert submitted == [0, 1, 2]
+    assert_clean(p)
+
+
+async def test_a_start_cancelled_at_the_checkpoint_after_admit_is_given_back() -> None:
+    p = policy(engine={"max_running": 1})
+    async with Gate(p) as gate:
+        with anyio.CancelScope() as scope:
+            scope.cancel()  # already cancelled: the submit starts it, the checkpoint ends it
+            async with gate.admit(_request("gone")):
+                pytest.fail("a cancelled caller must not run")  # pragma: no cover
+        assert p.statistics().outcomes[Outcome.CANCELLED] == 1
+        assert p.running == 0
+        async with gate.admit(_request("next")) as ticket:  # the slot came back
+            assert ticket.id == "next"
+    assert_clean(p)
+
+
+async def test_a_refusal_to_a_cancelled_caller_is_still_raised_as_a_refusal() -> None:
+    p = policy()
+    async with Gate(p) as gate:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            with pytest.raises(Rejected):  # recorded as rejected: the caller hears so
+                await gate.admit(_request("r", lane="nope"))
+    assert p.statistics().outcomes[Outcome.REJECTED] == 1
+    assert_clean(p)
+
+
 async def test_admit_nowait_starts_or_leaves_nothing_behind() -> None:
     p = policy()
     async with Gate(p) as gate:
