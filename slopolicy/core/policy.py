@@ -20,15 +20,13 @@ are charged the prompt's cost at dispatch and output tokens as they arrive.
 from __future__ import annotations
 
 import dataclasses
-import heapq
-import itertools
 import math
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from slopolicy.core.checks import check_now
+from slopolicy.core.deadlines import Deadlines
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
 from slopolicy.core.fairqueue import _check_weight
 from slopolicy.core.findings import Finding
@@ -139,9 +137,6 @@ class Policy:
             cost_model=cost_model,
         )
         self._first_lane = lanes[0]
-        # Arrival order of the watched lane's queued requests (lazily pruned):
-        # the oldest one's age is a live queue-wait signal for the ladder.
-        self._arrivals: deque[Entry] = deque()
         self.router = spec.router
         self._lanes = {lane.name: lane for lane in spec.router.lanes}
         reserves = {lane.name: lane.kv_reserve for lane in spec.router.lanes if lane.kv_reserve}
@@ -153,8 +148,9 @@ class Policy:
         self.max_running = spec.max_running
         self.pace = spec.pace
         self._entries: dict[str, Entry] = {}
-        self._deadlines: list[tuple[float, int, Entry]] = []
-        self._sequence = itertools.count()
+        # Deadlines, and each lane's oldest waiting request: the watched
+        # lane's oldest one's age is a live queue-wait signal for the ladder.
+        self._deadlines = Deadlines(lanes)
         self._running = 0
         self._lane_running = dict.fromkeys(self._lanes, 0)
         self._now = float("-inf")
@@ -299,9 +295,10 @@ class Policy:
                     refusal.http_status,
                     "quota",
                 )
-        deadline = now + lane.max_queue_wait
-        if request.deadline is not None:
-            deadline = min(deadline, request.deadline)
+        lane_deadline = now + lane.max_queue_wait
+        deadline = lane_deadline
+        if request.deadline is not None and request.deadline < deadline:
+            deadline = request.deadline
         entry = Entry(
             request,
             lane.name,
@@ -319,20 +316,7 @@ class Policy:
             message = f"lane {lane.name!r} queue is full ({lane.queue_capacity:,} waiting)"
             return _refuse(decision, Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, "queue")
         self._entries[request.id] = entry
-        self._push_deadline(entry)
-        if lane.name == self.health.watch_lane:
-            arrivals = self._arrivals
-            # Prune here as well as in evaluate(): without a ladder nothing
-            # evaluates, and ended entries would pile up behind the head.
-            while arrivals and arrivals[0].phase is not Phase.QUEUED:
-                arrivals.popleft()
-            # Entries that left from behind the head stay until it leaves;
-            # rebuild once they outnumber the queued ones (amortized O(1)).
-            if len(arrivals) > 64 and len(arrivals) > 2 * len(self._queues.queue(lane.name)):
-                self._arrivals = arrivals = deque(
-                    item for item in arrivals if item.phase is Phase.QUEUED
-                )
-            arrivals.append(entry)
+        self._deadlines.add(entry, lane_deadline)
         return decision
 
     def _settle(self, entry: Entry, cost: float, now: float) -> None:
@@ -414,11 +398,8 @@ class Policy:
     def next_deadline(self) -> float | None:
         """The earliest deadline among queued requests (monotonic seconds), or
         ``None`` when nothing is queued: the next time :meth:`dispatch` has a
-        request to expire. Amortized ``O(1)``."""
-        heap = self._deadlines
-        while heap and heap[0][2].phase is not Phase.QUEUED:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        request to expire. Amortized ``O(lanes)``."""
+        return self._deadlines.next()
 
     def can_start(self, now: float) -> bool:
         """Whether a :meth:`dispatch` at ``now`` could start anything: an engine
@@ -444,22 +425,14 @@ class Policy:
 
     def _expire(self, now: float, limit: int | None = None) -> list[Finished]:
         expired: list[Finished] = []
-        heap = self._deadlines
-        while heap and heap[0][0] <= now and len(expired) != limit:
-            _, _, entry = heapq.heappop(heap)
-            if entry.phase is Phase.QUEUED:
-                self._queues.remove(entry.lane, entry)
-                expired.append(self._end_queued(entry, Outcome.EXPIRED, now))
+        deadlines = self._deadlines
+        while len(expired) != limit:
+            entry = deadlines.pop_overdue(now)
+            if entry is None:
+                break
+            self._queues.remove(entry.lane, entry)
+            expired.append(self._end_queued(entry, Outcome.EXPIRED, now))
         return expired
-
-    def _push_deadline(self, entry: Entry) -> None:
-        heap = self._deadlines
-        # Dispatched and cancelled entries leave stale heap items until their
-        # deadline; rebuild when those outnumber the live ones.
-        if len(heap) > 64 and len(heap) > 2 * len(self._entries):
-            self._deadlines = heap = [item for item in heap if item[2].phase is Phase.QUEUED]
-            heapq.heapify(heap)
-        heapq.heappush(heap, (entry.deadline, next(self._sequence), entry))
 
     # -- running requests ---------------------------------------------------
 
@@ -586,10 +559,8 @@ class Policy:
         this every ``evaluate_every`` seconds); the move made, if any."""
         now = self._advance(now)
         kv = self.kv.statistics()
-        arrivals = self._arrivals
-        while arrivals and arrivals[0].phase is not Phase.QUEUED:
-            arrivals.popleft()
-        oldest = now - arrivals[0].arrival if arrivals else 0.0
+        head = self._deadlines.oldest(self.health.watch_lane)
+        oldest = 0.0 if head is None else now - head.arrival
         return self.health.evaluate(
             now, kv_ledger=kv.used_blocks / kv.num_blocks, oldest_wait=oldest
         )

@@ -395,9 +395,10 @@ def test_ended_requests_are_not_kept_for_the_ladder_without_one() -> None:
         policy.submit(Request(id=f"r{k}", tenant="t", prompt_tokens=10, max_new_tokens=8), 0.0)
         policy.cancel(f"r{k}", 0.0)
     # "head" stays queued the whole time: the index is rebuilt, not just popped.
-    assert len(policy._arrivals) <= 66
+    arrivals = policy._deadlines._fifos[policy.health.watch_lane]
+    assert len(arrivals.entries) <= 130
     policy.finish("stuck", 0.0)
     (started,) = policy.dispatch(0.0)
     policy.finish(started.id, 0.0)
     policy.submit(Request(id="last", tenant="t", prompt_tokens=10, max_new_tokens=8), 0.0)
-    assert [entry.id for entry in policy._arrivals] == ["last"]
+    assert [entry.id for entry in arrivals.entries] == ["last"]

@@ -58,6 +58,21 @@ def test_a_chat_turn_is_admitted_with_its_cap() -> None:
     assert [step.rule for step in decision.steps] == ["tier", "estimate", "max_new_tokens cap"]
 
 
+def test_the_estimate_step_says_how_the_prompt_was_counted() -> None:
+    given = _router().route(Request(tenant="acme", prompt_tokens=1500, max_new_tokens=10))
+    assert given.steps[1].detail == "1,500 prompt tokens (given)"
+    estimator = CostEstimator(counter=HeuristicCounter(), exact_max_chars=100)
+    sampled = LaneRouter(_LANES, estimator=estimator, tiers=_TIERS).route(
+        Request(tenant="acme", prompt="lorem ipsum dolor sit amet " * 400, max_new_tokens=10)
+    )
+    detail = sampled.steps[1].detail
+    assert detail.startswith("~")
+    assert "prompt tokens (+-" in detail
+    assert detail.endswith("%, sampled:heuristic)")
+    # The arguments are plain values: nothing but the numbers is kept per decision.
+    assert all(isinstance(arg, (int, float, str)) for arg in sampled.steps[1].args)
+
+
 def test_a_long_prompt_is_demoted_with_the_lower_lanes_cap() -> None:
     decision = _router().route(Request(tenant="acme", prompt_tokens=50_000, max_new_tokens=4000))
     assert isinstance(decision, Demote)
