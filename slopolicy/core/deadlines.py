@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Iterable
 
@@ -51,9 +52,12 @@ class Deadlines:
     had queued at once ``)``.
     """
 
-    __slots__ = ("_fifos", "_heap", "_heap_rebuild_at", "_min_rebuild", "_sequence")
+    __slots__ = ("_fifos", "_heap", "_heap_rebuild_at", "_min_rebuild", "_sequence", "floor")
 
     def __init__(self, lanes: Iterable[str], *, min_rebuild: int = 64) -> None:
+        #: At most the earliest queued deadline (``inf``: none queued): nothing
+        #: is overdue before it. Exact after :meth:`pop_overdue` finds none.
+        self.floor = math.inf
         self._min_rebuild = min_rebuild
         self._fifos = {lane: _Fifo(min_rebuild) for lane in lanes}
         self._heap: list[tuple[float, int, Entry]] = []
@@ -69,6 +73,8 @@ class Deadlines:
             fifo.entries = entries = deque(e for e in entries if e.phase is Phase.QUEUED)
             fifo.rebuild_at = max(self._min_rebuild, 2 * len(entries))
         entries.append(entry)
+        if entry.deadline < self.floor:
+            self.floor = entry.deadline
         if entry.deadline < lane_deadline:  # its own deadline comes first
             heap = self._heap
             if len(heap) >= self._heap_rebuild_at:
@@ -91,6 +97,7 @@ class Deadlines:
         ``now``, taken out of the index (the caller ends it); else ``None``."""
         entry = self._earliest()
         if entry is None or entry.deadline > now:
+            self.floor = math.inf if entry is None else entry.deadline
             return None
         fifo = self._fifos[entry.lane]
         if fifo.entries and fifo.entries[0] is entry:

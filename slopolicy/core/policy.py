@@ -426,6 +426,8 @@ class Policy:
     def _expire(self, now: float, limit: int | None = None) -> list[Finished]:
         expired: list[Finished] = []
         deadlines = self._deadlines
+        if now < deadlines.floor:  # the usual case: nothing can be overdue yet
+            return expired
         while len(expired) != limit:
             entry = deadlines.pop_overdue(now)
             if entry is None:

@@ -77,6 +77,10 @@ class DeadlineIndex(RuleBasedStateMachine):
         assert self.index.next() == expected
 
     @invariant()
+    def the_floor_is_never_above_the_earliest_deadline(self) -> None:
+        assert self.index.floor <= min((e.deadline for e in self.queued), default=math.inf)
+
+    @invariant()
     def oldest_is_each_lanes_first_queued_arrival(self) -> None:
         for lane in _LANES:
             waiting = [e for e in self.queued if e.lane == lane]
