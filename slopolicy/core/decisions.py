@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple, TypeAlias
 
+from slopolicy.core.records import fast_init
 from slopolicy.core.request import Request
 
 __all__ = ("Admit", "Decision", "Defer", "Demote", "Reason", "Reject", "Step", "explain")
@@ -89,6 +90,7 @@ class _Explained:
         return explain(self.steps, self.message)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Admit(_Explained):
     """Accepted into ``lane`` as requested (or as the tier's default lane).
@@ -111,6 +113,7 @@ class Admit(_Explained):
     accepted: ClassVar[bool] = True
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Demote(_Explained):
     """Accepted, but into ``lane``, lower than the ``from_lane`` it started in."""
@@ -130,6 +133,7 @@ class Demote(_Explained):
     accepted: ClassVar[bool] = True
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Defer(_Explained):
     """Not now: the same request is expected to succeed later, after
@@ -148,6 +152,7 @@ class Defer(_Explained):
     accepted: ClassVar[bool] = False
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Reject(_Explained):
     """Refused as it stands: retrying the same request will not help.

@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slopolicy.core.records import fast_init
 from slopolicy.core.request import Message, Request
 from slopolicy.core.sampling import sample_tokens
 from slopolicy.core.tokens import TokenCounter, load_counter
@@ -39,6 +40,7 @@ class CostWeights:
                 raise UsageError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TokenEstimate:
     """A prompt length in tokens.

@@ -11,11 +11,13 @@ from slopolicy.core.ladder_events import LadderEvent
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.overload import OverloadState
 from slopolicy.core.quotas import QuotaStatistics
+from slopolicy.core.records import fast_init
 from slopolicy.core.request import Request
 
 __all__ = ("Dispatch", "Entry", "Phase", "PolicyStatistics", "Started")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Started:
     """A request the engine may start now.
@@ -36,6 +38,7 @@ class Started:
     rungs: tuple[str, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Dispatch:
     """The result of :meth:`Policy.dispatch`: iterate it for the started requests;

@@ -10,6 +10,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from slopolicy.core.records import fast_init
+
 __all__ = ("STAGES", "Finished", "Outcome")
 
 #: The stages of time-to-first-token, in order (see :attr:`Finished.stages`).
@@ -30,6 +32,7 @@ class Outcome(enum.Enum):
     __hash__ = object.__hash__
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Finished:
     """How one accepted request ended, with its timings in seconds.
