@@ -27,20 +27,26 @@ class Slice:
     Writers append checked values to :attr:`pending` (a list append, the cheap
     part of a request's bookkeeping) and call :meth:`fold` once a list reaches
     :data:`FOLD_AT` values; readers take :meth:`sketch`, which folds first, so
-    memory stays bounded and every read sees every value.
+    memory stays bounded and every read sees every value. A metric's sketch
+    is made from ``template`` when first folded or read: most slices of a
+    quiet tenant's tracker never need one, and every object held is one more
+    for the garbage collector to scan.
     """
 
-    __slots__ = ("_sketches", "pending", "sums")
+    __slots__ = ("_sketches", "_template", "pending", "sums")
 
-    def __init__(self, sketches: list[QuantileSketch], fields: int) -> None:
-        self._sketches = sketches
-        self.pending: list[list[float]] = [[] for _ in sketches]
+    def __init__(self, template: QuantileSketch, metrics: int, fields: int) -> None:
+        self._template = template
+        self._sketches: list[QuantileSketch | None] = [None] * metrics
+        self.pending: list[list[float]] = [[] for _ in range(metrics)]
         self.sums = [0.0] * fields
 
     def sketch(self, metric: int) -> QuantileSketch:
         """Metric ``metric``'s sketch, holding every value recorded in the slice."""
-        values = self.pending[metric]
         sketch = self._sketches[metric]
+        if sketch is None:
+            sketch = self._sketches[metric] = self._template.empty_like()
+        values = self.pending[metric]
         if values:
             sketch.add_many(values)
             values.clear()
@@ -48,13 +54,16 @@ class Slice:
 
     def fold(self) -> None:
         """Move every pending value into its sketch."""
-        for metric in range(len(self._sketches)):
-            self.sketch(metric)
+        for metric, values in enumerate(self.pending):
+            if values:
+                self.sketch(metric)
 
     def clear(self) -> None:
         """Empty every sketch and zero every sum."""
-        for sketch, values in zip(self._sketches, self.pending, strict=True):
-            sketch.clear()
+        for sketch in self._sketches:
+            if sketch is not None:
+                sketch.clear()
+        for values in self.pending:
             values.clear()
         sums = self.sums
         for index in range(len(sums)):
@@ -191,8 +200,7 @@ class SlidingSketches:
         return self._template.empty_like()
 
     def _slice(self) -> Slice:
-        template = self._template
-        return Slice([template.empty_like() for _ in range(self.metrics)], self.fields)
+        return Slice(self._template, self.metrics, self.fields)
 
 
 class SlidingQuantiles:
