@@ -8,10 +8,12 @@ tenant unheard from longest is dropped with its history (harmless: a tenant
 quiet for that long has nothing in its window worth diagnosing). They keep
 the short window only (no burn windows, no stage split) so each costs little.
 
-Records the policy makes itself are judged at once but counted in batches of
-up to :data:`FOLD_AFTER`, in one tight loop, before anything is read (and
-before any other record), so every read sees every record in order: the
-trackers' code and data then stay hot in cache, which halves their cost.
+Records the policy makes itself are judged and counted in batches of up to
+:data:`FOLD_AFTER`, in one tight loop, before anything is read (and before
+any other record), so every read sees every record in order: the trackers'
+code and data then stay hot in cache, which halves their cost. (A custom cost
+model is asked at once, so that a bad one raises in the call that finished
+the request.)
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ class TrackerSet:
             raise UsageError(f"max_tenants must be >= 0, got {max_tenants!r}")
         self.max_tenants = max_tenants
         self._evicted = 0
-        self._pending: list[tuple[SLOTracker, _Judged, float]] = []
+        # The policy's own records, waiting to be counted (judged already
+        # when a custom cost model judged them at once).
+        self._pending: list[tuple[SLOTracker, Finished | _Judged, float]] = []
         self._cost_model = cost_model
         self._window_s, self._slices, self._alpha = window_s, slices, alpha
         self._rejected_are_errors = rejected_are_errors
@@ -145,11 +149,16 @@ class TrackerSet:
 
     def _record_checked(self, finished: Finished, now: float) -> None:
         """:meth:`record` of a record the policy made itself (timings from
-        checked monotonic times, not ``REJECTED``) at a checked ``now``:
-        judged now (a bad cost model raises here), counted in the next fold."""
+        checked monotonic times, not ``REJECTED``) at a checked ``now``,
+        counted in the next fold. With the default cost model it is judged
+        there too; a custom cost model is asked now, so a bad one raises here,
+        in the call that finished the request."""
         lane = self._lanes[finished.lane]
         pending = self._pending
-        pending.append((lane, lane._judge_checked(finished), now))
+        if self._cost_model is None:
+            pending.append((lane, finished, now))
+        else:
+            pending.append((lane, lane._judge_checked(finished), now))
         if len(pending) >= FOLD_AFTER:
             self._fold()
 
@@ -158,8 +167,10 @@ class TrackerSet:
         if self._pending:
             pending, self._pending = self._pending, []
             add = self._add
-            for lane, judged, now in pending:
-                add(lane, judged, now)
+            for lane, record, now in pending:
+                if isinstance(record, Finished):
+                    record = lane._judge_checked(record)
+                add(lane, record, now)
 
     def _add(self, lane: SLOTracker, judged: _Judged, now: float) -> None:
         lane._add(judged, now)
