@@ -67,8 +67,9 @@ class Deadlines:
     def add(self, entry: Entry, lane_deadline: float) -> None:
         """Index a newly queued ``entry``."""
         fifo = self._fifos[entry.lane]
-        fifo.head()  # drops what left from the front, read or not
         entries = fifo.entries
+        if entries and entries[0].phase is not Phase.QUEUED:
+            fifo.head()  # drops what left from the front, read or not
         if len(entries) >= fifo.rebuild_at:
             fifo.entries = entries = deque(e for e in entries if e.phase is Phase.QUEUED)
             fifo.rebuild_at = max(self._min_rebuild, 2 * len(entries))
