@@ -235,7 +235,12 @@ def overhead_rows() -> list[tuple[str, Measure | None, Measure | None]]:
             _on("asyncio", partial(gate_uncontended, **null)),
             _on("asyncio", partial(gate_handoff, **null)),
         ),
-        ("Gate on Policy, trio", _on("trio", gate_uncontended), _on("trio", gate_handoff)),
+        (GATE_TRIO, _on("trio", gate_uncontended), _on("trio", gate_handoff)),
+        (
+            NULL_GATE_TRIO,
+            _on("trio", partial(gate_uncontended, **null)),
+            _on("trio", partial(gate_handoff, **null)),
+        ),
         ("Gate admit_nowait() + finish()", _on("asyncio", gate_nowait_uncontended), None),
         (
             "anyio.CapacityLimiter",
@@ -264,6 +269,10 @@ POLICY = "Policy sans-IO"
 GATE = "Gate on Policy"
 NULL = "no-op policy sans-IO"
 NULL_GATE = "Gate on the no-op policy"
+GATE_TRIO = "Gate on Policy, trio"
+NULL_GATE_TRIO = "Gate on the no-op policy, trio"
+#: Gate rows and the sans-IO row their runtime's share is read against.
+_SHARES = {GATE: POLICY, NULL_GATE: NULL, GATE_TRIO: POLICY, NULL_GATE_TRIO: NULL}
 
 
 def print_overheads(repeats: int, count: int) -> None:
@@ -285,8 +294,8 @@ def print_overheads(repeats: int, count: int) -> None:
     for name, _, _ in rows:
         first, second = medians[name]
         print(f"{name:40}{_us(first):>13}{_us(second):>16}")
-        if name in (GATE, NULL_GATE):
-            base = medians[POLICY if name == GATE else NULL]
+        if name in _SHARES:
+            base = medians[_SHARES[name]]
             extra = [_minus(g, b) for g, b in zip(medians[name], base, strict=True)]
             label = "  the runtime's share (row minus sans-IO)"
             print(f"{label:40}{_us(extra[0]):>13}{_us(extra[1]):>16}")

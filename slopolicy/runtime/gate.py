@@ -44,8 +44,14 @@ from slopolicy.core.request import Request
 from slopolicy.core.signals import EngineSignals
 from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
-from slopolicy.runtime.clock import Clock, bind_clock
-from slopolicy.runtime.parking import Park, bind_parking
+from slopolicy.runtime.loop import (
+    Checkpoint,
+    Clock,
+    Park,
+    bind_checkpoint,
+    bind_clock,
+    bind_parking,
+)
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.waiting import Admission, Waiter
@@ -90,6 +96,7 @@ class Gate:
     """
 
     __slots__ = (
+        "_checkpoint",
         "_epoch",
         "_group",
         "_log",
@@ -142,7 +149,9 @@ class Gate:
         self._telemetry = recorder_for(telemetry, self.policy)
         #: Monotonic seconds on the gate's event loop (bound when entered).
         self.clock: Clock = anyio.current_time
-        self._park: Park = anyio.Event  # the loop's own, bound when entered
+        # The loop's own parking and checkpoint, bound when entered.
+        self._park: Park = anyio.Event
+        self._checkpoint: Checkpoint = checkpoint
 
     # -- lifetime -------------------------------------------------------------
 
@@ -154,6 +163,7 @@ class Gate:
         self._group, self._state = group, "open"
         self.clock = bind_clock()
         self._park = bind_parking()
+        self._checkpoint = bind_checkpoint()
         self._epoch = self.clock()
         group.start_soon(self._timer, name="slopolicy gate timer")
         if self._signals is not None:
@@ -239,7 +249,7 @@ class Gate:
         if isinstance(waiter, Ticket):
             ticket = waiter
             try:
-                await checkpoint()
+                await self._checkpoint()
             except BaseException:  # cancelled before the caller saw it: give it back
                 ticket.cancel()
                 raise

@@ -10,7 +10,7 @@ from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished
 from slopolicy.core.request import Request
-from slopolicy.runtime.parking import Parked
+from slopolicy.runtime.loop import Parked
 from slopolicy.runtime.ticket import Ticket
 
 if TYPE_CHECKING:
