@@ -8,8 +8,10 @@ Each step finishes the running request, submits a new one and dispatches the
 next: submit + dispatch + finish per request, with 1,000 requests kept queued
 and tenants rotating over 1, 1,000 or 100,000 ids. Prompt token counts are
 given, so no tokenizer time is included. Prints the median per request over
-repeats (this machine is noisy: compare ratios), beside the floor: the same
-loop on ``benchmarks/policy_floor.py``, the bare bookkeeping written inline.
+repeats (this machine is noisy: compare ratios), the same with SLO recording
+switched off (``Health.record`` made a no-op: what the trackers' share is),
+and the floor: the same loop on ``benchmarks/policy_floor.py``, the bare
+bookkeeping written inline.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import argparse
 import gc
 import statistics
 import time
+from unittest import mock
 
 from benchmarks.policy_floor import FloorPolicy
 from slopolicy import Policy, PolicyConfig, Request
+from slopolicy.core.health import Health
 from slopolicy.core.tokens import HeuristicCounter
 
 _QUEUED = 1_000
@@ -68,6 +72,17 @@ def _run(tenants: int, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
+def _run_without_slo(tenants: int, steps: int) -> float:
+    """:func:`_run` with SLO recording switched off, to size its share (a plain
+    function: a mock's own call would cost more than what it replaces)."""
+    with mock.patch.object(Health, "record", _record_nothing):
+        return _run(tenants, steps)
+
+
+def _record_nothing(self: Health, finished: object, now: float) -> None:
+    return None
+
+
 def _run_floor(tenants: int, steps: int) -> float:
     """The same loop on :class:`FloorPolicy`: the bare bookkeeping's cost."""
     policy = FloorPolicy()
@@ -95,12 +110,19 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     steps, repeats = (5_000, 3) if args.quick else (50_000, 5)
     print(f"submit + dispatch + finish, {_QUEUED:,} queued (median of {repeats} runs)")
-    print(f"{'tenants':>9}{'us/request':>12}{'requests/s':>12}{'floor us':>10}{'x floor':>9}")
+    print(
+        f"{'tenants':>9}{'us/request':>12}{'requests/s':>12}{'no SLO us':>11}"
+        f"{'floor us':>10}{'x floor':>9}"
+    )
     for tenants in (1, 1_000, 100_000):
-        seconds = statistics.median(_run(tenants, steps) for _ in range(repeats))
-        floor = statistics.median(_run_floor(tenants, steps) for _ in range(repeats))
+        runs: dict[str, list[float]] = {"all": [], "no slo": [], "floor": []}
+        for _ in range(repeats):  # interleaved: drift hits each column alike
+            runs["all"].append(_run(tenants, steps))
+            runs["no slo"].append(_run_without_slo(tenants, steps))
+            runs["floor"].append(_run_floor(tenants, steps))
+        seconds, without, floor = (statistics.median(values) for values in runs.values())
         print(
-            f"{tenants:>9,}{seconds * 1e6:>12.2f}{1 / seconds:>12,.0f}"
+            f"{tenants:>9,}{seconds * 1e6:>12.2f}{1 / seconds:>12,.0f}{without * 1e6:>11.2f}"
             f"{floor * 1e6:>10.2f}{seconds / floor:>8.1f}x"
         )
 
