@@ -119,8 +119,13 @@ class LaneScheduler(Generic[T]):
         an item not waiting anywhere (the policy's own entries)."""
         record = self._by_name[lane]
         pushed = record.queue._push(item, tenant, weight)
-        if not record.backlogged:  # only a lane that was empty can need a lift
-            self._sync()
+        if pushed and not record.backlogged:  # the lane joins, lifted to V
+            # Flags are current (every change goes through this scheduler), so
+            # only this lane moves: what _sync would do, for it alone.
+            v = self._v()
+            if record.counter < v:
+                record.counter = v
+            record.backlogged = True
         return pushed
 
     def candidates(self) -> Iterator[tuple[str, T]]:
@@ -155,8 +160,9 @@ class LaneScheduler(Generic[T]):
         """:meth:`pop` for a trusted caller: a known lane with something waiting."""
         record = self._by_name[lane]
         item = record.queue.pop()
-        if not record.queue:  # only a lane that emptied can need to leave
-            self._sync()
+        if not record.queue:  # the lane leaves; V first remembers its counter
+            self._v()
+            record.backlogged = False
         return item
 
     def charge(self, lane: str, tenant: str, cost: float, *, weight: float | None = None) -> None:
