@@ -96,10 +96,8 @@ class LaneMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.lanes) > 0)
     @rule(data=st.data())
     def dispatch_any_candidate(self, data: st.DataObject) -> None:
-        if self.trusted:
-            candidates = self.lanes._candidates()
-        else:
-            candidates = list(self.lanes.candidates())
+        lanes = self.lanes
+        candidates = lanes._candidates() if self.trusted else list(lanes.candidates())
         lane, job = data.draw(st.sampled_from(candidates))
         self.model.take(lane)
         assert (self.lanes._pop if self.trusted else self.lanes.pop)(lane) is job
