@@ -172,10 +172,10 @@ class LaneRouter:
         if prompt is None:  # given: no estimate object unless a custom rule asks
             tokens = request.prompt_tokens
             assert tokens is not None
-            steps.append(Step("estimate", None, "{:,} prompt tokens ({})", (tokens, "given")))
+            steps.append(_estimate_step(tokens, True, 0.0, "given"))
         else:
             tokens = prompt.tokens
-            steps.append(_estimate_step(prompt))
+            steps.append(_estimate_step(tokens, prompt.exact, prompt.rel_stderr, prompt.method))
         cap = tier.max_prompt_tokens
         if cap is not None and tokens > cap:
             message = f"prompt of {tokens:,} tokens exceeds tier {tier.name!r} cap of {cap:,}"
@@ -365,15 +365,13 @@ def _prompt_budget(lane: LaneSpec, prompt_tokens: int) -> Verdict:
     return Verdict.reject(note, reason=Reason.PROMPT_TOO_LONG, http_status=413)
 
 
-def _estimate_step(prompt: TokenEstimate) -> Step:
-    """The estimate's step, its arguments plain values (formatted only when read)."""
-    if prompt.exact:
-        return Step("estimate", None, "{:,} prompt tokens ({})", (prompt.tokens, prompt.method))
+def _estimate_step(tokens: int, exact: bool, rel_stderr: float, method: str) -> Step:
+    """The estimate's step (a :class:`TokenEstimate`'s fields), its arguments
+    plain values, formatted only when read."""
+    if exact:
+        return Step("estimate", None, "{:,} prompt tokens ({})", (tokens, method))
     return Step(
-        "estimate",
-        None,
-        "~{:,} prompt tokens (+-{:.1%}, {})",
-        (prompt.tokens, prompt.rel_stderr, prompt.method),
+        "estimate", None, "~{:,} prompt tokens (+-{:.1%}, {})", (tokens, rel_stderr, method)
     )
 
 
