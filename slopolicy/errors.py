@@ -12,6 +12,7 @@ derives from one root::
     ├── UsageError           an API called against its contract (ValueError)
     ├── RoutingError         a custom routing rule broke its contract (TypeError)
     ├── SimulationError      a bad scenario file, trace or simulation argument (ValueError)
+    │   └── TraceError       a trace file that cannot be replayed: file, line, column
     ├── Rejected             the gate refused a request: quota, overload, full queue, rule
     │   ├── Expired          accepted, but its deadline passed while it waited in the queue
     │   └── GateClosed       the gate closed before the request could start
@@ -41,6 +42,7 @@ __all__ = (
     "RoutingError",
     "SimulationError",
     "SlopolicyError",
+    "TraceError",
     "UsageError",
     "WouldBlock",
 )
@@ -127,6 +129,22 @@ class SimulationError(SlopolicyError, ValueError):
         if errors:
             text += "\n" + "\n".join(f"  {error}" for error in errors)
         super().__init__(text)
+
+
+class TraceError(SimulationError):
+    """A trace file (or one of its rows) cannot be replayed.
+
+    ``source`` is the file, ``line`` the 1-based line where the bad row ends
+    (``None`` for a problem with the whole file) and ``column`` the field, or
+    ``None`` when the row as a whole is bad (not UTF-8, not JSON, too long).
+    """
+
+    def __init__(
+        self, message: str, *, source: str, line: int | None = None, column: str | None = None
+    ) -> None:
+        self.column = column
+        text = message if column is None else f"column {column!r}: {message}"
+        super().__init__(text, source=source, line=line)
 
 
 class Rejected(SlopolicyError):

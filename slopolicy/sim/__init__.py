@@ -24,6 +24,7 @@ The rich console and the plots live in :mod:`slopolicy.sim.console` and
 from __future__ import annotations
 
 from slopolicy.errors import SimulationError as SimulationError
+from slopolicy.errors import TraceError as TraceError
 from slopolicy.sim.arrivals import ArrivalProcess as ArrivalProcess
 from slopolicy.sim.arrivals import Burst as Burst
 from slopolicy.sim.arrivals import GammaArrivals as GammaArrivals
@@ -154,6 +155,7 @@ __all__ = (
     "Stream",
     "TenantReport",
     "Tenants",
+    "TraceError",
     "TraceFormat",
     "Uniform",
     "Workload",

@@ -15,23 +15,25 @@ formats are recognised from the header:
 Arrivals are shifted so the first is at 0 and divided by ``rate_scale``.
 A request without a ``max_new_tokens`` column asks for
 ``max(output, max_new_tokens)``: the trace says what was generated, not what
-the client allowed. Bad rows raise :class:`~slopolicy.errors.SimulationError`
-naming the file, line and column.
+the client allowed. A file or row that cannot be replayed (not UTF-8, not
+CSV or JSON, a line over 1 MiB, a count or time out of range, a tenant the
+policy would refuse) raises :class:`~slopolicy.errors.TraceError` naming the
+file, the line and the column; bad arguments raise
+:class:`~slopolicy.errors.SimulationError`.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from slopolicy.errors import SimulationError
+from slopolicy.errors import SimulationError, TraceError, UsageError
+from slopolicy.sim.trace_rows import read_rows
 from slopolicy.sim.workload import SimRequest, Workload
 
 __all__ = (
@@ -46,7 +48,16 @@ __all__ = (
 )
 
 TimeUnit = Literal["s", "ms", "datetime"]
-_Fail = Callable[[str], SimulationError]
+_Fail = Callable[[str], TraceError]
+
+# Largest token count a row may give: no request is a billion tokens, so a
+# larger count is a column or unit mix-up.
+_MAX_TOKENS = 10**9
+# Request ids are a stream's name and a row number; the policy takes ids of up
+# to 256 characters.
+_MAX_STREAM = 200
+# Longest value quoted in an error message, in characters.
+_SHOWN = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,7 @@ class _Row:
     prompt: int
     output: int
     max_new: int
+    line: int  # where the row ends in its file, for errors found later
 
 
 def read_trace(
@@ -110,10 +122,11 @@ def read_trace(
     (default: the file's stem) prefixes request ids and names the class;
     ``tenant`` and ``lane`` apply where the trace has no such column.
     """
+    _check_options(max_new_tokens, retries, rate_scale)
     path = Path(path)
-    name = stream or path.stem
+    name = _stream(stream or path.stem, path)
     rows = _parse(path, fmt, tenant, lane, max_new_tokens)
-    return _workload({name: rows}, name, rate_scale, retries)
+    return _workload({name: (path, rows)}, name, rate_scale, retries)
 
 
 def azure_2023(
@@ -127,14 +140,16 @@ def azure_2023(
     tenant and lane ``code``, conversation as tenant ``conversation`` in lane
     ``interactive``, on one timeline. ``directory`` holds the two CSV files
     (default: the copy shipped in this package)."""
-    found: dict[str, list[_Row]] = {}
+    _check_options(max_new_tokens, retries, rate_scale)
+    found: dict[str, tuple[Path, list[_Row]]] = {}
     for stream, (file, tenant, lane) in AZURE_CLASSES.items():
         if directory is not None:
-            found[stream] = _parse(Path(directory) / file, AZURE_2023, tenant, lane, max_new_tokens)
+            path = Path(directory) / file
+            found[stream] = path, _parse(path, AZURE_2023, tenant, lane, max_new_tokens)
             continue
         source = resources.files("slopolicy.sim") / "data" / "azure_llm_2023" / file
         with resources.as_file(source) as path:
-            found[stream] = _parse(path, AZURE_2023, tenant, lane, max_new_tokens)
+            found[stream] = path, _parse(path, AZURE_2023, tenant, lane, max_new_tokens)
     return _workload(found, "azure-2023", rate_scale, retries)
 
 
@@ -150,89 +165,85 @@ def read_traces(
 ) -> Workload:
     """Several trace files on one timeline (their own timestamps kept), each
     a stream named after its file; ``tenant`` defaults to that name too."""
-    found: dict[str, list[_Row]] = {}
+    _check_options(max_new_tokens, retries, rate_scale)
+    found: dict[str, tuple[Path, list[_Row]]] = {}
     for path in map(Path, paths):
-        name = path.stem
+        name = _stream(path.stem, path)
         if name in found:
-            raise SimulationError("two traces share a file name", source=str(path))
-        found[name] = _parse(path, fmt, tenant or name, lane, max_new_tokens)
+            raise TraceError("two traces share a file name", source=str(path))
+        found[name] = path, _parse(path, fmt, tenant or name, lane, max_new_tokens)
     return _workload(found, "+".join(found), rate_scale, retries)
 
 
-def _workload(
-    streams: Mapping[str, list[_Row]], name: str, rate_scale: float, retries: int
-) -> Workload:
+def _check_options(max_new_tokens: int, retries: int, rate_scale: float) -> None:
+    """The arguments every reader shares, checked before any file is read."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise SimulationError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
+    if not 1 <= max_new_tokens <= _MAX_TOKENS:
+        raise SimulationError(f"max_new_tokens must be within [1, {_MAX_TOKENS:,}]")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise SimulationError(f"retries must be an int >= 0, got {retries!r}")
+    if isinstance(rate_scale, bool) or not isinstance(rate_scale, (int, float)):
+        raise SimulationError(f"the rate scale must be a number > 0, got {rate_scale!r}")
     if not (math.isfinite(rate_scale) and rate_scale > 0):
         raise SimulationError(f"the rate scale must be a number > 0, got {rate_scale!r}")
-    whole, fraction = min((row.at for rows in streams.values() for row in rows), default=(0, 0.0))
-    requests = [
-        SimRequest(
-            id=f"{stream}-{n}",
-            arrival=max(0.0, (row.at[0] - whole) + (row.at[1] - fraction)) / rate_scale,
-            tenant=row.tenant,
-            prompt_tokens=row.prompt,
-            output_tokens=row.output,
-            max_new_tokens=row.max_new,
-            lane=row.lane,
-            stream=stream,
-            retries=retries,
+
+
+def _stream(name: str, path: Path) -> str:
+    if not name or len(name) > _MAX_STREAM:
+        raise TraceError(
+            f"a stream needs a name of 1 to {_MAX_STREAM} characters (the file's stem by default)",
+            source=str(path),
         )
-        for stream, rows in streams.items()
-        for n, row in enumerate(rows)
-    ]
+    return name
+
+
+def _workload(
+    streams: Mapping[str, tuple[Path, list[_Row]]], name: str, rate_scale: float, retries: int
+) -> Workload:
+    every = [row for _, rows in streams.values() for row in rows]
+    whole, fraction = min((row.at for row in every), default=(0, 0.0))
+    requests = []
+    for stream, (path, rows) in streams.items():
+        for n, row in enumerate(rows):
+            arrival = max(0.0, (row.at[0] - whole) + (row.at[1] - fraction)) / rate_scale
+            try:
+                request = SimRequest(
+                    id=f"{stream}-{n}",
+                    arrival=arrival,
+                    tenant=row.tenant,
+                    prompt_tokens=row.prompt,
+                    output_tokens=row.output,
+                    max_new_tokens=row.max_new,
+                    lane=row.lane,
+                    stream=stream,
+                    retries=retries,
+                )
+            except UsageError as error:  # what the policy would refuse, found before the run
+                raise TraceError(str(error), source=str(path), line=row.line) from error
+            requests.append(request)
     return Workload(tuple(requests), 0.0, name)
 
 
 def _parse(
     path: Path, fmt: TraceFormat | None, tenant: str, lane: str | None, max_new_tokens: int
 ) -> list[_Row]:
-    rows = _rows(path)
+    rows = read_rows(path)
     first = next(rows, None)
     if first is None:
-        raise SimulationError("the trace has no rows", source=str(path))
+        raise TraceError("the trace has no rows", source=str(path))
     fmt = fmt or _recognise(first[1], path, first[0])
     missing = [c for c in fmt.columns if c not in first[1]]
     if missing:
         have = ", ".join(sorted(first[1])) or "none"
-        raise SimulationError(
-            f"missing column(s) {', '.join(missing)}; the trace has {have}",
+        raise TraceError(
+            f"missing column(s) {', '.join(missing)}; the trace has {_clip(have, 200)}",
             source=str(path),
             line=first[0],
         )
     parsed = [_row(first[1], fmt, tenant, lane, max_new_tokens, path, first[0])]
     parsed.extend(_row(row, fmt, tenant, lane, max_new_tokens, path, at) for at, row in rows)
     return parsed
-
-
-def _rows(path: Path) -> Iterator[tuple[int, Mapping[str, object]]]:
-    """``(line number, row)`` pairs of a CSV or JSONL file."""
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".jsonl", ".ndjson"):
-        raise SimulationError("unknown trace type; use .csv, .jsonl or .ndjson", source=str(path))
-    try:
-        handle = path.open(encoding="utf-8-sig", newline="")
-    except OSError as error:
-        raise SimulationError(f"cannot read the trace: {error}", source=str(path)) from error
-    with handle:
-        if suffix == ".csv":
-            reader = csv.DictReader(handle)
-            for row in reader:
-                yield reader.line_num, row
-            return
-        for line, text in enumerate(handle, 1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise SimulationError(
-                    f"invalid JSON: {error.msg}", source=str(path), line=line
-                ) from error
-            if not isinstance(row, dict):
-                raise SimulationError(
-                    "expected a JSON object per line", source=str(path), line=line
-                )
-            yield line, row
 
 
 def _recognise(row: Mapping[str, object], path: Path, line: int) -> TraceFormat:
@@ -244,9 +255,9 @@ def _recognise(row: Mapping[str, object], path: Path, line: int) -> TraceFormat:
         present = [name if name in row else None for name in ("tenant", "lane", "max_new_tokens")]
         return TraceFormat(tenant=present[0], lane=present[1], max_new_tokens=present[2])
     have = ", ".join(sorted(row)) or "none"
-    raise SimulationError(
-        f"unrecognised trace columns ({have}); name them with --time-col, --input-col "
-        "and --output-col",
+    raise TraceError(
+        f"unrecognised trace columns ({_clip(have, 200)}); name them with --time-col, "
+        "--input-col and --output-col",
         source=str(path),
         line=line,
     )
@@ -261,54 +272,55 @@ def _row(
     path: Path,
     line: int,
 ) -> _Row:
-    def fail(column: str, message: str) -> SimulationError:
-        return SimulationError(f"column {column!r}: {message}", source=str(path), line=line)
+    def fail(column: str) -> _Fail:
+        return lambda message: TraceError(message, source=str(path), line=line, column=column)
 
-    at = _time(row.get(fmt.time), fmt.time_unit, lambda m: fail(fmt.time, m))
+    at = _time(row.get(fmt.time), fmt.time_unit, fail(fmt.time))
     # Traces count what was sent and generated; an empty prompt or reply still costs a token.
-    prompt = max(1, _count(row.get(fmt.input), lambda m: fail(fmt.input, m)))
-    output = max(1, _count(row.get(fmt.output), lambda m: fail(fmt.output, m)))
+    prompt = max(1, _count(row.get(fmt.input), fail(fmt.input)))
+    output = max(1, _count(row.get(fmt.output), fail(fmt.output)))
     limit = max(output, max_new_tokens)
     if fmt.max_new_tokens is not None and row.get(fmt.max_new_tokens) not in (None, ""):
-        limit = max(1, _count(row.get(fmt.max_new_tokens), lambda m: fail("max_new_tokens", m)))
-    who = _text(row, fmt.tenant) or tenant
-    where = _text(row, fmt.lane) or lane
-    return _Row(at, who, where, prompt, output, limit)
+        limit = max(1, _count(row.get(fmt.max_new_tokens), fail(fmt.max_new_tokens)))
+    who = tenant if fmt.tenant is None else _text(row.get(fmt.tenant), fail(fmt.tenant))
+    where = lane if fmt.lane is None else _text(row.get(fmt.lane), fail(fmt.lane))
+    return _Row(at, who or tenant, where or lane, prompt, output, limit, line)
 
 
-def _text(row: Mapping[str, object], column: str | None) -> str | None:
-    if column is None:
-        return None
-    value = row.get(column)
-    return None if value in (None, "") else str(value)
+def _text(value: object, fail: _Fail) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):  # numeric ids in JSON
+        return str(value)
+    raise fail(f"expected text, got {_kind(value)}")
 
 
 def _count(value: object, fail: _Fail) -> int:
-    if isinstance(value, bool):
-        raise fail("expected a token count")
-    if isinstance(value, int):
+    if isinstance(value, str):
+        try:
+            number = int(value.strip())
+        except ValueError:  # not a number, or past Python's digit limit
+            raise fail(f"expected a token count, got {_shown(value)}") from None
+    elif isinstance(value, int) and not isinstance(value, bool):
         number = value
     else:
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            raise fail(f"expected a token count, got {value!r}") from None
-    if number < 0:
-        raise fail(f"token counts must be >= 0, got {number}")
+        raise fail(f"expected a token count, got {_kind(value)}")
+    if not 0 <= number <= _MAX_TOKENS:
+        raise fail(f"token counts must be within [0, {_MAX_TOKENS:,}], got {_shown(number)}")
     return number
 
 
 def _time(value: object, unit: TimeUnit, fail: _Fail) -> tuple[int, float]:
     if unit == "datetime":
         return _datetime(value, fail)
-    if isinstance(value, bool):
-        raise fail("expected a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise fail(f"expected a number of {unit}, got {_kind(value)}")
     try:
-        number = float(value) if isinstance(value, (int, float)) else float(str(value).strip())
-    except ValueError:
-        raise fail(f"expected a number of {unit}, got {value!r}") from None
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):  # OverflowError: an int past any float
+        raise fail(f"expected a finite number of {unit}, got {_shown(value)}") from None
     if not math.isfinite(number):
-        raise fail("times must be finite")
+        raise fail(f"expected a finite number of {unit}, got {_shown(value)}")
     return 0, number / 1000.0 if unit == "ms" else number
 
 
@@ -316,7 +328,9 @@ def _datetime(value: object, fail: _Fail) -> tuple[int, float]:
     """Whole seconds since the epoch and the fraction of an ISO 8601 time with
     any number of fractional digits (Azure's traces have seven;
     ``fromisoformat`` takes at most six before Python 3.11)."""
-    text = str(value).strip().replace("T", " ", 1)
+    if not isinstance(value, str):
+        raise fail(f"expected an ISO 8601 date and time, got {_kind(value)}")
+    text = value.strip().replace("T", " ", 1)
     head, dot, rest = text.partition(".")
     fraction, zone = 0.0, ""
     if dot:
@@ -325,8 +339,20 @@ def _datetime(value: object, fail: _Fail) -> tuple[int, float]:
         zone = rest[digits:]
     try:
         moment = datetime.fromisoformat(head + zone.replace("Z", "+00:00"))
-    except ValueError:
-        raise fail(f"expected an ISO 8601 date and time, got {value!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return round(moment.timestamp()), fraction
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return round(moment.timestamp()), fraction
+    except (ValueError, OverflowError):
+        raise fail(f"expected an ISO 8601 date and time, got {_shown(value)}") from None
+
+
+def _kind(value: object) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+def _shown(value: object) -> str:
+    return _clip(repr(value), _SHOWN)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

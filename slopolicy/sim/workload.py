@@ -14,9 +14,15 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from slopolicy.errors import UsageError
+from slopolicy.core.request import Request
+from slopolicy.errors import InvalidRequest, UsageError
 
-__all__ = ("SimRequest", "Workload")
+__all__ = ("MAX_ARRIVAL", "SimRequest", "Workload")
+
+#: The latest arrival a workload may hold, in seconds from its start (about 31
+#: years): later is a unit mistake (milliseconds read as seconds, a rate scale
+#: near 0), and at such times a float no longer resolves an engine iteration.
+MAX_ARRIVAL = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +31,7 @@ class SimRequest:
 
     Attributes:
         id: unique within the workload.
-        arrival: seconds from the start of the workload.
+        arrival: seconds from the start of the workload, at most :data:`MAX_ARRIVAL`.
         tenant: who sends it.
         prompt_tokens: prompt length in tokens (>= 1).
         output_tokens: tokens the model would generate if not capped (>= 1).
@@ -52,14 +58,37 @@ class SimRequest:
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
             raise UsageError("a request needs a non-empty id and tenant")
-        if not (math.isfinite(self.arrival) and self.arrival >= 0):
-            raise UsageError(f"request {self.id!r}: arrival must be finite seconds >= 0")
+        arrival = self.arrival
+        if isinstance(arrival, bool) or not isinstance(arrival, (int, float)):
+            raise UsageError(f"request {self.id!r}: arrival must be a number of seconds")
+        if not 0 <= arrival <= MAX_ARRIVAL:  # NaN fails too
+            raise UsageError(
+                f"request {self.id!r}: arrival must be within [0, {MAX_ARRIVAL:g}] seconds, "
+                f"got {arrival!r}"
+            )
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
             raise UsageError(f"request {self.id!r}: retries must be an int >= 0")
         for name in ("prompt_tokens", "output_tokens", "max_new_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"request {self.id!r}: {name} must be an int >= 1, got {value!r}")
+        # What the policy will be asked must be a valid request (text lengths,
+        # count bounds): checked here, so a bad workload never starts a run.
+        try:
+            self.to_request()
+        except InvalidRequest as error:
+            raise UsageError(f"request {self.id!r}: {error}") from error
+
+    def to_request(self) -> Request:
+        """The :class:`~slopolicy.Request` a client would send for it (lengths in tokens)."""
+        return Request(
+            id=self.id,
+            tenant=self.tenant,
+            prompt_tokens=self.prompt_tokens,
+            max_new_tokens=self.max_new_tokens,
+            lane=self.lane,
+            tier=self.tier,
+        )
 
 
 @dataclass(frozen=True, slots=True)

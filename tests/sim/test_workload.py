@@ -172,6 +172,8 @@ def test_workloads_sort_scale_window_and_filter() -> None:
         Workload.of([*requests, requests[0]])
     with pytest.raises(UsageError, match="rate_scale"):
         workload.scaled(0)
+    with pytest.raises(UsageError, match="arrival must be within"):
+        workload.scaled(1e-12)  # stretched past MAX_ARRIVAL
 
 
 @pytest.mark.parametrize(
@@ -182,6 +184,11 @@ def test_workloads_sort_scale_window_and_filter() -> None:
         ({"arrival": -1.0}, "arrival"),
         ({"retries": -1}, "retries"),
         ({"tenant": ""}, "tenant"),
+        ({"arrival": float("nan")}, "arrival"),
+        ({"arrival": 2e9}, r"arrival must be within \[0, 1e\+09\]"),
+        ({"tenant": "t" * 300}, "tenant: longer than 256"),  # what the policy would refuse
+        ({"lane": ""}, "lane: must not be empty"),
+        ({"tier": "x" * 257}, "tier: longer than 256"),
     ],
 )
 def test_bad_requests_raise(changes: dict[str, object], field: str) -> None:
