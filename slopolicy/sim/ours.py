@@ -9,6 +9,10 @@ the overload state as a timeline for the report.
 Timers: the policy evaluates its ladder inside ``dispatch`` once every
 ``evaluate_every`` seconds and expires queued requests at their deadlines, so
 :meth:`PolicyScheduler.wakeup` asks for a dispatch at the next of those times.
+Idle time costs nothing: once nothing is queued or running and the ladder can
+no longer move, the ticks stop until the next event (see
+:meth:`PolicyScheduler.wakeup`), so a trace with a month-long gap replays in
+as many steps as one without it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from dataclasses import dataclass
 from slopolicy.config import PolicyConfig
 from slopolicy.core.decisions import Defer, Reject
 from slopolicy.core.policy import Policy
-from slopolicy.core.request import Request
 from slopolicy.core.signals import EngineSignals
 from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.errors import UsageError
@@ -92,19 +95,13 @@ class PolicyScheduler:
         self._ticks = policy.health.ladder is not None
         self._next_tick = 0.0
         self._last_decode: tuple[float, int] | None = None
+        # Idle ticks: since when the ladder's inputs stopped changing, and
+        # whether the ticks sleep until the next event.
+        self._quiet_since: float | None = None
+        self._asleep = False
 
     def submit(self, request: SimRequest, now: float) -> Admission:
-        decision = self.policy.submit(
-            Request(
-                id=request.id,
-                tenant=request.tenant,
-                prompt_tokens=request.prompt_tokens,
-                max_new_tokens=request.max_new_tokens,
-                lane=request.lane,
-                tier=request.tier,
-            ),
-            now,
-        )
+        decision = self.policy.submit(request.to_request(), now)
         if isinstance(decision, Defer):
             return Admission(False, decision.lane, decision.reason.code, True, decision.retry_after)
         if isinstance(decision, Reject):
@@ -113,9 +110,16 @@ class PolicyScheduler:
         return Admission(True, decision.lane, decision.reason.code)
 
     def dispatch(self, now: float, engine: EngineView) -> Released:
+        if self._asleep:
+            # The first event after idle time: what the last skipped tick
+            # would have observed (the idle engine), so the ladder reads fresh signals.
+            self._asleep = False
+            self.observe(engine, now)
         if self._ticks and self.policy.health.due(now):
             self._next_tick = now + self._every  # dispatch evaluates the ladder now
         result = self.policy.dispatch(now)
+        if self._ticks:
+            self._asleep = self._settled(now)
         if result.ladder is not None:
             state, why = self.policy.overload()
             event = result.ladder
@@ -136,11 +140,38 @@ class PolicyScheduler:
     def finish(self, request_id: str, now: float, output_tokens: int) -> None:
         self.policy.finish(request_id, now, "completed", output_tokens=output_tokens)
 
+    def _settled(self, now: float) -> bool:
+        """Whether further ladder ticks would change nothing until the next event.
+
+        Idle (nothing queued or running) with the watched lane's windows
+        empty, every input of the ladder is constant: no latency, no queue,
+        the idle engine's signals. Under constant pressure the ladder makes at
+        most ``top`` moves, each within ``max(dwell, cooldown)`` plus one tick
+        of the last; once that long has passed quiet, it has made them all.
+        """
+        policy = self.policy
+        health = policy.health
+        tracker = health.trackers.lane(health.watch_lane)
+        if (
+            policy.running
+            or policy.next_deadline() is not None
+            or tracker.quantile("ttft", 0.5, now) is not None
+            or tracker.quantile("queue_wait", 0.5, now) is not None
+        ):
+            self._quiet_since = None
+            return False
+        if self._quiet_since is None:
+            self._quiet_since = now
+        ladder = health.ladder
+        assert ladder is not None  # ticks run only with a ladder
+        moves = ladder.top * (max(ladder.dwell, ladder.cooldown) + self._every) + self._every
+        return now - self._quiet_since >= moves
+
     def wakeup(self) -> float | None:
         deadlines = self._deadlines
         while deadlines and self.policy.phase(deadlines[0][1]) != "queued":
             heapq.heappop(deadlines)
-        times = [self._next_tick] if self._ticks else []
+        times = [self._next_tick] if self._ticks and not self._asleep else []
         if deadlines:
             times.append(deadlines[0][0])
         paced = self.policy.next_start()

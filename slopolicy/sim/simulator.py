@@ -63,7 +63,11 @@ class Client:
         ``draw`` is a uniform random number in [0, 1)."""
         if retry_after is not None and 0 < retry_after <= self.max_retry_after:
             return retry_after
-        return min(self.backoff * 2.0**retried, self.max_backoff) * (1 - self.jitter * draw)
+        try:
+            grown = self.backoff * 2.0**retried
+        except OverflowError:  # past a thousand retries: capped like any long backoff
+            grown = math.inf
+        return min(grown, self.max_backoff) * (1 - self.jitter * draw)
 
 
 @dataclass(frozen=True, slots=True)

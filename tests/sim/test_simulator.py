@@ -77,6 +77,7 @@ def test_the_client_backs_off_with_jitter_from_its_seed() -> None:
     assert client.delay(1, None, 1.0) == pytest.approx(1.5)
     assert client.delay(1, 30.0, 0.5) == 30.0
     assert client.delay(1, 90.0, 0.0) == 2.0  # past max_retry_after: back off instead
+    assert client.delay(5000, None, 0.0) == 4.0  # 2.0**5000 is past any float
     with pytest.raises(UsageError):
         Client(jitter=1.0)
 
