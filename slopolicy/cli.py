@@ -4,14 +4,17 @@ route, and compare policies in the simulator (``demo``, ``simulate``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 
 from slopolicy.config import PolicyConfig
 from slopolicy.config.describe import describe
 from slopolicy.core.request import Request
-from slopolicy.errors import ConfigError, InvalidRequest, SimulationError
+from slopolicy.errors import InvalidRequest, SimulationError, SlopolicyError, UsageError
 
 __all__ = ("main",)
 
@@ -99,34 +102,53 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 invalid input)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    """Run the command line; returns the exit status: 0 ok, 1 invalid input
+    (one line on stderr, never a traceback), 2 bad arguments, 130 interrupted,
+    141 when whoever reads the output stopped early (``slopolicy ... | head``)."""
+    args = _parser().parse_args(argv)
     try:
-        if args.command == "validate":
-            config = PolicyConfig.from_file(args.file)
-            print(f"{args.file}: valid\n")
-            print(describe(config))
-        elif args.command == "schema":
-            print(json.dumps(PolicyConfig.model_json_schema(), indent=2))
-        elif args.command == "demo":
-            from slopolicy.sim.commands import demo
-
-            return demo(
-                quick=args.quick,
-                json_path=args.json,
-                plot_path=args.plot,
-                progress=not args.no_progress,
-            )
-        elif args.command == "simulate":
-            return _simulate(args)
-        else:
-            return _route(args)
+        status = _run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
     # ImportError: an optional extra is missing; the message names it.
-    except (ConfigError, SimulationError, ImportError) as error:
+    except (SlopolicyError, ImportError) as error:
         print(error, file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "validate":
+        config = PolicyConfig.from_file(args.file)
+        print(f"{args.file}: valid\n")
+        print(describe(config))
+    elif args.command == "schema":
+        print(json.dumps(PolicyConfig.model_json_schema(), indent=2))
+    elif args.command == "demo":
+        from slopolicy.sim.commands import demo
+
+        return demo(
+            quick=args.quick,
+            json_path=args.json,
+            plot_path=args.plot,
+            progress=not args.no_progress,
+        )
+    elif args.command == "simulate":
+        return _simulate(args)
+    else:
+        return _route(args)
     return 0
+
+
+def _silence_stdout() -> None:
+    # Python's advice for SIGPIPE (the signal module's docs): point stdout at
+    # devnull, so the interpreter's last flush does not fail a second time.
+    with contextlib.suppress(OSError, ValueError):  # stdout is no file (captured, replaced)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -138,8 +160,10 @@ def _simulate(args: argparse.Namespace) -> int:
             raise SimulationError(
                 f"must be >= {0 if name == 'retries' else 1}", source=f"--{name.replace('_', '-')}"
             )
-    if not args.rate_scale > 0 or (args.duration is not None and not args.duration > 0):
-        raise SimulationError("--rate-scale and --duration must be > 0")
+    if not (math.isfinite(args.rate_scale) and args.rate_scale > 0):
+        raise SimulationError("must be a finite number > 0", source="--rate-scale")
+    if args.duration is not None and not args.duration > 0:
+        raise SimulationError("must be > 0 seconds", source="--duration")
     trace = TraceOptions(
         args.time_col,
         args.input_col,
@@ -175,10 +199,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _route(args: argparse.Namespace) -> int:
     config = PolicyConfig.from_file(args.file) if args.file else PolicyConfig()
-    prompt = None
-    if args.prompt_file is not None:
-        with open(args.prompt_file, encoding="utf-8") as handle:
-            prompt = handle.read()
+    prompt = None if args.prompt_file is None else _read_prompt(args.prompt_file)
     try:
         request = Request(
             tenant=args.tenant,
@@ -197,6 +218,16 @@ def _route(args: argparse.Namespace) -> int:
     print(f"HTTP {decision.http_status}", end="")
     print(f", Retry-After {decision.retry_after:g} s" if decision.retry_after else "")
     return 0
+
+
+def _read_prompt(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except UnicodeDecodeError as error:
+        raise UsageError(f"--prompt-file {path}: not UTF-8 text ({error.reason})") from error
+    except OSError as error:  # missing, a directory, unreadable
+        raise UsageError(f"--prompt-file {path}: {error.strerror or error}") from error
 
 
 if __name__ == "__main__":  # pragma: no cover

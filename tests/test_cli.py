@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +59,51 @@ def test_route_reads_a_prompt_file(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_route_refuses_a_bad_request(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["route", "--prompt-tokens", "-5"]) == 1
     assert "prompt_tokens: must be >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.txt", None, "No such file or directory"),
+        ("latin1.txt", b"caf\xe9", "not UTF-8 text"),
+        ("folder", b"", "Is a directory"),
+    ],
+)
+def test_route_explains_a_prompt_file_it_cannot_read(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    content: bytes | None,
+    message: str,
+) -> None:
+    path = tmp_path / name
+    if name == "folder":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content)
+    assert main(["route", "--prompt-file", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"--prompt-file {path}: ")
+    assert message in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["validate", str(EXAMPLES / "policy.yaml")], ["schema"]])
+def test_output_to_a_closed_pipe_ends_quietly(command: list[str]) -> None:
+    read, write = os.pipe()
+    os.close(read)  # `slopolicy ... | head` once head has gone
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "slopolicy.cli", *command],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert result.stderr == ""
+    assert result.returncode == 141
 
 
 def test_the_installed_command_runs() -> None:

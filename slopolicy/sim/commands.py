@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,7 @@ def demo(
 ) -> int:
     """Run the seed scenario under every policy and print the comparison."""
     console = console or make_console()
+    _check_outputs(json_path, plot_path)
     scenario = seed_scenario(short=quick)
     console.print(f"[bold]slopolicy demo[/]: {scenario.description}")
     comparison, load = _run(scenario, (OURS, *BASELINES), progress, console)
@@ -121,6 +123,7 @@ def simulate(options: SimulateOptions, console: Console | None = None) -> int:
         )
     if options.claims == "overload" and "fcfs" not in options.compare:
         raise SimulationError("overload claims need fcfs in --compare", source="--claims")
+    _check_outputs(options.json_path, options.plot_path)
     scenario = _scenario(options)
     comparison, load = _run(scenario, (OURS, *options.compare), options.progress, console)
     print_comparison(comparison, console, load=load)
@@ -139,17 +142,26 @@ def _scenario(options: SimulateOptions) -> Scenario:
         raise SimulationError("give a scenario file, a built-in scenario or --trace")
     if options.scenario is None:
         scenario = _trace_scenario(options)
-    elif options.scenario in BUILTIN_SCENARIOS and not Path(options.scenario).exists():
+    elif Path(options.scenario).exists():
+        scenario = load_scenario(options.scenario)
+    elif options.scenario in BUILTIN_SCENARIOS:
         scenario = builtin_scenario(options.scenario)
     else:
-        scenario = load_scenario(options.scenario)
+        raise SimulationError(
+            f"no such scenario file or built-in scenario; the built-ins are "
+            f"{', '.join(BUILTIN_SCENARIOS)}",
+            source=options.scenario,
+        )
     if options.traces and options.scenario is not None:
         scenario = dataclasses.replace(scenario, workload=_traces(options))
     if options.policy is not None:
         scenario = dataclasses.replace(scenario, policy=PolicyConfig.from_file(options.policy))
     workload = scenario.workload
     if options.rate_scale != 1:
-        workload = workload.scaled(options.rate_scale)
+        try:
+            workload = workload.scaled(options.rate_scale)
+        except UsageError as error:  # a scale that stretches arrivals past MAX_ARRIVAL
+            raise SimulationError(str(error), source="--rate-scale") from error
     if options.duration is not None:
         workload = workload.window(0.0, options.duration)
     rpm = options.rpm_limit or scenario.rpm_limit
@@ -221,10 +233,37 @@ def _outputs(
 ) -> None:
     if json_path is not None:
         data = to_json(comparison, load=load, description=description)
-        Path(json_path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        with _writing(json_path):
+            Path(json_path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         console.print(f"wrote {json_path}")
     if plot_path is not None:
         from slopolicy.sim.plot import plot_comparison
 
-        plot_comparison(comparison, plot_path)
+        with _writing(plot_path):
+            plot_comparison(comparison, plot_path)
         console.print(f"wrote {plot_path}")
+
+
+def _check_outputs(json_path: str | None, plot_path: str | None) -> None:
+    """Refuse output paths that cannot be written before a run, not after it."""
+    for path in (json_path, plot_path):
+        if path is None:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            raise SimulationError("is a directory", source=path)
+        if not target.parent.is_dir():
+            raise SimulationError(f"no such directory {str(target.parent)!r}", source=path)
+    if plot_path is not None:
+        from slopolicy.sim.plot import check_plot_path
+
+        check_plot_path(plot_path)
+
+
+@contextlib.contextmanager
+def _writing(path: str) -> Iterator[None]:
+    """An output that fails to write (permissions, a full disk) as one clear error."""
+    try:
+        yield
+    except OSError as error:
+        raise SimulationError(f"cannot write: {error.strerror or error}", source=path) from error

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from slopolicy.errors import SimulationError
 from slopolicy.sim.comparison import OURS, Comparison
 
-__all__ = ("plot_comparison",)
+__all__ = ("check_plot_path", "plot_comparison")
 
 _SHADES = {"degraded": "#fff3c4", "batch_paused": "#ffd9a8", "interactive_only": "#ffb3b3"}
 
@@ -26,6 +27,22 @@ def _pyplot() -> Any:
     except ImportError as error:
         raise ImportError("plots need matplotlib: pip install 'slopolicy[plot]'") from error
     return plt
+
+
+def check_plot_path(path: str | Path) -> None:
+    """Raise before any work if :func:`plot_comparison` could not write ``path``:
+    :class:`ImportError` naming the extra without matplotlib,
+    :class:`~slopolicy.errors.SimulationError` for a format matplotlib does not
+    know (a path without a suffix is written as PNG)."""
+    plt = _pyplot()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    known = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    if suffix and suffix not in known:
+        formats = ", ".join(sorted(known))
+        raise SimulationError(
+            f"unknown image format {suffix!r}; use one of {formats}", source=str(path)
+        )
 
 
 def plot_comparison(comparison: Comparison, path: str | Path) -> None:

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from slopolicy.config import PolicyConfig
 from slopolicy.config.loading import load_file, parse_text
-from slopolicy.errors import ConfigError, FieldError, SimulationError
+from slopolicy.errors import ConfigError, FieldError, SimulationError, UsageError
 from slopolicy.sim.comparison import POLICIES, CompareProgress, Comparison, compare
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.scenario_models import ScenarioModel, TraceModel
@@ -119,7 +119,10 @@ def scenario_from_dict(
         raise SimulationError("invalid scenario", source=source, errors=problems) from error
     with resources.as_file(resources.files("slopolicy.sim") / "scenarios") as builtin:
         folder = Path(base) if base is not None else Path(builtin)
-        return _build(model, folder, source)
+        try:
+            return _build(model, folder, source)
+        except UsageError as error:  # a value the models accept, refused by what it builds
+            raise SimulationError(str(error), source=source) from error
 
 
 def _build(model: ScenarioModel, folder: Path, source: str | None) -> Scenario:

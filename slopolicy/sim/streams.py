@@ -18,7 +18,13 @@ from slopolicy.sim.arrivals import ArrivalProcess, Burst
 from slopolicy.sim.lengths import LengthDistribution
 from slopolicy.sim.workload import SimRequest, Workload
 
-__all__ = ("Stream", "Tenants", "build_workload")
+__all__ = ("MAX_REQUESTS", "MAX_TENANTS", "Stream", "Tenants", "build_workload")
+
+#: Most requests the streams of one workload may be expected to make: past it
+#: a rate or a duration off by orders of magnitude would build for hours.
+MAX_REQUESTS = 10_000_000
+#: Most tenants :meth:`Tenants.numbered` makes.
+MAX_TENANTS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +55,8 @@ class Tenants:
     @classmethod
     def numbered(cls, prefix: str, count: int, *, skew: float = 0.0) -> Tenants:
         """``count`` tenants called ``prefix0``, ``prefix1``..."""
-        if count < 1:
-            raise UsageError(f"count must be >= 1, got {count!r}")
+        if not 1 <= count <= MAX_TENANTS:
+            raise UsageError(f"count must be within [1, {MAX_TENANTS:,}], got {count!r}")
         width = len(str(count - 1))
         return cls(tuple(f"{prefix}{i:0{width}d}" for i in range(count)), skew)
 
@@ -131,10 +137,19 @@ class Stream:
         """Whether the stream is a one-off burst rather than steady traffic."""
         return isinstance(self.arrivals, Burst)
 
+    def expected(self, duration: float) -> float:
+        """About how many requests :meth:`generate` makes over ``duration`` seconds."""
+        if isinstance(self.arrivals, Burst):
+            return self.arrivals.count
+        return self.arrivals.mean_rate * max(0.0, self._end(duration) - self.start)
+
+    def _end(self, duration: float) -> float:
+        return duration if self.end is None else min(self.end, duration)
+
     def generate(self, seed: int, duration: float) -> list[SimRequest]:
         """The stream's requests over a workload of ``duration`` seconds."""
         rng = random.Random(f"{seed}:{self.name}")
-        end = duration if self.end is None else min(self.end, duration)
+        end = self._end(duration)
         pick = self.tenants.picker(rng)
         found = []
         for index, arrival in enumerate(self.arrivals.times(rng, self.start, end)):
@@ -162,6 +177,11 @@ def build_workload(
     names = [stream.name for stream in streams]
     if len(set(names)) != len(names):
         raise UsageError(f"stream names must be unique, got {names}")
+    expected = sum(stream.expected(duration) for stream in streams)
+    if not expected <= MAX_REQUESTS:
+        raise UsageError(
+            f"the streams would make about {expected:.3g} requests; at most {MAX_REQUESTS:,}"
+        )
     requests = [r for stream in streams for r in stream.generate(seed, duration)]
     bursts = frozenset(stream.name for stream in streams if stream.is_burst)
     return Workload(tuple(requests), duration, name, bursts)

@@ -111,6 +111,15 @@ def test_simulate_checks_claims_on_a_scenario(capsys: pytest.CaptureFixture[str]
         (["simulate", "--trace", "nope.csv"], "cannot read the trace"),
         (["simulate", "--trace", "x.csv", "--time-col", "t"], "together"),
         (["simulate", "missing.yaml"], "missing.yaml"),
+        (["simulate", "sed"], "sed: no such scenario file or built-in scenario"),
+        (["simulate", "seed", "--rate-scale", "inf"], "--rate-scale: must be a finite number"),
+        (["simulate", "seed", "--rate-scale", "nan"], "--rate-scale: must be a finite number"),
+        (["simulate", "seed", "--rate-scale", "1e-300"], "--rate-scale: request"),
+        (["simulate", "seed", "--duration", "nan"], "--duration: must be > 0"),
+        (["simulate", "seed", "--max-num-batched-tokens", "0"], "max_num_batched_tokens"),
+        (["simulate", "seed", "--json", "."], ".: is a directory"),
+        (["simulate", "seed", "--json", "no/such/dir/r.json"], "no such directory"),
+        (["demo", "--quick", "--json", "."], ".: is a directory"),
     ],
 )
 def test_simulate_explains_bad_input(
@@ -118,6 +127,54 @@ def test_simulate_explains_bad_input(
 ) -> None:
     assert main([*args, "--no-progress"]) == 1
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("stream", "message"),
+    [
+        ({"lane": ""}, "lane: must not be empty"),
+        ({"arrivals": {"kind": "burst", "count": 10**11}}, "about 1e+11 requests; at most"),
+        ({"tenants": {"count": 10**9}}, "count must be within [1, 1,000,000]"),
+    ],
+)
+def test_a_scenario_its_models_accept_but_the_run_refuses_is_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    stream: dict[str, object],
+    message: str,
+) -> None:
+    data: dict[str, object] = {
+        "name": "a",
+        "arrivals": {"kind": "poisson", "rate": 1.0},
+        "prompt_tokens": {"kind": "constant", "value": 10},
+        "output_tokens": {"kind": "constant", "value": 10},
+        "tenants": {"names": ["t"]},
+    }
+    data.update(stream)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"duration_s": 10.0, "streams": [data]}))
+    assert main(["simulate", str(path), "--compare", "", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}: ")
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_plot_paths_that_cannot_be_written_are_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for target, message in [
+        (tmp_path / "p.bogus", "unknown image format 'bogus'"),
+        (blocker / "p.png", "no such directory"),
+        (tmp_path, "is a directory"),
+    ]:
+        assert main(["simulate", "seed", "--no-progress", "--plot", str(target)]) == 1
+        captured = capsys.readouterr()
+        assert message in captured.err
+        assert not captured.out  # nothing ran
 
 
 def test_a_bad_scenario_lists_its_fields(
@@ -166,3 +223,11 @@ def test_the_plot_is_written(tmp_path: Path) -> None:
     ]
     assert main(args) == 0
     assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_output_that_fails_to_write_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    args = ["simulate", "seed", "--duration", "5", "--compare", "", "--no-progress"]
+    assert main([*args, "--json", "/dev/full"]) == 1
+    assert capsys.readouterr().err == "/dev/full: cannot write: No space left on device\n"
