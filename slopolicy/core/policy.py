@@ -43,7 +43,7 @@ from slopolicy.core.quotas import TenantQuotas
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.rungs import AdmissionAction
-from slopolicy.core.signals import EngineSignals
+from slopolicy.core.signals import EngineSignals, check_signals
 from slopolicy.core.slo import SLOTargets
 from slopolicy.core.tokens import TokenCounter
 from slopolicy.core.tracker import CostModel
@@ -551,6 +551,7 @@ class Policy:
 
     def observe(self, signals: EngineSignals, now: float) -> None:
         """Take the engine's latest signals (KV usage also reconciles the ledger)."""
+        check_signals(signals)
         now = self._advance(now)
         self.health.observe(signals)
         if signals.kv_usage is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from slopolicy.errors import UsageError
 
-__all__ = ("DecodeBaseline", "EngineSignals", "SignalBoard")
+__all__ = ("DecodeBaseline", "EngineSignals", "SignalBoard", "check_signals")
 
 _FIELDS = ("kv_usage", "waiting", "running", "decode_tps", "tool_timeout_rate")
 
@@ -70,6 +70,13 @@ class EngineSignals:
     def empty(self) -> bool:
         """Whether no field is known."""
         return all(getattr(self, name) is None for name in _FIELDS)
+
+
+def check_signals(value: object) -> EngineSignals:
+    """``value`` if it is an :class:`EngineSignals`; raises :class:`UsageError` otherwise."""
+    if not isinstance(value, EngineSignals):
+        raise UsageError(f"expected EngineSignals, got {type(value).__name__}")
+    return value
 
 
 class SignalBoard:

@@ -24,12 +24,17 @@ Lines are written in the order requests *end*; sort by ``arrival`` to replay.
 Records are buffered in memory and appended from a worker thread
 (``anyio.to_thread``) every ``flush_every`` seconds, or sooner once
 ``max_buffered`` are waiting, so the event loop never waits on the disk; the
-gate flushes what is left when it closes.
+gate flushes what is left when it closes. A path is opened when the gate is
+entered, so a log that cannot be written fails there (:class:`UsageError`),
+before any traffic; a write that fails later (a full disk, a closed stream)
+is logged on ``slopolicy.gate`` and its records counted in ``dropped``: the
+log never takes the gate down.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +48,8 @@ from slopolicy.core.request import Request
 from slopolicy.errors import UsageError
 
 __all__ = ("ArrivalLog", "ArrivalRecord")
+
+logger = logging.getLogger("slopolicy.gate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +130,7 @@ class ArrivalLog:
         "_owned",
         "_path",
         "_wake",
+        "dropped",
         "flush_every",
         "max_buffered",
         "written",
@@ -151,6 +159,7 @@ class ArrivalLog:
         self._wake: anyio.Event | None = None
         self._lock: anyio.Lock | None = None
         self.written = 0  # records written to the file so far
+        self.dropped = 0  # records lost to failed writes
 
     def record(self, record: ArrivalRecord) -> None:
         """Buffer one record (no I/O here)."""
@@ -169,27 +178,50 @@ class ArrivalLog:
                     await self._wake.wait()
             await self.flush()
 
+    async def open(self) -> None:
+        """Open the path (for appending, in a worker thread) unless already
+        open; raises :class:`UsageError` when it cannot be written."""
+        if self._file is None and self._path is not None:
+            path = self._path
+            try:
+                self._file = await anyio.to_thread.run_sync(_append_to, path)
+            except OSError as error:
+                reason = error.strerror or str(error)
+                raise UsageError(f"cannot open the arrival log {str(path)!r}: {reason}") from error
+
     async def flush(self) -> None:
         """Write the buffered records now, in a worker thread."""
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
             records, self._buffer = self._buffer, []
-            if records:
+            if not records:
+                return
+            try:
                 # Not abandoned on cancel: the thread finishes these lines.
                 await anyio.to_thread.run_sync(self._write, records)
+            except Exception:  # a full disk, a closed stream: never the gate's end
+                self.dropped += len(records)
+                logger.warning("the arrival log lost %d records", len(records), exc_info=True)
 
     async def aclose(self) -> None:
         """Flush what is left and close the file the log opened."""
         await self.flush()
         if self._owned and self._file is not None:
             file, self._file = self._file, None
-            await anyio.to_thread.run_sync(file.close)
+            try:
+                await anyio.to_thread.run_sync(file.close)
+            except OSError:  # everything was flushed; only the close itself failed
+                logger.warning("closing the arrival log failed", exc_info=True)
 
     def _write(self, records: Sequence[ArrivalRecord]) -> None:
-        if self._file is None:
+        if self._file is None:  # not opened by a gate: the first flush opens it
             assert self._path is not None
-            self._file = open(self._path, "a", encoding="utf-8")  # noqa: SIM115 - closed in aclose
+            self._file = _append_to(self._path)
         self._file.write("".join(record.to_json() + "\n" for record in records))
         self._file.flush()
         self.written += len(records)
+
+
+def _append_to(path: str | os.PathLike[str]) -> IO[str]:
+    return open(path, "a", encoding="utf-8")  # the log closes it in aclose

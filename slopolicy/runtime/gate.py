@@ -41,7 +41,7 @@ from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy, PolicySource, PolicySpec
 from slopolicy.core.request import Request
-from slopolicy.core.signals import EngineSignals
+from slopolicy.core.signals import EngineSignals, check_signals
 from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
 from slopolicy.runtime.loop import (
@@ -158,6 +158,8 @@ class Gate:
     async def __aenter__(self) -> Gate:
         if self._state != "new":
             raise UsageError("a Gate can be entered only once")
+        if self._log is not None:
+            await self._log.open()  # an unwritable log fails here, before any traffic
         group = anyio.create_task_group()
         await group.__aenter__()
         self._group, self._state = group, "open"
@@ -432,6 +434,8 @@ class Gate:
         while True:
             try:
                 signals = await self._signals()
+                if signals is not None:
+                    check_signals(signals)  # a source returning junk fails like one raising
             except Exception:
                 # A flaky metrics endpoint must not take the gate down; the
                 # ladder treats signals that stop arriving as stale.

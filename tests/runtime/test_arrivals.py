@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import logging
 from pathlib import Path
 
 import anyio
 import pytest
 
-from slopolicy import Expired, Gate, Rejected, Request, UsageError
+from slopolicy import Expired, Gate, Outcome, Rejected, Request, UsageError
 from slopolicy.runtime import ArrivalLog, ArrivalRecord
 from slopolicy.testing.fake_engine import EngineError, FakeEngine
 from tests.runtime.conftest import policy
@@ -145,6 +146,41 @@ def test_the_record_serializes_compactly_and_rounds_time() -> None:
         '{"arrival":0.333333,"id":"r","tenant":"t","lane":null,"prompt_tokens":5,'
         '"max_new_tokens":6,"output_tokens":7,"outcome":"rejected"}'
     )
+
+
+async def test_a_log_that_cannot_be_opened_fails_at_entry(tmp_path: Path) -> None:
+    before = len(anyio.get_running_tasks())
+    for target in (tmp_path / "missing" / "a.jsonl", tmp_path):
+        gate = Gate(policy(), arrival_log=str(target))
+        with pytest.raises(UsageError, match="cannot open the arrival log"):
+            await gate.__aenter__()
+        assert len(anyio.get_running_tasks()) == before
+
+
+class _Full(io.StringIO):
+    """A stream on a full disk."""
+
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device")
+
+
+async def test_a_failing_write_is_logged_and_counted_and_the_gate_lives_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = ArrivalLog(_Full(), flush_every=0.5)
+    p = policy()
+    with caplog.at_level(logging.WARNING, logger="slopolicy.gate"):
+        async with Gate(p, arrival_log=log) as gate:
+            for k in range(3):
+                with await gate.admit(Request(id=f"r{k}", tenant="a", prompt_tokens=1)):
+                    pass
+            await anyio.sleep(1.0)
+            assert gate.statistics().open
+            with await gate.admit(Request(id="later", tenant="a", prompt_tokens=1)):
+                pass
+    assert (log.written, log.dropped) == (0, 4)
+    assert "the arrival log lost 3 records" in caplog.text
+    assert p.statistics().outcomes[Outcome.COMPLETED] == 4
 
 
 def test_bad_log_settings_are_usage_errors(tmp_path: Path) -> None:

@@ -99,6 +99,37 @@ async def test_signals_are_polled_and_a_failing_source_is_logged(
     assert p.kv.statistics().engine_used_blocks == 200
 
 
+async def test_a_source_returning_no_signals_is_logged_like_one_raising(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    returned: list[object] = [{"kv_usage": 0.9}, "junk", 0.5]
+
+    async def signals() -> EngineSignals | None:
+        if returned:
+            return returned.pop(0)  # type: ignore[return-value]
+        return EngineSignals(anyio.current_time(), kv_usage=0.5)
+
+    p = policy()
+    with caplog.at_level(logging.WARNING, logger="slopolicy.gate"):
+        async with Gate(p, signals=signals, poll_every=0.5) as gate:
+            await anyio.sleep(2.1)
+            assert gate.statistics().open  # the gate outlived the junk
+            with await gate.admit(_request("after")):
+                pass
+    assert [r.message for r in caplog.records] == ["polling engine signals failed"] * 3
+    assert "expected EngineSignals, got dict" in caplog.text
+    assert p.kv.statistics().engine_used_blocks == 200  # the good polls still count
+    assert_clean(p)
+
+
+def test_the_policy_refuses_what_is_not_engine_signals_before_moving_time() -> None:
+    p = policy()
+    with pytest.raises(UsageError, match="expected EngineSignals, got dict"):
+        p.observe({"kv_usage": 0.5}, 100.0)  # type: ignore[arg-type]
+    p.observe(EngineSignals(5.0, kv_usage=0.5), 5.0)  # time did not jump to 100
+    assert p.kv.statistics().last_observed_at == 5.0
+
+
 async def test_on_end_sees_every_request_once() -> None:
     records: list[ArrivalRecord] = []
     p = policy()
