@@ -202,7 +202,7 @@ class ArrivalLog:
                 await anyio.to_thread.run_sync(self._write, records)
             except Exception:  # a full disk, a closed stream: never the gate's end
                 self.dropped += len(records)
-                logger.warning("the arrival log lost %d records", len(records), exc_info=True)
+                logger.warning("the arrival log lost %d record(s)", len(records), exc_info=True)
 
     async def aclose(self) -> None:
         """Flush what is left and close the file the log opened."""

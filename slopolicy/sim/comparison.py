@@ -27,6 +27,7 @@ __all__ = (
     "OURS",
     "POLICIES",
     "Comparison",
+    "check_workload",
     "classify",
     "compare",
     "lane_targets",
@@ -130,6 +131,24 @@ def evaluate(
     return result, summary_report
 
 
+def check_workload(workload: Workload, config: PolicyConfig) -> None:
+    """Raise :class:`UsageError` when ``workload`` hints lanes or names tiers
+    that ``config`` does not define (every scheduler ranks requests by them)."""
+    lanes = {lane.name for lane in config.lanes}
+    unknown = sorted({r.lane for r in workload if r.lane is not None} - lanes)
+    if unknown:
+        raise UsageError(
+            f"the workload hints lanes {unknown} that the policy does not define "
+            f"(its lanes are {sorted(lanes)})"
+        )
+    tiers = sorted({r.tier for r in workload if r.tier is not None} - set(config.tiers))
+    if tiers:
+        raise UsageError(
+            f"the workload names tiers {tiers} that the policy does not define "
+            f"(its tiers are {sorted(config.tiers)})"
+        )
+
+
 def compare(
     workload: Workload,
     config: PolicyConfig,
@@ -151,6 +170,7 @@ def compare(
     for name in policies:
         if name not in POLICIES:
             raise UsageError(f"unknown policy {name!r}; policies are {', '.join(POLICIES)}")
+    check_workload(workload, config)
     lanes = classify(workload, config)
     results: dict[str, SimulationResult] = {}
     reports: dict[str, PolicyReport] = {}

@@ -20,7 +20,13 @@ from pydantic import ValidationError
 from slopolicy.config import PolicyConfig
 from slopolicy.config.loading import load_file, parse_text
 from slopolicy.errors import ConfigError, FieldError, SimulationError, UsageError
-from slopolicy.sim.comparison import POLICIES, CompareProgress, Comparison, compare
+from slopolicy.sim.comparison import (
+    POLICIES,
+    CompareProgress,
+    Comparison,
+    check_workload,
+    compare,
+)
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.scenario_models import ScenarioModel, TraceModel
 from slopolicy.sim.simulator import Client
@@ -136,21 +142,7 @@ def _build(model: ScenarioModel, folder: Path, source: str | None) -> Scenario:
             where = str(policy_path)
             raise SimulationError("invalid policy file", source=where, errors=problems) from error
     workload = _workload(model, folder, source)
-    lanes = {lane.name for lane in policy.lanes}
-    unknown = sorted({r.lane for r in workload if r.lane is not None} - lanes)
-    if unknown:
-        raise SimulationError(
-            f"the workload hints lanes {unknown} that the policy does not define "
-            f"(its lanes are {sorted(lanes)})",
-            source=source,
-        )
-    tiers = sorted({r.tier for r in workload if r.tier is not None} - set(policy.tiers))
-    if tiers:
-        raise SimulationError(
-            f"the workload names tiers {tiers} that the policy does not define "
-            f"(its tiers are {sorted(policy.tiers)})",
-            source=source,
-        )
+    check_workload(workload, policy)
     return Scenario(
         model.name,
         workload,

@@ -30,11 +30,11 @@ KEYS = [
 ]
 
 
-async def _written(log: ArrivalLog, count: int) -> None:
+async def _written(log: ArrivalLog, count: int, *, dropped: int = 0) -> None:
     # The write runs in a worker thread, which virtual time does not wait for:
     # poll in small virtual steps (each a real loop turn) until it is done.
     with anyio.fail_after(3600):
-        while log.written < count:  # noqa: ASYNC110 - a thread's progress, not an event
+        while log.written < count or log.dropped < dropped:  # noqa: ASYNC110 - a thread's progress
             await anyio.sleep(0.01)
 
 
@@ -174,12 +174,13 @@ async def test_a_failing_write_is_logged_and_counted_and_the_gate_lives_on(
             for k in range(3):
                 with await gate.admit(Request(id=f"r{k}", tenant="a", prompt_tokens=1)):
                     pass
-            await anyio.sleep(1.0)
+            await _written(log, 0, dropped=3)
             assert gate.statistics().open
             with await gate.admit(Request(id="later", tenant="a", prompt_tokens=1)):
                 pass
     assert (log.written, log.dropped) == (0, 4)
-    assert "the arrival log lost 3 records" in caplog.text
+    assert "the arrival log lost 3 record(s)" in caplog.text
+    assert "the arrival log lost 1 record(s)" in caplog.text  # flushed at close
     assert p.statistics().outcomes[Outcome.COMPLETED] == 4
 
 
@@ -208,3 +209,18 @@ async def test_the_simulator_replays_an_arrival_log(tmp_path: Path) -> None:
     assert arrivals == sorted(arrivals)
     # each came 0.5 s after the previous one ended (about 0.25 s of streaming)
     assert [b - a for a, b in itertools.pairwise(arrivals)] == pytest.approx([0.74, 0.74], abs=0.02)
+
+
+def test_hostile_tenant_names_survive_the_log_and_its_replay(tmp_path: Path) -> None:
+    from slopolicy.sim import read_trace
+
+    names = ["a\nb", 'q"uote', "\u2028line", "\udcffsurrogate", "😀" * 256, "x,y"]
+    path = tmp_path / "arrivals.jsonl"
+    path.write_text(
+        "".join(
+            ArrivalRecord(float(k), f"r{k}", name, None, 5, 6, 7, "completed").to_json() + "\n"
+            for k, name in enumerate(names)
+        ),
+        encoding="utf-8",
+    )
+    assert [r.tenant for r in read_trace(path).requests] == names

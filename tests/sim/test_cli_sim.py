@@ -231,3 +231,13 @@ def test_an_output_that_fails_to_write_is_one_line(capsys: pytest.CaptureFixture
     args = ["simulate", "seed", "--duration", "5", "--compare", "", "--no-progress"]
     assert main([*args, "--json", "/dev/full"]) == 1
     assert capsys.readouterr().err == "/dev/full: cannot write: No space left on device\n"
+
+
+def test_a_lane_hint_the_policy_lacks_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival,prompt_tokens,output_tokens\n0,10,10\n")
+    args = ["simulate", "--trace", str(trace), "--lane", "nope", "--no-progress"]
+    assert main(args) == 1  # the priority baseline ranks by it
+    assert capsys.readouterr().err.startswith("the workload hints lanes ['nope']")
