@@ -59,8 +59,8 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     sim = commands.add_parser(
         "simulate",
         help="compare policies on a scenario or a trace",
-        description="Run a scenario file, a built-in scenario (seed, azure-2023) or traces "
-        "through ours and the baselines on a simulated engine.",
+        description="Run a scenario file, a built-in scenario (seed, azure-2023, "
+        "long-prompts) or traces through ours and the baselines on a simulated engine.",
     )
     sim.add_argument("scenario", nargs="?", help="scenario file or built-in scenario name")
     sim.add_argument(
