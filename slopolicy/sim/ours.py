@@ -10,9 +10,8 @@ Timers: the policy evaluates its ladder inside ``dispatch`` once every
 ``evaluate_every`` seconds and expires queued requests at their deadlines, so
 :meth:`PolicyScheduler.wakeup` asks for a dispatch at the next of those times.
 Idle time costs nothing: once nothing is queued or running and the ladder can
-no longer move, the ticks stop until the next event (see
-:meth:`PolicyScheduler.wakeup`), so a trace with a month-long gap replays in
-as many steps as one without it.
+no longer move, the ticks stop until the next event, so a trace with a
+month-long gap replays in as many steps as one without it.
 """
 
 from __future__ import annotations
@@ -141,7 +140,8 @@ class PolicyScheduler:
         self.policy.finish(request_id, now, "completed", output_tokens=output_tokens)
 
     def _settled(self, now: float) -> bool:
-        """Whether further ladder ticks would change nothing until the next event.
+        """Whether further ladder ticks would change nothing until the next
+        event (and since when that has been so, kept in ``_quiet_since``).
 
         Idle (nothing queued or running) with the watched lane's windows
         empty, every input of the ladder is constant: no latency, no queue,
