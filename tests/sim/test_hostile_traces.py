@@ -46,7 +46,21 @@ _values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
     max_leaves=8,
 )
-_rows = st.dictionaries(st.sampled_from(COLUMNS) | st.text(max_size=8), _values, max_size=7)
+_rows = st.fixed_dictionaries(
+    {"arrival": _values, "prompt_tokens": _values, "output_tokens": _values},
+    optional=dict.fromkeys(("tenant", "lane", "max_new_tokens"), _values),
+) | st.dictionaries(st.sampled_from(COLUMNS) | st.text(max_size=8), _values, max_size=7)
+# Lines no JSON encoder writes: nesting past the recursion limit, integers past
+# Python's digit limit, bare values.
+_raw_lines = st.sampled_from(
+    [
+        "[" * 5000 + "]" * 5000,
+        '{"arrival": 0, "prompt_tokens": ' + "1" * 4500 + ', "output_tokens": 1}',
+        '{"arrival": ' + "9" * 400 + ', "prompt_tokens": 1, "output_tokens": 1}',
+        "NaN",
+        '{"arrival": 0, "prompt_tokens": 1, "output_tokens": 1, "tenant": "' + "t" * 300 + '"}',
+    ]
+)
 
 
 @settings(max_examples=150)
@@ -59,7 +73,19 @@ def test_arbitrary_bytes_give_a_workload_or_a_trace_error(content: bytes, name: 
 @given(
     lines=st.lists(
         st.text(alphabet=st.characters(codec="utf-8"), max_size=80)
-        | st.sampled_from(["0,1,1", '"a,b', "1e999,2,3", "9" * 500 + ",1,1", "\x00"]),
+        | st.sampled_from(
+            [
+                "0,1,1",
+                '"a,b',
+                "1e999,2,3",
+                "9" * 500 + ",1,1",
+                "\x00",
+                "0,1,1,1,1",
+                "0,1,1," + "t" * 300,
+                "0,1,1," + "f" * 140_000,
+                "1e12,1,1",
+            ]
+        ),
         max_size=6,
     ),
     header=st.sampled_from(
@@ -73,9 +99,9 @@ def test_arbitrary_csv_lines_give_a_workload_or_a_trace_error(
 
 
 @settings(max_examples=200)
-@given(rows=st.lists(_rows, min_size=1, max_size=5))
-def test_hostile_json_rows_give_a_workload_or_a_trace_error(rows: list[dict[str, Any]]) -> None:
-    text = "\n".join(json.dumps(row) for row in rows)  # NaN and Infinity included
+@given(rows=st.lists(_rows.map(json.dumps) | _raw_lines, min_size=1, max_size=5))
+def test_hostile_json_rows_give_a_workload_or_a_trace_error(rows: list[str]) -> None:
+    text = "\n".join(rows)  # json.dumps writes NaN and Infinity too
     result = _read("t.jsonl", text.encode())
     if isinstance(result, Workload):  # what was accepted is what the policy can run
         assert all(r.to_request() for r in result.requests)
