@@ -19,6 +19,8 @@ CONFIG = PolicyConfig.from_dict(
     {
         # A request costs alpha * prompt + beta * output tokens = 500 + 2 * 50.
         "engine": {"max_running": 64, "dispatch_rate": 2000.0, "dispatch_burst": 0.0},
+        # Paced requests wait longer than a chat TTFT target: let them wait.
+        "lanes": [{"name": "interactive", "slo_deadline": False}],
     }
 )
 

@@ -139,6 +139,9 @@ def _kv(config: PolicyConfig) -> str:
 def _engine(config: PolicyConfig) -> str:
     engine = config.engine
     running = f"Engine: at most {engine.max_running:,} requests running at once"
+    horizon = config.to_spec_prefill_horizon()
+    if horizon is not None:
+        running += f", {_seconds(horizon)} of prompt work handed ahead (at the measured rate)"
     pace = engine.build_pace()
     if pace is None:
         return f"{running}; starts not paced."
@@ -153,14 +156,18 @@ def _ladder(config: PolicyConfig) -> str:
     if not ladder.enabled:
         return "Fallback ladder: off."
     watch = ladder.watch_lane or config.lanes[0].name
+    triggers = [
+        (ladder.ttft_p95_fraction, f"{watch!r} p95 TTFT >= {{:.0%}} of target"),
+        (ladder.queue_wait_fraction, f"{watch!r} queue wait >= {{:.0%}} of its TTFT target"),
+        (ladder.kv_usage, "KV usage >= {:.0%}"),
+        (ladder.decode_tps_drop, "decode tokens/s down {:.0%}"),
+        (ladder.tool_timeout_rate, "tool timeouts >= {:.0%}"),
+    ]
+    on = [text.format(threshold.enter) for threshold, text in triggers if threshold is not None]
     lines = [
         f"Fallback ladder: climbs one rung per {_seconds(ladder.dwell_s)} of pressure, "
         f"steps down one after {_seconds(ladder.cooldown_s)} calm.",
-        f"  pressure when {watch!r} p95 TTFT >= {ladder.ttft_p95_fraction.enter:.0%} of target, "
-        f"queue wait >= {ladder.queue_wait_fraction.enter:.0%} of it, "
-        f"KV usage >= {ladder.kv_usage.enter:.0%}, decode tokens/s down "
-        f"{ladder.decode_tps_drop.enter:.0%}, or tool timeouts >= "
-        f"{ladder.tool_timeout_rate.enter:.0%}",
+        "  pressure when " + (", or ".join(on) if on else "never (no trigger set)"),
     ]
     for index, rung in enumerate(ladder.rungs, 1):
         lines.append(f"  {index}. {rung}")

@@ -103,9 +103,19 @@ class EngineConfig(ConfigModel):
     limit is throughput (tokens per minute) rather than concurrency.
     ``dispatch_burst`` is how far ahead of the rate starts may run, in cost
     units (default: a tenth of a second at the rate).
+
+    ``prefill_horizon_s`` (seconds; default half the tightest lane
+    TTFT target, or 1 s without one; ``0`` turns it off) bounds the prompt work handed to the
+    engine ahead of it: starts wait while the prompts already started but
+    not yet through prefill would take longer than that at the prefill rate
+    the policy measures (see :mod:`slopolicy.core.prefill`). The engine is
+    never left without work, and the order of everything beyond the horizon
+    stays the policy's (fair across tenants, lane shares) instead of the
+    engine's FCFS queue.
     """
 
     max_running: Annotated[int, Field(gt=0)] = 128
+    prefill_horizon_s: Annotated[float, Field(ge=0, le=3600)] | None = None
     dispatch_rate: Annotated[float, Field(gt=0)] | None = None
     dispatch_burst: _NonNegative | None = None
 

@@ -45,7 +45,12 @@ class Threshold(ConfigModel):
 class LadderConfig(ConfigModel):
     """When to degrade, and how, before the engine falls over.
 
-    Triggers (any one is pressure):
+    Triggers (any one is pressure; ``None`` leaves one out). The defaults
+    read saturation, not symptoms: the watched lane's queue wait (requests
+    wait in the policy's queues only while the engine has no room for them)
+    and KV use. ``ttft_p95_fraction`` is off by default: TTFT also rises from
+    prefill interference at low load, where shedding would refuse work the
+    engine has room for (invariant 10).
         ttft_p95_fraction: watched lane's p95 TTFT as a fraction of its target.
         queue_wait_fraction: its p95 queue wait as a fraction of that target.
         kv_usage: engine KV cache usage, 0-1.
@@ -73,11 +78,11 @@ class LadderConfig(ConfigModel):
     signal_max_age_s: Annotated[float, Field(gt=0)] = 10.0
     dwell_s: Annotated[float, Field(gt=0)] = 10.0
     cooldown_s: Annotated[float, Field(gt=0)] = 30.0
-    ttft_p95_fraction: Threshold = Threshold(enter=0.8, exit=0.6)
-    queue_wait_fraction: Threshold = Threshold(enter=0.5, exit=0.25)
-    kv_usage: Threshold = Threshold(enter=0.92, exit=0.8)
-    decode_tps_drop: Threshold = Threshold(enter=0.3, exit=0.15)
-    tool_timeout_rate: Threshold = Threshold(enter=0.05, exit=0.02)
+    ttft_p95_fraction: Threshold | None = None
+    queue_wait_fraction: Threshold | None = Threshold(enter=0.5, exit=0.25)
+    kv_usage: Threshold | None = Threshold(enter=0.92, exit=0.8)
+    decode_tps_drop: Threshold | None = Threshold(enter=0.3, exit=0.15)
+    tool_timeout_rate: Threshold | None = Threshold(enter=0.05, exit=0.02)
     watch_lane: LaneName | None = None
     rungs: list[RungName] = list(RUNGS)
     interactive_max_new_tokens: Annotated[int, Field(gt=0)] = 256
@@ -121,5 +126,5 @@ class LadderConfig(ConfigModel):
         return self
 
 
-def _pair(threshold: Threshold) -> tuple[float, float]:
-    return (threshold.enter, threshold.exit)
+def _pair(threshold: Threshold | None) -> tuple[float, float] | None:
+    return None if threshold is None else (threshold.enter, threshold.exit)

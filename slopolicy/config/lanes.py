@@ -31,6 +31,11 @@ class LaneSLO(ConfigModel):
     e2e_p95_s: _Seconds | None = None
     success_rate: Annotated[float, Field(gt=0, le=1)] = 0.99
 
+    @property
+    def ttft_target_s(self) -> float | None:
+        """The per-request TTFT bound: ``ttft_p95_s``, else ``ttft_p99_s``."""
+        return self.ttft_p95_s if self.ttft_p95_s is not None else self.ttft_p99_s
+
     def to_targets(self) -> SLOTargets:
         """The plain core value the SLO trackers take."""
         return SLOTargets(
@@ -72,6 +77,13 @@ class LaneConfig(ConfigModel):
             The engine gives running requests its token budget first, so a
             few long prompts prefilling side by side can take whole
             iterations; capping the heavy lane keeps room for chat.
+        slo_deadline: a queued request leaves the queue (``expired``) as soon
+            as its TTFT target (p95, else p99; e2e for lanes with only an e2e
+            target) can no longer be met, instead of at ``max_queue_wait_s``,
+            and one that provably cannot meet it even at the head of the
+            queue is deferred at submit (503, ``slo_unreachable``). Work that
+            would miss anyway gives its engine time to work that can still
+            attain. Off: queued requests wait up to ``max_queue_wait_s``.
     """
 
     name: LaneName
@@ -86,6 +98,7 @@ class LaneConfig(ConfigModel):
     weight: Annotated[float, Field(gt=0)] = 1.0
     kv_reserve: Annotated[float, Field(ge=0, lt=1)] = 0.0
     max_running: Annotated[int, Field(gt=0)] | None = None
+    slo_deadline: bool = True
 
     def to_spec(self) -> LaneSpec:
         """The plain core value for this lane."""
@@ -101,4 +114,5 @@ class LaneConfig(ConfigModel):
             weight=self.weight,
             kv_reserve=self.kv_reserve,
             max_running=self.max_running,
+            slo_deadline=self.slo_deadline,
         )

@@ -57,12 +57,11 @@ DEFAULT_LANES: tuple[LaneConfig, ...] = (
     ),
 )
 
-_DEFAULT_TIER = TierConfig(
-    rate=20_000.0,
-    burst=200_000.0,
-    max_concurrency=32,
-    max_prompt_tokens=131_072,
-)
+#: The default tier carries no contract limits (rate, concurrency): those are
+#: a service's promises to its tenants and refuse work whether or not the
+#: engine has room. Protection (fair queues, fair queue admission, the
+#: prefill gate, SLO deadlines, the ladder) binds only under saturation.
+_DEFAULT_TIER = TierConfig(max_prompt_tokens=131_072)
 
 
 class PolicyConfig(ConfigModel):
@@ -181,7 +180,20 @@ class PolicyConfig(ConfigModel):
             watch_lane=self.ladder.watch_lane or names[0],
             evaluate_every=self.ladder.evaluate_every_s,
             signal_max_age=self.ladder.signal_max_age_s,
+            prefill_horizon=self.to_spec_prefill_horizon(),
         )
+
+    def to_spec_prefill_horizon(self) -> float | None:
+        """Seconds of prompt work the engine is handed ahead (``None``: no
+        prefill gate): ``engine.prefill_horizon_s``, or the default derived
+        from the lanes' targets."""
+        horizon = self.engine.prefill_horizon_s
+        if horizon is None:
+            # The engine gets half the tightest TTFT target in prompt work
+            # ahead; the other half is the queue's to order.
+            bounds = [lane.slo.ttft_target_s for lane in self.lanes]
+            horizon = min((bound / 2 for bound in bounds if bound is not None), default=1.0)
+        return horizon or None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> PolicyConfig:

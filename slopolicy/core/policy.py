@@ -39,6 +39,7 @@ from slopolicy.core.lifecycle import Dispatch, Entry, Phase, PolicyStatistics, S
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.overload import OverloadState
 from slopolicy.core.pacing import DispatchPace
+from slopolicy.core.prefill import PrefillGate
 from slopolicy.core.quotas import TenantQuotas
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
@@ -71,6 +72,9 @@ class PolicySpec:
         evaluate_every: seconds between automatic ladder evaluations in dispatch.
         signal_max_age: seconds after which an engine signal is stale.
         max_tracked_tenants: per-tenant SLO trackers kept.
+        prefill_horizon: seconds of prefill backlog the engine is handed
+            ahead (:class:`~slopolicy.core.prefill.PrefillGate`), or ``None``
+            for no gate.
     """
 
     router: LaneRouter
@@ -85,6 +89,7 @@ class PolicySpec:
     evaluate_every: float = 1.0
     signal_max_age: float = 10.0
     max_tracked_tenants: int = 1024
+    prefill_horizon: float | None = None
 
 
 class PolicySource(Protocol):
@@ -147,6 +152,15 @@ class Policy:
         )
         self.max_running = spec.max_running
         self.pace = spec.pace
+        horizon = spec.prefill_horizon
+        self.prefill = None if horizon is None else PrefillGate(horizon)
+        # The latency bound queued requests expire at, for lanes that ask for it.
+        self._slo_bounds: dict[str, float] = {}
+        for lane in spec.router.lanes:
+            targets = spec.targets.get(lane.name, SLOTargets())
+            bound = targets.ttft_target if targets.ttft_target is not None else targets.e2e_p95
+            if lane.slo_deadline and bound is not None:
+                self._slo_bounds[lane.name] = bound
         self._entries: dict[str, Entry] = {}
         # Deadlines, and each lane's oldest waiting request: the watched
         # lane's oldest one's age is a live queue-wait signal for the ladder.
@@ -282,6 +296,13 @@ class Policy:
         if needed > most:
             message = f"needs {needed:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
             return _refuse(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
+        deadline = lane_deadline = now + lane.max_queue_wait
+        bound = self._slo_bounds.get(lane.name)
+        if bound is not None:
+            latest = self._latest_start(decision, bound, now)
+            if isinstance(latest, str):
+                return _refuse(decision, Reason.SLO_UNREACHABLE, latest, bound, 503, "slo")
+            deadline = min(deadline, latest)
         tier = self.router.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
         if not quota_held:
@@ -295,8 +316,6 @@ class Policy:
                     refusal.http_status,
                     "quota",
                 )
-        lane_deadline = now + lane.max_queue_wait
-        deadline = lane_deadline
         if request.deadline is not None and request.deadline < deadline:
             deadline = request.deadline
         entry = Entry(
@@ -318,6 +337,25 @@ class Policy:
         self._entries[request.id] = entry
         self._deadlines.add(entry, lane_deadline)
         return decision
+
+    def _latest_start(self, decision: Admit | Demote, bound: float, now: float) -> float | str:
+        """The latest start that can still meet ``bound`` (seconds of latency
+        from now), or why none can: even started as soon as the engine's
+        prefill backlog allows, its own prefill at the measured rate ends past
+        the bound."""
+        gate = self.prefill
+        rate = None if gate is None else gate.rate
+        if gate is None or rate is None:
+            return now + bound
+        own = decision.prompt_tokens / rate
+        least = own + gate.held_back(now) / rate
+        if least > bound:
+            return (
+                f"its first token would come in {least:.3g} s at the earliest "
+                f"({decision.prompt_tokens:,} prompt tokens at {rate:,.0f} tokens/s); "
+                f"lane {decision.lane!r} targets {bound:.3g} s"
+            )
+        return now + bound - own
 
     def _settle(self, entry: Entry, cost: float, now: float) -> None:
         """Settle and release the entry's quota, when this policy holds it."""
@@ -373,6 +411,9 @@ class Policy:
         pace = self.pace
         if pace is not None and not pace.ready(now):
             return None  # the next start, whichever it is, waits for the rate
+        gate = self.prefill
+        if gate is not None and not gate.ready(now):
+            return None  # the engine has enough prompt work ahead; the order stays ours
         for lane, entry in self._queues._candidates():  # its queues change only through it
             cap = self._lanes[lane].max_running
             if self.health.paused(lane) or (cap is not None and self._lane_running[lane] >= cap):
@@ -388,6 +429,8 @@ class Policy:
                 self._queues._charge(lane, entry.tenant, prompt_cost, entry.weight)
                 if pace is not None:
                     pace.charge(entry.cost, now)
+                if gate is not None:
+                    gate.started(entry.prompt_tokens, now)
                 entry.phase = Phase.RUNNING
                 entry.dispatched_at = now
                 self._running += 1
@@ -405,18 +448,30 @@ class Policy:
         """Whether a :meth:`dispatch` at ``now`` could start anything: an engine
         slot is free and the dispatch rate allows a start (queued heads, KV and
         paused lanes aside). A read."""
-        pace = self.pace
-        return self._running < self.max_running and (pace is None or pace.ready(now))
+        pace, gate = self.pace, self.prefill
+        return (
+            self._running < self.max_running
+            and (pace is None or pace.ready(now))
+            and (gate is None or gate.ready(now))
+        )
 
     def next_start(self) -> float | None:
-        """When the dispatch rate (``engine.dispatch_rate``) lets the next queued
-        request start (monotonic seconds), if it is what holds one back now;
-        ``None`` without a rate, with nothing queued, or with the engine full
-        (a finish dispatches then). Call :meth:`dispatch` at that time."""
-        pace = self.pace
-        if pace is None or len(self._entries) == self._running or self._running >= self.max_running:
+        """When the dispatch rate (``engine.dispatch_rate``) or the prefill
+        gate (``engine.prefill_horizon_s``) lets the next queued request start
+        (monotonic seconds), if one of them is what holds it back now;
+        ``None`` when neither does, with nothing queued, or with the engine
+        full (a finish dispatches then). A first token may open the prefill
+        gate earlier. Call :meth:`dispatch` at that time."""
+        pace, gate = self.pace, self.prefill
+        if (
+            (pace is None and gate is None)
+            or len(self._entries) == self._running
+            or self._running >= self.max_running
+        ):
             return None
-        ready = pace.ready_at(self._now)
+        ready = self._now if pace is None else pace.ready_at(self._now)
+        if gate is not None:
+            ready = max(ready, gate.ready_at(self._now))
         return ready if ready > self._now else None
 
     def _overdue(self, now: float) -> bool:
@@ -443,8 +498,13 @@ class Policy:
         entry = self._running_entry(request_id)
         now = self._advance(now)
         if entry.first_token_at is None:
-            entry.first_token_at = now
+            self._first(entry, now)
             entry.last_token_at = now
+
+    def _first(self, entry: Entry, now: float) -> None:
+        entry.first_token_at = now
+        if self.prefill is not None:
+            self.prefill.first_token(entry.prompt_tokens, now)
 
     def mark(self, request_id: str, stage: str, now: float) -> None:
         """A TTFT stage of a started request ended: ``"schedule"`` (the engine
@@ -466,7 +526,7 @@ class Policy:
             raise UsageError(f"token count must be >= 0, got {count}")
         now = self._advance(now)
         if entry.first_token_at is None:
-            entry.first_token_at = now
+            self._first(entry, now)
         entry.last_token_at = now
         entry.output_tokens += count
         self._charge_output(entry)
@@ -501,6 +561,8 @@ class Policy:
             entry.prompt_tokens, entry.output_tokens, request.tool_risk
         )
         self.kv._release(entry.id, now)
+        if self.prefill is not None and entry.first_token_at is None:
+            self.prefill.left(entry.prompt_tokens, now)
         self._settle(entry, cost, now)
         if self.pace is not None:
             self.pace.settle(entry.cost, cost)

@@ -40,6 +40,9 @@ class LaneSpec:
         kv_reserve: fraction of the KV pool only this lane may use (0-1).
         max_running: requests of this lane running at once (``None``: no cap);
             bounds how much of each engine iteration long prefills can take.
+        slo_deadline: a queued request leaves (``expired``) once its lane's
+            latency target can no longer be met, and a request that provably
+            cannot meet it is deferred at submit (``slo_unreachable``).
     """
 
     name: str
@@ -53,6 +56,7 @@ class LaneSpec:
     weight: float = 1.0
     kv_reserve: float = 0.0
     max_running: int | None = None
+    slo_deadline: bool = False
 
 
 @dataclass(frozen=True, slots=True)

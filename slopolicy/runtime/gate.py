@@ -381,6 +381,15 @@ class Gate:
                 self._watch_deadline()
         return finished
 
+    def _prefilled(self, now: float) -> None:
+        """A started request's first token came: the prefill gate may open now,
+        or sooner than the timer was set for."""
+        if self._waiters:
+            if self.policy.can_start(now):
+                self._dispatch(now)
+            else:
+                self._watch_deadline()
+
     def observe(self, signals: EngineSignals) -> None:
         """Take the engine's latest signals now (KV usage may free capacity)."""
         now = self.clock()

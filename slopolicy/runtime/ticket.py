@@ -80,6 +80,7 @@ class Ticket:
         "_finished",
         "_gate",
         "_origin",
+        "_prefilled",
         "_stream",
         "_usage",
         "decision",
@@ -97,6 +98,7 @@ class Ticket:
         self._stream: TrackedStream[Any] | None = None
         self._usage: int | None = None
         self._error: Exception | None = None  # what failed it, for telemetry
+        self._prefilled = False
 
     @property
     def id(self) -> str:
@@ -164,7 +166,12 @@ class Ticket:
     def tokens(self, count: int) -> None:
         """``count`` more output tokens arrived (for hosts that do not use :meth:`track`)."""
         if self._finished is None:
-            self._gate.policy.tokens(self.id, count, self._gate.clock())
+            gate = self._gate
+            now = gate.clock()
+            gate.policy.tokens(self.id, count, now)
+            if not self._prefilled:  # the first token: its prompt left the prefill backlog
+                self._prefilled = True
+                gate._prefilled(now)
 
     def mark(self, stage: str) -> None:
         """A TTFT stage ended now: ``"schedule"`` or ``"prefill"`` (see ``Policy.mark``)."""

@@ -16,7 +16,6 @@ month-long gap replays in as many steps as one without it.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -88,8 +87,6 @@ class PolicyScheduler:
         ranks = {lane.name: rank for rank, lane in enumerate(policy.router.lanes)}
         self._ranks = ranks if engine_priority else dict.fromkeys(ranks, 0)
         self.moves: list[LadderMove] = []
-        self._waits = {lane.name: lane.max_queue_wait for lane in policy.router.lanes}
-        self._deadlines: list[tuple[float, str]] = []
         self._every = policy.health.evaluate_every
         self._ticks = policy.health.ladder is not None
         self._next_tick = 0.0
@@ -105,7 +102,6 @@ class PolicyScheduler:
             return Admission(False, decision.lane, decision.reason.code, True, decision.retry_after)
         if isinstance(decision, Reject):
             return Admission(False, decision.lane, decision.reason.code)
-        heapq.heappush(self._deadlines, (now + self._waits[decision.lane], request.id))
         return Admission(True, decision.lane, decision.reason.code)
 
     def dispatch(self, now: float, engine: EngineView) -> Released:
@@ -168,12 +164,10 @@ class PolicyScheduler:
         return now - self._quiet_since >= moves
 
     def wakeup(self) -> float | None:
-        deadlines = self._deadlines
-        while deadlines and self.policy.phase(deadlines[0][1]) != "queued":
-            heapq.heappop(deadlines)
         times = [self._next_tick] if self._ticks and not self._asleep else []
-        if deadlines:
-            times.append(deadlines[0][0])
+        deadline = self.policy.next_deadline()
+        if deadline is not None:
+            times.append(deadline)
         paced = self.policy.next_start()
         if paced is not None:
             times.append(paced)

@@ -218,7 +218,8 @@ class _Run:
             self.live[request_id].preemptions += 1
         if self.report_every and now >= self.next_report:
             self.report(now)
-        return bool(result.finished or result.preempted)
+        # A first token may open a prefill gate (the prompt left the backlog).
+        return bool(result.finished or result.preempted or result.first_tokens)
 
     def report(self, now: float) -> None:
         for request_id, live in self.running.items():

@@ -167,6 +167,14 @@ class PolicyLifecycle(RuleBasedStateMachine):
             # Held back by the rate: a caller knows when to come back.
             assert (policy.next_start() is not None) == (queued > 0)
             return
+        gate = policy.prefill
+        if gate is not None and not gate.ready(self.now):
+            # Held back by the prefill gate: the engine has prompt work ahead
+            # (it is not idle), and a caller knows when to come back.
+            assert gate.uncomputed > 0
+            queued = sum(policy.statistics().queued.values())
+            assert (policy.next_start() is not None) == (queued > 0)
+            return
         for lane, entry in policy._queues.candidates():
             if policy._lane_running[lane] >= (policy._lanes[lane].max_running or 10**9):
                 continue  # the lane's own cap holds it

@@ -100,10 +100,17 @@ def test_default_triggers_match_the_config_defaults_in_the_seed_order() -> None:
     triggers = default_triggers()
     assert tuple(trigger.name for trigger in triggers) == SIGNALS
     config = LadderConfig()
-    for trigger in triggers:
+    # The config leaves the TTFT trigger out by default (it reads prefill
+    # interference as overload); every other trigger matches the core's.
+    assert config.ttft_p95_fraction is None
+    for trigger in triggers[1:]:
         threshold = getattr(config, trigger.name)
+        assert threshold is not None
         assert (trigger.enter, trigger.exit) == (threshold.enter, threshold.exit)
         assert trigger.read is None
+    built = config.build(["interactive", "batch"])
+    assert built is not None
+    assert [t.name for t in built._triggers] == list(SIGNALS[1:])
 
 
 def test_default_triggers_leave_out_the_ones_set_to_none() -> None:
