@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from slopolicy.core.checks import check_now
 from slopolicy.core.outcome import STAGES
 from slopolicy.core.sliding import Slice, SlidingSketches
 from slopolicy.errors import UsageError
@@ -132,10 +133,12 @@ class LatencyBudget:
         check_stages(stages)
         if ttft is not None and not (ttft >= 0 and ttft < math.inf):
             raise UsageError(f"ttft must be a finite number >= 0, got {ttft!r}")
+        check_now(now)
         add_stages(self._window.current(now), 0, 0, ttft, stages, self.slow_after)
 
     def breakdown(self, now: float) -> Breakdown:
         """The split over the window at ``now``."""
+        check_now(now)
         return stage_breakdown(self._window, 0, 0, self.slow_after, now)
 
 
