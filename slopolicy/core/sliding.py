@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from slopolicy.core.checks import check_now
+from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.core.quantiles import QuantileSketch
 from slopolicy.core.windows import SlidingRing
 from slopolicy.errors import UsageError
@@ -241,8 +241,8 @@ class SlidingQuantiles:
 
     def record(self, value: float, now: float) -> None:
         """Record ``value`` (finite, >= 0) at ``now`` (monotonic seconds). O(1) amortized."""
-        if not (value >= 0 and value < math.inf):
-            raise UsageError(f"a quantile sketch takes finite values >= 0, got {value!r}")
+        if not (value >= 0 and value <= MAX_AMOUNT):
+            raise UsageError(f"a quantile sketch takes finite values >= 0, got {shown(value)}")
         check_now(now)
         self._window.current(now).sketch(0).add(value)
 

@@ -46,7 +46,7 @@ from slopolicy.core.budget import (
     stage_breakdown,
 )
 from slopolicy.core.burn import DEFAULT_BURN_RULES, Alert, BurnRate, BurnRule, BurnWindows
-from slopolicy.core.checks import check_now
+from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.sliding import FOLD_AT, SlidingSketches
 from slopolicy.core.slo import Objective, SLOTargets, Summary
@@ -284,8 +284,8 @@ class SLOTracker:
         """:meth:`_judge` of a record whose timings are known to be good (the
         policy's own, made from checked monotonic times)."""
         cost = self._cost_model(finished)
-        if not (cost >= 0 and cost < math.inf):
-            raise UsageError(f"the cost model must return a finite number >= 0, got {cost!r}")
+        if not (cost >= 0 and cost <= MAX_AMOUNT):
+            raise UsageError(f"the cost model must return a finite number >= 0, got {shown(cost)}")
         completed = finished.outcome is Outcome.COMPLETED
         e2e = finished.e2e
         attained = completed and self.targets.attains(finished.ttft, finished.tpot, e2e)
@@ -443,10 +443,10 @@ def _check(finished: Finished) -> None:
         ("ttft", finished.ttft),
         ("tpot", finished.tpot),
     ):
-        if value is not None and not (value >= 0 and value < math.inf):
-            raise UsageError(f"{name} must be finite seconds >= 0, got {value!r}")
+        if value is not None and not (value >= 0 and value <= MAX_AMOUNT):
+            raise UsageError(f"{name} must be finite seconds >= 0, got {shown(value)}")
     e2e = finished.e2e
-    if not (e2e >= 0 and e2e < math.inf):
+    if not (e2e >= 0 and e2e <= MAX_AMOUNT):
         raise UsageError(f"finished_at must not be before arrival (e2e {e2e!r})")
     if finished.prompt_tokens < 0 or finished.output_tokens < 0:
         raise UsageError("token counts must be >= 0")

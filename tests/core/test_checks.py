@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 
 from slopolicy import Policy, PolicyConfig, Request
 from slopolicy.core import (
+    CostWeights,
     DispatchPace,
     EngineSignals,
+    FairQueue,
     FallbackLadder,
     KVReservation,
     LatencyBudget,
     Pressure,
+    QuantileSketch,
     SignalBoard,
     SlidingQuantiles,
     SLOTracker,
@@ -293,3 +296,35 @@ def test_a_signal_time_follows_the_same_rule(bad: object) -> None:
 def test_a_signal_value_must_be_a_number(field: str, bad: object) -> None:
     with pytest.raises(UsageError, match=field):
         EngineSignals(observed_at=1.0, **{field: bad})  # type: ignore[arg-type]
+
+
+_HUGE = 10**400  # an int: finite, but too large for a float
+
+_OVERFLOWS: dict[str, Callable[[], object]] = {
+    "TokenBucket(rate)": lambda: TokenBucket(_HUGE, 1.0),
+    "TokenBucket(burst)": lambda: TokenBucket(1.0, _HUGE),
+    "TokenBucket.try_acquire": lambda: _bucket().try_acquire(_HUGE, 2.0),
+    "TokenBucket.refund": lambda: _bucket().refund(_HUGE, 2.0),
+    "TenantQuotas.acquire": lambda: TenantQuotas().acquire("a", _TIER, "chat", _HUGE, 1.0),
+    "DispatchPace(rate)": lambda: DispatchPace(_HUGE, 1.0),
+    "DispatchPace.charge": lambda: DispatchPace(1.0, 1.0).charge(_HUGE, 1.0),
+    "FairQueue.push": lambda: FairQueue[str](4).push("t", "x", weight=_HUGE),
+    "KVReservation(num_blocks)": lambda: KVReservation(_HUGE, 16),
+    "KVReservation.blocks_for": lambda: KVReservation(10, 16).blocks_for(_HUGE),
+    "QuantileSketch.add": lambda: QuantileSketch().add(_HUGE),
+    "QuantileSketch.add_many": lambda: QuantileSketch().add_many([1.0, _HUGE]),
+    "SlidingQuantiles.record": lambda: SlidingQuantiles().record(_HUGE, 1.0),
+    "LatencyBudget.record": lambda: LatencyBudget().record(_HUGE, {}, 1.0),
+    "SLOTracker cost model": lambda: SLOTracker("lane", cost_model=lambda f: _HUGE).record(
+        finished(1.0), 1.0
+    ),
+    "CostWeights": lambda: CostWeights(beta=_HUGE),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OVERFLOWS))
+def test_an_int_too_large_for_a_float_is_a_usage_error_not_an_overflow(name: str) -> None:
+    # Each used to pass its check (10**400 < math.inf) and raise OverflowError
+    # in the arithmetic after it, or in the check itself (math.isfinite).
+    with pytest.raises(UsageError, match="digits"):
+        _OVERFLOWS[name]()
