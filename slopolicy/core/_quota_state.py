@@ -65,13 +65,13 @@ def check_cap(where: str, cap: int | None) -> int | None:
 
 def carry(old: TokenBucket | None, limits: Limits, now: float) -> TokenBucket:
     """A bucket with new limits keeping the old level (clamped), so a tier
-    change neither hands out a fresh burst nor erases debt."""
+    change neither hands out a fresh burst nor erases debt (``now`` checked)."""
     rate, burst = limits
     if old is None:
         return TokenBucket(rate, burst, now=now)
     if (old.rate, old.burst) == limits:
         return old
-    return TokenBucket(rate, burst, now=now, level=min(burst, max(-burst, old.level(now))))
+    return TokenBucket(rate, burst, now=now, level=min(burst, max(-burst, old._level_checked(now))))
 
 
 class TenantState:

@@ -4,7 +4,10 @@ The bucket holds up to ``burst`` cost units and refills at ``rate`` cost units
 per second. Every method takes ``now`` in monotonic seconds; nothing here reads
 a clock. A ``now`` earlier than the latest one passed to ``try_acquire``,
 ``charge`` or ``refund`` is treated as that latest one: no refill, no error
-(callers on different threads can read the clock slightly out of order).
+(callers on different threads can read the clock slightly out of order). A
+``now`` that is not a time in monotonic seconds (NaN, an infinity, past
+``±1e11``: see :func:`~slopolicy.core.checks.time_problem`) raises
+:class:`UsageError` and changes nothing.
 
 Grants and refusals (invariant 1): the bucket never grants more than
 ``rate * T + burst`` cost units net of refunds in any window of length ``T``.
@@ -24,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.errors import UsageError
 
 __all__ = ("BucketStatistics", "TokenBucket")
@@ -58,11 +62,7 @@ class BucketStatistics:
 
 
 def _bad_amount(name: str, value: float) -> UsageError:
-    return UsageError(f"{name} must be a finite number >= 0 cost units, not {value!r}")
-
-
-def _bad_now(now: float) -> UsageError:
-    return UsageError(f"now must be finite monotonic seconds, not {now!r}")
+    return UsageError(f"{name} must be a finite number >= 0 cost units, not {shown(value)}")
 
 
 class TokenBucket:
@@ -89,16 +89,19 @@ class TokenBucket:
     def __init__(
         self, rate: float, burst: float, *, now: float = 0.0, level: float | None = None
     ) -> None:
-        if not 0.0 < rate < _INF:
-            raise UsageError(f"rate must be finite and > 0 cost units per second, not {rate!r}")
-        if not 0.0 < burst < _INF:
-            raise UsageError(f"burst must be finite and > 0 cost units, not {burst!r}")
-        if not -_INF < now < _INF:
-            raise _bad_now(now)
+        if not 0.0 < rate <= MAX_AMOUNT:
+            raise UsageError(
+                f"rate must be finite and > 0 cost units per second, not {shown(rate)}"
+            )
+        if not 0.0 < burst <= MAX_AMOUNT:
+            raise UsageError(f"burst must be finite and > 0 cost units, not {shown(burst)}")
+        check_now(now)
         if level is None:
             level = burst
         elif not -burst <= level <= burst:
-            raise UsageError(f"level must be within [-burst, burst] = ±{burst!r}, not {level!r}")
+            raise UsageError(
+                f"level must be within [-burst, burst] = ±{burst!r}, not {shown(level)}"
+            )
         self._rate = float(rate)
         self._burst = float(burst)
         # The level is stored as of ``_last``, the time of the last change;
@@ -136,14 +139,8 @@ class TokenBucket:
         return level if level < self._burst else self._burst
 
     def _effective(self, now: float) -> float:
-        """``now``, or the latest now seen if it is earlier; rejects non-finite."""
-        if now > self._seen:
-            if now == _INF:
-                raise _bad_now(now)
-            return now
-        if not now > -_INF:  # NaN compares false with everything
-            raise _bad_now(now)
-        return self._seen
+        """``now`` (checked), or the latest now seen if it is earlier."""
+        return now if now > self._seen else self._seen
 
     def _advance(self, now: float) -> None:
         now = self._effective(now)
@@ -152,6 +149,11 @@ class TokenBucket:
 
     def level(self, now: float) -> float:
         """Cost units available at ``now``; negative while in debt. A pure read."""
+        check_now(now)
+        return self._level_checked(now)
+
+    def _level_checked(self, now: float) -> float:
+        """:meth:`level` at a checked ``now``."""
         return self._level_at(self._effective(now))
 
     def time_until(self, cost: float, now: float) -> float:
@@ -162,8 +164,13 @@ class TokenBucket:
         never short: a :meth:`try_acquire` at ``now + wait`` is granted if
         nothing else happens in between.
         """
-        if not 0.0 <= cost < _INF:
+        if not 0.0 <= cost <= MAX_AMOUNT:
             raise _bad_amount("cost", cost)
+        check_now(now)
+        return self._time_until(cost, now)
+
+    def _time_until(self, cost: float, now: float) -> float:
+        """:meth:`time_until` of a checked ``cost`` and ``now``."""
         start = self._effective(now)
         if cost <= self._level_at(start) or cost == 0.0:
             return 0.0
@@ -208,16 +215,17 @@ class TokenBucket:
         Returns 0.0 when granted. Otherwise takes nothing and returns
         :meth:`time_until` for ``cost``: seconds to wait, or ``math.inf``.
         """
-        if not 0.0 <= cost < _INF:
+        if not 0.0 <= cost <= MAX_AMOUNT:
             raise _bad_amount("cost", cost)
+        check_now(now)
+        return self._try_acquire(cost, now)
+
+    def _try_acquire(self, cost: float, now: float) -> float:
+        """:meth:`try_acquire` of a checked ``cost`` and ``now``."""
         # Inline _effective and _level_at: this is the hot path of every admission.
         start = self._seen
         if now > start:
-            if now == _INF:
-                raise _bad_now(now)
             start = self._seen = now
-        elif not now > -_INF:
-            raise _bad_now(now)
         level = self._level + self._rate * (start - self._last)
         if level > self._burst:
             level = self._burst
@@ -238,8 +246,13 @@ class TokenBucket:
         grant) but never below ``-burst``; the excess is forgiven and counted
         in :attr:`BucketStatistics.forgiven`.
         """
-        if not 0.0 <= amount < _INF:
+        if not 0.0 <= amount <= MAX_AMOUNT:
             raise _bad_amount("amount", amount)
+        check_now(now)
+        self._charge(amount, now)
+
+    def _charge(self, amount: float, now: float) -> None:
+        """:meth:`charge` of a checked ``amount`` and ``now``."""
         self._advance(now)
         level = self._level - amount
         floor = -self._burst
@@ -254,8 +267,13 @@ class TokenBucket:
     def refund(self, amount: float, now: float) -> None:
         """Give back ``amount`` cost units: actual usage was below the estimate.
         The level never rises above ``burst``."""
-        if not 0.0 <= amount < _INF:
+        if not 0.0 <= amount <= MAX_AMOUNT:
             raise _bad_amount("amount", amount)
+        check_now(now)
+        self._refund(amount, now)
+
+    def _refund(self, amount: float, now: float) -> None:
+        """:meth:`refund` of a checked ``amount`` and ``now``."""
         self._advance(now)
         level = self._level + amount
         if level > self._burst:
@@ -265,10 +283,11 @@ class TokenBucket:
 
     def statistics(self, now: float) -> BucketStatistics:
         """A frozen snapshot at ``now`` (monotonic seconds)."""
+        check_now(now)
         return BucketStatistics(
             rate=self._rate,
             burst=self._burst,
-            level=self.level(now),
+            level=self._level_checked(now),
             granted=self._granted,
             refused=self._refused,
             charged=self._charged,

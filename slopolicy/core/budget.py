@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.core.outcome import STAGES
 from slopolicy.core.sliding import Slice, SlidingSketches
 from slopolicy.errors import UsageError
@@ -130,12 +131,14 @@ class LatencyBudget:
     def record(self, ttft: float | None, stages: Mapping[str, float], now: float) -> None:
         """Count one request's TTFT and stage seconds (from ``Finished``) at ``now``."""
         check_stages(stages)
-        if ttft is not None and not (ttft >= 0 and ttft < math.inf):
-            raise UsageError(f"ttft must be a finite number >= 0, got {ttft!r}")
+        if ttft is not None and not (ttft >= 0 and ttft <= MAX_AMOUNT):
+            raise UsageError(f"ttft must be a finite number >= 0, got {shown(ttft)}")
+        check_now(now)
         add_stages(self._window.current(now), 0, 0, ttft, stages, self.slow_after)
 
     def breakdown(self, now: float) -> Breakdown:
         """The split over the window at ``now``."""
+        check_now(now)
         return stage_breakdown(self._window, 0, 0, self.slow_after, now)
 
 
@@ -199,8 +202,8 @@ def check_stages(stages: Mapping[str, float]) -> None:
     for stage, seconds in stages.items():
         if stage not in _STAGE_INDEX:
             raise UsageError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
-        if not (seconds >= 0 and seconds < math.inf):
-            raise UsageError(f"stage {stage!r} must be finite seconds >= 0, got {seconds!r}")
+        if not (seconds >= 0 and seconds <= MAX_AMOUNT):
+            raise UsageError(f"stage {stage!r} must be finite seconds >= 0, got {shown(seconds)}")
 
 
 def _shares(sums: list[float], offset: int) -> tuple[list[float | None], float | None]:

@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slopolicy.core.checks import check_now
 from slopolicy.core.slo import Objective
 from slopolicy.core.windows import SlidingCounts
 from slopolicy.errors import UsageError
@@ -174,8 +175,7 @@ class BurnWindows:
         """Count one request's verdicts (one per goal) at ``now`` (monotonic seconds)."""
         if len(verdicts) != len(self._goals):
             raise UsageError(f"expected {len(self._goals)} verdicts, got {len(verdicts)}")
-        if not math.isfinite(now):
-            raise UsageError(f"now must be a finite number, got {now!r}")
+        check_now(now)
         self._record(now, verdicts)
 
     def _record(self, now: float, verdicts: Sequence[bool | None]) -> None:
@@ -211,6 +211,11 @@ class BurnWindows:
 
     def rates(self, now: float) -> tuple[BurnRate, ...]:
         """Every objective's burn over every window, objective by objective."""
+        check_now(now)
+        return self._rates(now)
+
+    def _rates(self, now: float) -> tuple[BurnRate, ...]:
+        """:meth:`rates` at a checked ``now``."""
         self._flush()
         per_window = {w: counts.totals(now) for w, counts in self._windows.items()}
         return tuple(
@@ -221,7 +226,12 @@ class BurnWindows:
 
     def alerts(self, now: float) -> tuple[Alert, ...]:
         """The rules firing at ``now``, for each objective, in rule order."""
-        by_key = {(rate.objective, rate.window_s): rate for rate in self.rates(now)}
+        check_now(now)
+        return self._alerts(now)
+
+    def _alerts(self, now: float) -> tuple[Alert, ...]:
+        """:meth:`alerts` at a checked ``now``."""
+        by_key = {(rate.objective, rate.window_s): rate for rate in self._rates(now)}
         fired: list[Alert] = []
         for objective, _ in self._goals:
             for rule in self.rules:

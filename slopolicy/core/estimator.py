@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slopolicy.core.checks import MAX_AMOUNT, is_number, shown
 from slopolicy.core.records import fast_init
 from slopolicy.core.request import Message, Request
 from slopolicy.core.sampling import sample_tokens
@@ -36,8 +37,8 @@ class CostWeights:
     def __post_init__(self) -> None:
         for name in ("alpha", "beta", "gamma"):
             value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise UsageError(f"{name} must be a finite number >= 0, got {value!r}")
+            if not (is_number(value) and 0 <= value <= MAX_AMOUNT):
+                raise UsageError(f"{name} must be a finite number >= 0, got {shown(value)}")
 
 
 @fast_init

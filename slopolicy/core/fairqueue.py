@@ -45,6 +45,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from slopolicy.core.checks import MAX_AMOUNT, check_count, is_number, shown
 from slopolicy.errors import UsageError
 
 __all__ = ("FairQueue", "FairQueueStatistics")
@@ -101,21 +102,15 @@ class _Tenant(Generic[T]):
 def _check_weight(weight: float, what: str = "weight") -> None:
     """Raise :class:`UsageError` unless ``weight`` is a finite number > 0."""
     if isinstance(weight, bool) or not isinstance(weight, int | float):
-        raise UsageError(f"{what} must be a number, got {weight!r}")
-    if not (math.isfinite(weight) and weight > 0):
-        raise UsageError(f"{what} must be finite and > 0, got {weight!r}")
-
-
-def _check_count(value: int, what: str) -> None:
-    """Raise :class:`UsageError` unless ``value`` is an int >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UsageError(f"{what} must be an int >= 0, got {value!r}")
+        raise UsageError(f"{what} must be a number, got {shown(weight)}")
+    if not 0 < weight <= MAX_AMOUNT:  # also refuses NaN and an int too large for a float
+        raise UsageError(f"{what} must be finite and > 0, got {shown(weight)}")
 
 
 def _check_cost(cost: float) -> None:
     """Raise :class:`UsageError` unless ``cost`` is a finite number."""
-    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
-        raise UsageError(f"cost must be a finite number, got {cost!r}")
+    if not (is_number(cost) and -MAX_AMOUNT <= cost <= MAX_AMOUNT):
+        raise UsageError(f"cost must be a finite number, got {shown(cost)}")
 
 
 def _charged(counter: float, cost: float, weight: float, floor: float) -> float:
@@ -158,8 +153,8 @@ class FairQueue(Generic[T]):
     )
 
     def __init__(self, capacity: int, *, max_idle_counters: int = 10_000) -> None:
-        _check_count(capacity, "capacity")
-        _check_count(max_idle_counters, "max_idle_counters")
+        check_count("capacity", capacity)
+        check_count("max_idle_counters", max_idle_counters)
         self._capacity = capacity
         self._max_idle = max_idle_counters
         self._tenants: dict[str, _Tenant[T]] = {}

@@ -51,6 +51,11 @@ class Health:
         max_tenants: per-tenant trackers kept (least recently used dropped).
         cost_model: cost of a finished request for cost-per-success (default:
             the cost units charged).
+
+    It is the policy's own part: each ``now`` its methods are given was
+    checked once by the :class:`~slopolicy.Policy` call it serves, so
+    :meth:`record` and :meth:`record_rejected` do not check it again; record
+    from elsewhere through :attr:`trackers`, which checks.
     """
 
     __slots__ = (
@@ -91,8 +96,8 @@ class Health:
         self.trackers._record_checked(finished, now)
 
     def record_rejected(self, lane: str, tenant: str, now: float) -> None:
-        """Count a request refused at submit."""
-        self.trackers.record_rejected(lane, tenant, now)
+        """Count a request refused at submit, at a checked ``now``."""
+        self.trackers._record_rejected(lane, tenant, now)
 
     def observe(self, signals: EngineSignals) -> None:
         """Take the engine's latest report (fields left ``None`` are unchanged)."""

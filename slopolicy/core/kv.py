@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
 
-from slopolicy.core.checks import check_now, is_number
+from slopolicy.core.checks import check_count, check_now, is_number, shown
 from slopolicy.errors import UsageError
 
 __all__ = ("KVReservation", "KVStatistics", "peak_fits")
@@ -135,12 +135,12 @@ class KVReservation:
         *,
         max_observation_age: float | None = None,
     ) -> None:
-        _check_count("num_blocks", num_blocks, minimum=1)
-        _check_count("block_size", block_size, minimum=1)
+        check_count("num_blocks", num_blocks, minimum=1)
+        check_count("block_size", block_size, minimum=1)
         if max_observation_age is not None and not (
             is_number(max_observation_age) and max_observation_age > 0
         ):
-            raise UsageError(f"max_observation_age must be > 0, got {max_observation_age!r}")
+            raise UsageError(f"max_observation_age must be > 0, got {shown(max_observation_age)}")
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.max_observation_age = max_observation_age
@@ -158,7 +158,7 @@ class KVReservation:
 
     def blocks_for(self, tokens: int) -> int:
         """Blocks that hold ``tokens`` tokens: ``ceil(tokens / block_size)``."""
-        _check_count("tokens", tokens)
+        check_count("tokens", tokens)
         return -(-tokens // self.block_size)
 
     def tokens_needed(self, prompt_tokens: int, max_new_tokens: int, sequences: int = 1) -> int:
@@ -173,9 +173,9 @@ class KVReservation:
         This assumes the engine shares prompt blocks (vLLM forks, or prefix
         caching); pass a conservative prompt count when it was sampled.
         """
-        _check_count("prompt_tokens", prompt_tokens)
-        _check_count("max_new_tokens", max_new_tokens)
-        _check_count("sequences", sequences, minimum=1)
+        check_count("prompt_tokens", prompt_tokens)
+        check_count("max_new_tokens", max_new_tokens)
+        check_count("sequences", sequences, minimum=1)
         return self._tokens_needed(prompt_tokens, max_new_tokens, sequences)
 
     def _tokens_needed(self, prompt_tokens: int, max_new_tokens: int, sequences: int) -> int:
@@ -279,8 +279,12 @@ class KVReservation:
         """Record the engine's used fraction of the pool, 0-1 (vLLM's
         ``vllm:kv_cache_usage_perc``); used blocks round up."""
         if not (is_number(kv_usage) and 0.0 <= kv_usage <= 1.0):
-            raise UsageError(f"kv_usage must be a number in [0, 1], got {kv_usage!r}")
+            raise UsageError(f"kv_usage must be a number in [0, 1], got {shown(kv_usage)}")
         check_now(now)
+        self._observe(kv_usage, now)
+
+    def _observe(self, kv_usage: float, now: float) -> None:
+        """:meth:`observe` of a checked ``kv_usage`` and ``now``."""
         self._tick(now)
         used = math.ceil(kv_usage * self.num_blocks * (1.0 - _USAGE_SLACK))
         self._engine_used = min(self.num_blocks, max(0, used))
@@ -359,12 +363,12 @@ def peak_fits(
     the blocks fit too. Fits iff the peak is at most ``capacity_tokens`` (the
     paper's strict ``<`` only differs at equality). O(n log n).
     """
-    _check_count("capacity_tokens", capacity_tokens)
-    _check_count("block_size", block_size, minimum=1)
+    check_count("capacity_tokens", capacity_tokens)
+    check_count("block_size", block_size, minimum=1)
     pairs = list(requests)
     for current, remaining in pairs:
-        _check_count("current_len", current)
-        _check_count("remaining", remaining)
+        check_count("current_len", current)
+        check_count("remaining", remaining)
     pairs.sort(key=lambda pair: pair[1], reverse=True)
     held = 0
     for k, (current, remaining) in enumerate(pairs, 1):
@@ -381,21 +385,13 @@ def _floors(reserves: Mapping[str, float], num_blocks: int) -> dict[str, int]:
     for lane, fraction in reserves.items():
         _check_name("lane", lane)
         if not (is_number(fraction) and 0.0 <= fraction < 1.0):
-            raise UsageError(f"reserve of lane {lane!r} must be in [0, 1), got {fraction!r}")
+            raise UsageError(f"reserve of lane {lane!r} must be in [0, 1), got {shown(fraction)}")
         exact[lane] = Decimal(repr(float(fraction)))
     if sum(exact.values(), Decimal(0)) >= 1:
         raise UsageError(f"KV reserves must sum below 1, got {dict(reserves)!r}")
     return {lane: math.floor(value * num_blocks) for lane, value in exact.items()}
 
 
-def _check_count(name: str, value: object, *, minimum: int = 0) -> None:
-    # bool is an int subclass; True as a token count is a bug, not a 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise UsageError(f"{name} must be >= {minimum}, got {value}")
-
-
 def _check_name(name: str, value: object) -> None:
     if not isinstance(value, str) or not value:
-        raise UsageError(f"{name} must be a non-empty string, got {value!r}")
+        raise UsageError(f"{name} must be a non-empty string, got {shown(value)}")

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from slopolicy.core.checks import check_now
 from slopolicy.core.ladder_events import (
     LadderCause,
     LadderDirection,
@@ -58,11 +59,6 @@ def _positive_seconds(name: str, value: object) -> float:
     if not (math.isfinite(value) and value > 0):
         raise UsageError(f"{name} must be positive and finite, got {value}")
     return float(value)
-
-
-def _check_now(now: object) -> None:
-    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-        raise UsageError(f"now must be a finite number of seconds, got {now!r}")
 
 
 def _unique(kind: str, names: Sequence[str]) -> None:
@@ -174,7 +170,7 @@ class FallbackLadder:
         """Feed the trigger inputs at ``now`` (monotonic seconds); the move made, if any."""
         if not isinstance(pressure, Pressure):
             raise UsageError(f"update() takes a Pressure, got {type(pressure).__name__}")
-        _check_now(now)
+        check_now(now)
         # Read every trigger before changing anything: a bad reader leaves no trace.
         values = tuple(trigger.value(pressure) for trigger in self._triggers)
         now = float(now) if self._latest is None else max(float(now), self._latest)
@@ -294,7 +290,7 @@ class FallbackLadder:
         """A frozen snapshot; ``now`` (monotonic seconds) defaults to the latest seen."""
         latest = self._latest
         if now is not None:
-            _check_now(now)
+            check_now(now)
             if latest is not None:
                 latest = max(float(now), latest)
         by_level = list(self._time_by_level)

@@ -10,9 +10,11 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from slopolicy.core.checks import shown
 from slopolicy.core.records import fast_init
+from slopolicy.errors import UsageError
 
-__all__ = ("STAGES", "Finished", "Outcome")
+__all__ = ("STAGES", "Finished", "Outcome", "ending")
 
 #: The stages of time-to-first-token, in order (see :attr:`Finished.stages`).
 STAGES = ("queue", "schedule", "prefill", "transfer")
@@ -30,6 +32,24 @@ class Outcome(enum.Enum):
     # Members are singletons compared by identity, so they hash by identity:
     # at C speed, where Enum's own hash is a Python call (several per request).
     __hash__ = object.__hash__
+
+
+_ENDINGS = frozenset({Outcome.COMPLETED, Outcome.FAILED, Outcome.CANCELLED})
+
+
+def ending(outcome: Outcome | str) -> Outcome:
+    """``outcome`` (an :class:`Outcome` or its wire name) as the end of a started
+    request: ``completed``, ``failed`` or ``cancelled``; anything else raises
+    :class:`UsageError`."""
+    try:
+        found = outcome if isinstance(outcome, Outcome) else Outcome(outcome)
+    except ValueError:
+        found = None
+    if found not in _ENDINGS:
+        name = found.value if isinstance(found, Outcome) else shown(outcome)
+        raise UsageError(f"a started request ends completed, failed or cancelled, not {name}")
+    assert found is not None
+    return found
 
 
 @fast_init

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from slopolicy.core.checks import check_now
+from slopolicy.core.checks import MAX_AMOUNT, check_now, is_number, shown
 from slopolicy.errors import UsageError
 
 __all__ = ("DispatchPace",)
@@ -36,10 +36,9 @@ class DispatchPace:
     __slots__ = ("_interval", "_tat", "burst", "rate")
 
     def __init__(self, rate: float, burst: float) -> None:
-        if not (isinstance(rate, int | float) and math.isfinite(rate) and rate > 0):
-            raise UsageError(f"rate must be a finite number of cost units/s > 0, got {rate!r}")
-        if not (isinstance(burst, int | float) and math.isfinite(burst) and burst >= 0):
-            raise UsageError(f"burst must be a finite number of cost units >= 0, got {burst!r}")
+        if not (is_number(rate) and 0 < rate <= MAX_AMOUNT):
+            raise UsageError(f"rate must be a finite number of cost units/s > 0, got {shown(rate)}")
+        _check_cost("burst", burst)
         self.rate = float(rate)
         self.burst = float(burst)
         self._interval = self.burst / self.rate  # the tolerated backlog, seconds
@@ -48,17 +47,29 @@ class DispatchPace:
     def ready_at(self, now: float) -> float:
         """The earliest time at or after ``now`` when a start is allowed (seconds)."""
         check_now(now)
+        return self._ready_at(now)
+
+    def _ready_at(self, now: float) -> float:
+        """:meth:`ready_at` of a checked ``now``."""
         return max(now, self._tat - self._interval)
 
     def ready(self, now: float) -> bool:
         """Whether a start is allowed at ``now``."""
         check_now(now)
+        return self._ready(now)
+
+    def _ready(self, now: float) -> bool:
+        """:meth:`ready` of a checked ``now``."""
         return self._tat - self._interval <= now
 
     def charge(self, cost: float, now: float) -> None:
         """Count a start of ``cost`` cost units at ``now`` (the caller checked :meth:`ready`)."""
         _check_cost("cost", cost)
         check_now(now)
+        self._charge(cost, now)
+
+    def _charge(self, cost: float, now: float) -> None:
+        """:meth:`charge` of a checked ``cost`` and ``now``."""
         tat = self._tat
         self._tat = (now if now > tat else tat) + cost / self.rate
 
@@ -72,9 +83,13 @@ class DispatchPace:
     def backlog(self, now: float) -> float:
         """Cost units started ahead of the rate at ``now`` (0 when idle)."""
         check_now(now)
+        return self._backlog(now)
+
+    def _backlog(self, now: float) -> float:
+        """:meth:`backlog` at a checked ``now``."""
         return max(0.0, self._tat - now) * self.rate
 
 
 def _check_cost(name: str, cost: float) -> None:
-    if isinstance(cost, bool) or not isinstance(cost, int | float) or not 0.0 <= cost < math.inf:
-        raise UsageError(f"{name} must be a finite number of cost units >= 0, got {cost!r}")
+    if not (is_number(cost) and 0.0 <= cost <= MAX_AMOUNT):
+        raise UsageError(f"{name} must be a finite number of cost units >= 0, got {shown(cost)}")

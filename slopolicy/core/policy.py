@@ -2,8 +2,12 @@
 
 ``Policy`` composes the core objects and owns every live request's record.
 It never reads a clock: each call takes ``now`` (monotonic seconds; a ``now``
-earlier than one already seen counts as the latest seen). The async gate,
-the simulator and tests all drive this same object.
+earlier than one already seen counts as the latest seen). A ``now`` that is
+not a time in monotonic seconds (NaN, an infinity, or past ``±1e11`` s, as a
+``time.time_ns()`` or millisecond value is) raises :class:`UsageError` and
+changes nothing, whether or not a good ``now`` came before it: see
+:func:`~slopolicy.core.checks.time_problem`. The async gate, the simulator and
+tests all drive this same object.
 
 Lifecycle::
 
@@ -25,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from slopolicy.core.checks import check_now
+from slopolicy.core.checks import check_count, check_now
 from slopolicy.core.deadlines import Deadlines
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
 from slopolicy.core.fairqueue import _check_weight
@@ -36,7 +40,7 @@ from slopolicy.core.ladder import FallbackLadder
 from slopolicy.core.ladder_events import LadderEvent
 from slopolicy.core.lanes import LaneScheduler
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, PolicyStatistics, Started
-from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.outcome import Finished, Outcome, ending
 from slopolicy.core.overload import OverloadState
 from slopolicy.core.pacing import DispatchPace
 from slopolicy.core.prefill import PrefillGate
@@ -51,8 +55,6 @@ from slopolicy.core.tracker import CostModel
 from slopolicy.errors import UsageError
 
 __all__ = ("Policy", "PolicySource", "PolicySpec")
-
-_ENDINGS = frozenset({Outcome.COMPLETED, Outcome.FAILED, Outcome.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,7 +411,7 @@ class Policy:
 
     def _start_next(self, now: float) -> Entry | None:
         pace = self.pace
-        if pace is not None and not pace.ready(now):
+        if pace is not None and not pace._ready(now):
             return None  # the next start, whichever it is, waits for the rate
         gate = self.prefill
         if gate is not None and not gate.ready(now):
@@ -428,7 +430,7 @@ class Policy:
                 )
                 self._queues._charge(lane, entry.tenant, prompt_cost, entry.weight)
                 if pace is not None:
-                    pace.charge(entry.cost, now)
+                    pace._charge(entry.cost, now)
                 if gate is not None:
                     gate.started(entry.prompt_tokens, now)
                 entry.phase = Phase.RUNNING
@@ -448,10 +450,11 @@ class Policy:
         """Whether a :meth:`dispatch` at ``now`` could start anything: an engine
         slot is free and the dispatch rate allows a start (queued heads, KV and
         paused lanes aside). A read."""
+        check_now(now)
         pace, gate = self.pace, self.prefill
         return (
             self._running < self.max_running
-            and (pace is None or pace.ready(now))
+            and (pace is None or pace._ready(now))
             and (gate is None or gate.ready(now))
         )
 
@@ -469,7 +472,7 @@ class Policy:
             or self._running >= self.max_running
         ):
             return None
-        ready = self._now if pace is None else pace.ready_at(self._now)
+        ready = self._now if pace is None else pace._ready_at(self._now)
         if gate is not None:
             ready = max(ready, gate.ready_at(self._now))
         return ready if ready > self._now else None
@@ -520,10 +523,12 @@ class Policy:
         entry.marks.setdefault(stage, now)
 
     def tokens(self, request_id: str, count: int, now: float) -> None:
-        """``count`` more output tokens arrived (a chunk may carry several)."""
+        """``count`` more output tokens arrived (a chunk may carry several).
+
+        A ``count`` that is not an int in ``[0, 2**53]`` raises
+        :class:`UsageError` and changes nothing."""
         entry = self._running_entry(request_id)
-        if count < 0:
-            raise UsageError(f"token count must be >= 0, got {count}")
+        check_count("token count", count)
         now = self._advance(now)
         if entry.first_token_at is None:
             self._first(entry, now)
@@ -543,16 +548,15 @@ class Policy:
         ``output_tokens`` (the engine's own usage count) overrides the tokens
         reported so far. Releases its KV blocks and concurrency slots, charges
         the tenant the actual cost, and returns the record. Finishing a request
-        twice, or one that never started, raises :class:`UsageError`.
+        twice, or one that never started, raises :class:`UsageError`; so does a
+        bad argument (an ``output_tokens`` that is not an int in ``[0, 2**53]``,
+        a bad ``now``), before anything changes: the request is still running
+        and a later ``finish`` with good arguments releases it.
         """
-        ending = outcome if isinstance(outcome, Outcome) else Outcome(outcome)
-        if ending not in _ENDINGS:
-            raise UsageError(
-                f"a started request ends completed, failed or cancelled, not {ending.value}"
-            )
+        end = ending(outcome)
         entry = self._running_entry(request_id)
-        if output_tokens is not None and output_tokens < 0:
-            raise UsageError(f"output_tokens must be >= 0, got {output_tokens}")
+        if output_tokens is not None:
+            check_count("output_tokens", output_tokens)
         now = self._advance(now)
         if output_tokens is not None:
             entry.output_tokens = output_tokens
@@ -570,8 +574,8 @@ class Policy:
         self._running -= 1
         self._lane_running[entry.lane] -= 1
         del self._entries[entry.id]
-        self._outcomes[ending] += 1
-        finished = entry.finished(ending, now, cost)
+        self._outcomes[end] += 1
+        finished = entry.finished(end, now, cost)
         self.health.record(finished, now)
         return finished
 
@@ -616,8 +620,8 @@ class Policy:
         check_signals(signals)
         now = self._advance(now)
         self.health.observe(signals)
-        if signals.kv_usage is not None:
-            self.kv.observe(signals.kv_usage, now)
+        if signals.kv_usage is not None:  # checked by EngineSignals
+            self.kv._observe(signals.kv_usage, now)
 
     def evaluate(self, now: float) -> LadderEvent | None:
         """Move the fallback ladder if pressure says so (``dispatch`` also does
@@ -653,7 +657,8 @@ class Policy:
     def statistics(self, now: float | None = None) -> PolicyStatistics:
         """A frozen snapshot of queues, running requests, outcomes and ledgers;
         time-dependent figures (the dispatch backlog) read at ``now`` (monotonic
-        seconds; default and at least the latest ``now`` seen). A pure read."""
+        seconds; default and at least the latest ``now`` seen). A pure read; a
+        bad ``now`` raises :class:`UsageError` as it does everywhere else."""
         if now is not None:
             check_now(now)
         at = self._now if now is None else max(now, self._now)
@@ -668,24 +673,16 @@ class Policy:
             self.quotas.statistics(),
             state,
             0 if ladder is None else ladder.level,
-            None if self.pace is None else 0.0 if at == -math.inf else self.pace.backlog(at),
+            None if self.pace is None else 0.0 if at == -math.inf else self.pace._backlog(at),
         )
 
     def _advance(self, now: float) -> float:
         # The one check of ``now`` for every call: the components below are
-        # passed the latest ``now`` seen, so they need not check it again.
-        try:
-            later = now > self._now
-        except TypeError:  # not a number at all
-            raise UsageError(
-                f"now must be a finite number of monotonic seconds, got {now!r}"
-            ) from None
-        if later:
-            if isinstance(now, bool) or not isinstance(now, int | float) or now == math.inf:
-                raise UsageError(f"now must be a finite number of monotonic seconds, got {now!r}")
+        # passed the latest ``now`` seen, through their trusted (checked-input)
+        # methods, so they need not check it again.
+        check_now(now)
+        if now > self._now:
             self._now = now
-        elif self._now == -math.inf:  # NaN or -inf before any finite now
-            raise UsageError(f"now must be a finite number of monotonic seconds, got {now!r}")
         return self._now
 
 

@@ -35,6 +35,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+from slopolicy.core.checks import MAX_AMOUNT, shown
 from slopolicy.errors import UsageError
 
 __all__ = ("QuantileSketch",)
@@ -128,8 +129,8 @@ class QuantileSketch:
 
     def add(self, value: float) -> None:
         """Record ``value`` (>= 0, finite)."""
-        if not (value >= 0 and value < math.inf):  # also refuses NaN
-            raise UsageError(f"a quantile sketch takes finite values >= 0, got {value!r}")
+        if not (value >= 0 and value <= MAX_AMOUNT):  # also refuses NaN and huge ints
+            raise UsageError(f"a quantile sketch takes finite values >= 0, got {shown(value)}")
         self._count += 1
         self._sum += value
         if value < self._min:
@@ -155,10 +156,13 @@ class QuantileSketch:
         in about a fifth of the time per value; changes nothing if one is bad."""
         if not values:
             return
-        low, high, total = min(values), max(values), sum(values, self._sum)
-        if not (low >= 0 and high < math.inf and total == total):  # NaN != NaN
-            bad = next(value for value in values if not (value >= 0 and value < math.inf))
-            raise UsageError(f"a quantile sketch takes finite values >= 0, got {bad!r}")
+        low, high = min(values), max(values)
+        # Summed only once in bounds (an int too large for a float would raise);
+        # a NaN, which min and max may miss, makes the total NaN.
+        total = sum(values, self._sum) if low >= 0 and high <= MAX_AMOUNT else math.nan
+        if total != total:
+            bad = next(value for value in values if not (value >= 0 and value <= MAX_AMOUNT))
+            raise UsageError(f"a quantile sketch takes finite values >= 0, got {shown(bad)}")
         self._count += len(values)
         self._sum = total
         if low < self._min:

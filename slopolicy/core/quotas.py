@@ -14,7 +14,6 @@ Every method takes ``now`` in monotonic seconds and reads no clock.
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from types import MappingProxyType
 
 from slopolicy.core._quota_state import TenantState, TierPlan
 from slopolicy.core.bucket import BucketStatistics, TokenBucket
+from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.core.decisions import Reason
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
@@ -135,10 +135,9 @@ class QuotaStatistics:
 
 
 def _check_args(now: float, name: str = "cost", cost: float = 0.0) -> None:
-    if not 0.0 <= cost < math.inf:
-        raise UsageError(f"{name} must be a finite number >= 0 cost units, not {cost!r}")
-    if not -math.inf < now < math.inf:
-        raise UsageError(f"now must be finite monotonic seconds, not {now!r}")
+    if not 0.0 <= cost <= MAX_AMOUNT:
+        raise UsageError(f"{name} must be a finite number >= 0 cost units, not {shown(cost)}")
+    check_now(now)
 
 
 def _num(value: float) -> str:
@@ -206,8 +205,7 @@ class TenantQuotas:
         Takes a concurrency slot for the tenant and for (tenant, lane), and
         ``cost`` from the tenant bucket and the lane's bucket, all or nothing.
         """
-        if not (0.0 <= cost < math.inf and -math.inf < now < math.inf):
-            _check_args(now, "cost", cost)
+        _check_args(now, "cost", cost)
         refusal = self._grant(tenant, tier, lane, cost, now)
         return QuotaLease(self, tenant, lane, cost) if refusal is None else refusal
 
@@ -232,14 +230,20 @@ class TenantQuotas:
             refusal = None if len(self._tenants) < self._max else self._make_room()
         elif state.plan.lanes:  # split buckets: check both before taking from either
             refusal = _check(tenant, state, lane, cost, now)
-        else:  # one bucket at most: its own try_acquire checks and takes
+        else:  # one bucket at most: its own _try_acquire checks and takes
             refusal = _check_slots(tenant, state, lane)
             if refusal is None and state.bucket is not None:
-                wait = state.bucket.try_acquire(cost, now)
+                bucket = state.bucket
+                wait = bucket._try_acquire(cost, now)
                 if wait:
-                    bucket = state.bucket
                     refusal = rate_refusal(
-                        tenant, None, bucket.rate, bucket.burst, cost, bucket.level(now), wait
+                        tenant,
+                        None,
+                        bucket.rate,
+                        bucket.burst,
+                        cost,
+                        bucket._level_checked(now),
+                        wait,
                     )
                 taken = not wait
         if refusal is not None:
@@ -280,11 +284,11 @@ class TenantQuotas:
 
     def _take(self, state: TenantState, lane: str, cost: float, now: float) -> None:
         if state.bucket is not None:
-            granted = state.bucket.try_acquire(cost, now)
+            granted = state.bucket._try_acquire(cost, now)
             assert granted == 0.0, "checked by _check"
         bucket = state.lane_bucket(lane, now)
         if bucket is not None:
-            granted = bucket.try_acquire(cost, now)
+            granted = bucket._try_acquire(cost, now)
             assert granted == 0.0, "checked by _check"
         self._count_in(state, lane)
 
@@ -306,8 +310,7 @@ class TenantQuotas:
             raise self._foreign("settle")
         if lease._released:
             raise UsageError(f"cannot settle a released lease: {lease!r}")
-        if not (0.0 <= actual_cost < math.inf and -math.inf < now < math.inf):
-            _check_args(now, "actual_cost", actual_cost)
+        _check_args(now, "actual_cost", actual_cost)
         self._reconcile(self._tenants[lease._tenant], lease._lane, lease._cost, actual_cost, now)
         lease._cost = actual_cost
 
@@ -332,9 +335,9 @@ class TenantQuotas:
                 if bucket is None:
                     continue
                 if difference > 0:
-                    bucket.charge(difference, now)
+                    bucket._charge(difference, now)
                 else:
-                    bucket.refund(-difference, now)
+                    bucket._refund(-difference, now)
 
     def release(self, lease: QuotaLease, now: float) -> bool:
         """Give back ``lease``'s concurrency slots. True the first time; later
@@ -342,8 +345,7 @@ class TenantQuotas:
         ``now`` (monotonic seconds) is unused by this in-memory table."""
         if not isinstance(lease, QuotaLease) or lease._owner is not self:
             raise self._foreign("release")
-        if not -math.inf < now < math.inf:
-            _check_args(now)
+        check_now(now)
         if lease._released:
             return False
         lease._released = True
@@ -375,7 +377,7 @@ class TenantQuotas:
     def tenant(self, tenant: str, now: float) -> TenantStatistics | None:
         """A frozen snapshot of ``tenant`` at ``now``, or None if it is not tracked.
         A lane bucket not used yet is reported full."""
-        _check_args(now)
+        check_now(now)
         state = self._tenants.get(tenant)
         if state is None:
             return None
@@ -466,8 +468,8 @@ def _check(
     if refusal is not None:
         return refusal
     tenant_bucket, lane_bucket = state.bucket, state.lane_buckets.get(lane)
-    wait = 0.0 if tenant_bucket is None else tenant_bucket.time_until(cost, now)
-    lane_wait = 0.0 if lane_bucket is None else lane_bucket.time_until(cost, now)
+    wait = 0.0 if tenant_bucket is None else tenant_bucket._time_until(cost, now)
+    lane_wait = 0.0 if lane_bucket is None else lane_bucket._time_until(cost, now)
     if wait == 0.0 and lane_wait == 0.0:
         return None
     # Levels only rise while nothing is taken, so both buckets grant at the later time.
@@ -478,4 +480,6 @@ def _check(
     else:
         assert tenant_bucket is not None
         bucket, where = tenant_bucket, None
-    return rate_refusal(tenant, where, bucket.rate, bucket.burst, cost, bucket.level(now), wait)
+    return rate_refusal(
+        tenant, where, bucket.rate, bucket.burst, cost, bucket._level_checked(now), wait
+    )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slopolicy.core.checks import count_problem, shown, time_problem
 from slopolicy.errors import InvalidRequest
 
 __all__ = ("REASONING_EFFORTS", "Message", "Request")
@@ -91,6 +91,15 @@ class Request:
     ``tier`` and ``lane`` are trusted hints, still checked against the tenant's
     tier by the router.
 
+    Every numeric field is bounded, so a request that builds can always be
+    scored and routed: the counts (``prompt_tokens``, ``max_new_tokens``,
+    ``n``, ``best_of``, ``logprobs``) are ints (not ``bool``) of at most 2**53
+    (:data:`~slopolicy.core.checks.MAX_COUNT`), ``tool_risk`` is within
+    [0, 1], and ``deadline`` is a time within ±1e11 monotonic seconds
+    (:data:`~slopolicy.core.checks.MAX_NOW`, the bound on every ``now``).
+    Anything else raises :class:`~slopolicy.InvalidRequest`, and nothing else
+    leaves construction.
+
     Attributes:
         tenant: who pays for the request; quota and fairness key.
         id: unique id; generated when omitted.
@@ -146,13 +155,15 @@ class Request:
         effort = self.reasoning_effort
         if effort is not None and (not isinstance(effort, str) or effort not in REASONING_EFFORTS):
             raise InvalidRequest("reasoning_effort", f"expected one of {sorted(REASONING_EFFORTS)}")
-        _check_number("tool_risk", self.tool_risk, low=0.0, high=1.0)
+        _check_fraction("tool_risk", self.tool_risk)
         for name in ("lane", "tier", "model"):
             value = getattr(self, name)
             if value is not None:
                 _check_text(name, value, allow_empty=False, max_chars=_MAX_ID_CHARS)
         if self.deadline is not None:
-            _check_number("deadline", self.deadline)
+            problem = time_problem(self.deadline)
+            if problem is not None:
+                raise InvalidRequest("deadline", f"must be {problem}")
 
     @property
     def sequences(self) -> int:
@@ -212,19 +223,13 @@ def _check_text(
 
 
 def _check_int(name: str, value: object, *, minimum: int) -> None:
-    # bool is an int subclass; True as a token count is a bug, not a 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidRequest(name, f"expected an integer, got {type(value).__name__}")
-    if value < minimum:
-        raise InvalidRequest(name, f"must be >= {minimum}, got {value}")
+    problem = count_problem(value, minimum)
+    if problem is not None:
+        raise InvalidRequest(name, f"must be {problem}")
 
 
-def _check_number(
-    name: str, value: object, *, low: float | None = None, high: float | None = None
-) -> None:
+def _check_fraction(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidRequest(name, f"expected a number, got {type(value).__name__}")
-    if not math.isfinite(value):
-        raise InvalidRequest(name, "must be finite")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise InvalidRequest(name, f"must be within [{low}, {high}], got {value}")
+    if not 0.0 <= value <= 1.0:  # also refuses NaN; an int of any size compares exactly
+        raise InvalidRequest(name, f"must be within [0, 1], got {shown(value)}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from slopolicy.core.checks import MAX_AMOUNT, check_now, is_number, shown, time_problem
 from slopolicy.errors import UsageError
 
 __all__ = ("DecodeBaseline", "EngineSignals", "SignalBoard", "check_signals")
@@ -45,21 +46,26 @@ class EngineSignals:
     tool_timeout_rate: float | None = None
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.observed_at):
-            raise UsageError(f"observed_at must be finite, got {self.observed_at!r}")
+        problem = time_problem(self.observed_at)
+        if problem is not None:
+            raise UsageError(f"observed_at must be {problem}")
         for name in ("kv_usage", "tool_timeout_rate"):
             value = getattr(self, name)
-            if value is not None and not 0 <= value <= 1:
-                raise UsageError(f"{name} must be in [0, 1], got {value!r}")
+            if value is not None and not (is_number(value) and 0 <= value <= 1):
+                raise UsageError(f"{name} must be in [0, 1], got {shown(value)}")
         for name in ("waiting", "running"):
             value = getattr(self, name)
-            if value is not None and value < 0:
-                raise UsageError(f"{name} must be >= 0, got {value!r}")
-        if self.decode_tps is not None and not (0 <= self.decode_tps < math.inf):
-            raise UsageError(f"decode_tps must be a finite number >= 0, got {self.decode_tps!r}")
+            if value is not None and not (is_number(value) and 0 <= value <= MAX_AMOUNT):
+                raise UsageError(f"{name} must be >= 0, got {shown(value)}")
+        decode = self.decode_tps
+        if decode is not None and not (is_number(decode) and 0 <= decode <= MAX_AMOUNT):
+            raise UsageError(
+                f"decode_tps must be a finite number >= 0, got {shown(self.decode_tps)}"
+            )
 
     def age(self, now: float) -> float:
         """Seconds since the observation (0 if ``now`` is earlier)."""
+        check_now(now)
         return max(0.0, now - self.observed_at)
 
     def is_stale(self, now: float, max_age: float) -> bool:
@@ -113,8 +119,7 @@ class SignalBoard:
         ``observed_at`` is the oldest fresh field's time, so ``age(now)`` is the
         worst age of any number returned (``now`` when none is fresh).
         """
-        if not math.isfinite(now):
-            raise UsageError(f"now must be a finite number, got {now!r}")
+        check_now(now)
         now = self._latest = max(now, self._latest)
         fresh = {
             name: value
@@ -136,6 +141,7 @@ class SignalBoard:
         """Seconds since field ``name`` was last reported, or ``None`` if never."""
         if name not in _FIELDS:
             raise UsageError(f"unknown signal {name!r}; signals are {', '.join(_FIELDS)}")
+        check_now(now)
         seen = self._times.get(name)
         return None if seen is None else max(0.0, now - seen)
 

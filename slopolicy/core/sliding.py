@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.core.quantiles import QuantileSketch
 from slopolicy.core.windows import SlidingRing
 from slopolicy.errors import UsageError
@@ -82,7 +83,8 @@ class SlidingSketches:
     are counted; an answer covers between the two. Keeping several metrics in
     one ring costs one slice lookup per recorded request, not one per metric.
     A query merges the closed slices of a metric once per slice (cached: records
-    only ever land in the current slice) plus the current one.
+    only ever land in the current slice) plus the current one. Each ``now`` is
+    checked by the caller (the public object this window is inside).
     """
 
     __slots__ = (
@@ -239,12 +241,14 @@ class SlidingQuantiles:
 
     def record(self, value: float, now: float) -> None:
         """Record ``value`` (finite, >= 0) at ``now`` (monotonic seconds). O(1) amortized."""
-        if not (value >= 0 and value < math.inf):
-            raise UsageError(f"a quantile sketch takes finite values >= 0, got {value!r}")
+        if not (value >= 0 and value <= MAX_AMOUNT):
+            raise UsageError(f"a quantile sketch takes finite values >= 0, got {shown(value)}")
+        check_now(now)
         self._window.current(now).sketch(0).add(value)
 
     def sketch(self, now: float) -> QuantileSketch:
         """A new sketch holding every value in the window at ``now``."""
+        check_now(now)
         return self._window.sketch(0, now)
 
     def quantile(self, q: float, now: float) -> float | None:
@@ -257,4 +261,5 @@ class SlidingQuantiles:
 
     def count(self, now: float) -> int:
         """Values in the window at ``now``."""
+        check_now(now)
         return self._window.count(0, now)

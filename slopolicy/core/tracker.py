@@ -46,6 +46,7 @@ from slopolicy.core.budget import (
     stage_breakdown,
 )
 from slopolicy.core.burn import DEFAULT_BURN_RULES, Alert, BurnRate, BurnRule, BurnWindows
+from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.sliding import FOLD_AT, SlidingSketches
 from slopolicy.core.slo import Objective, SLOTargets, Summary
@@ -283,8 +284,8 @@ class SLOTracker:
         """:meth:`_judge` of a record whose timings are known to be good (the
         policy's own, made from checked monotonic times)."""
         cost = self._cost_model(finished)
-        if not (cost >= 0 and cost < math.inf):
-            raise UsageError(f"the cost model must return a finite number >= 0, got {cost!r}")
+        if not (cost >= 0 and cost <= MAX_AMOUNT):
+            raise UsageError(f"the cost model must return a finite number >= 0, got {shown(cost)}")
         completed = finished.outcome is Outcome.COMPLETED
         e2e = finished.e2e
         attained = completed and self.targets.attains(finished.ttft, finished.tpot, e2e)
@@ -295,12 +296,7 @@ class SLOTracker:
         """Count a request judged by this tracker, or by one with the same targets
         and cost model and burn windows wherever this one has them, at a finite
         ``now`` (the caller checked it)."""
-        if now > self._latest:
-            self._latest = now
-        else:
-            now = self._latest
-        if self._start is None:
-            self._start = now
+        now = self._advance(now)
         finished = judged.finished
         piece = self._window.current(now)
         sums, pending = piece.sums, piece.pending
@@ -331,12 +327,17 @@ class SLOTracker:
 
     def record_rejected(self, now: float) -> None:
         """Count one request the policy refused (it never produced a ``Finished``)."""
-        now = self._see(now)
+        check_now(now)
+        self._record_rejected(now)
+
+    def _record_rejected(self, now: float) -> None:
+        """:meth:`record_rejected` at a checked ``now``."""
+        now = self._advance(now)
         self._window.current(now).sums[_INDEX[Outcome.REJECTED]] += 1.0
         if self._burn is not None and self.rejected_are_errors:
             verdicts: list[bool | None] = [None] * len(self._objectives)
             verdicts[0] = True  # success comes first
-            self._burn.record(now, verdicts)
+            self._burn._record(now, verdicts)
 
     def snapshot(self, now: float) -> SLOSnapshot:
         """A frozen view of the window (and burn windows) at ``now``."""
@@ -394,15 +395,20 @@ class SLOTracker:
 
     def burn_rates(self, now: float) -> tuple[BurnRate, ...]:
         """Burn rate of each objective over each window at ``now`` (empty when off)."""
-        return () if self._burn is None else self._burn.rates(self._see(now))
+        return () if self._burn is None else self._burn._rates(self._see(now))
 
     def alerts(self, now: float) -> tuple[Alert, ...]:
         """The multi-window burn-rate alerts firing at ``now`` (see :mod:`slopolicy.core.burn`)."""
-        return () if self._burn is None else self._burn.alerts(self._see(now))
+        return () if self._burn is None else self._burn._alerts(self._see(now))
 
     def _see(self, now: float) -> float:
-        if not math.isfinite(now):
-            raise UsageError(f"now must be a finite number, got {now!r}")
+        """Check ``now`` and :meth:`_advance` to it."""
+        check_now(now)
+        return self._advance(now)
+
+    def _advance(self, now: float) -> float:
+        """The latest of ``now`` (checked) and every ``now`` before it; the
+        first one starts the window's span."""
         if now > self._latest:
             self._latest = now
         if self._start is None:
@@ -437,10 +443,10 @@ def _check(finished: Finished) -> None:
         ("ttft", finished.ttft),
         ("tpot", finished.tpot),
     ):
-        if value is not None and not (value >= 0 and value < math.inf):
-            raise UsageError(f"{name} must be finite seconds >= 0, got {value!r}")
+        if value is not None and not (value >= 0 and value <= MAX_AMOUNT):
+            raise UsageError(f"{name} must be finite seconds >= 0, got {shown(value)}")
     e2e = finished.e2e
-    if not (e2e >= 0 and e2e < math.inf):
+    if not (e2e >= 0 and e2e <= MAX_AMOUNT):
         raise UsageError(f"finished_at must not be before arrival (e2e {e2e!r})")
     if finished.prompt_tokens < 0 or finished.output_tokens < 0:
         raise UsageError("token counts must be >= 0")

@@ -18,11 +18,11 @@ the request.)
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
 from slopolicy.core.burn import DEFAULT_BURN_RULES, BurnRule
+from slopolicy.core.checks import check_now
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.slo import SLOTargets
 from slopolicy.core.tracker import CostModel, SLOSnapshot, SLOTracker, _Judged
@@ -137,8 +137,7 @@ class TrackerSet:
     def record(self, finished: Finished, now: float) -> None:
         """Count ``finished`` in its lane's tracker and its tenant's (O(1) amortized)."""
         lane = self.lane(finished.lane)
-        if not math.isfinite(now):
-            raise UsageError(f"now must be a finite number, got {now!r}")
+        check_now(now)
         if finished.outcome is Outcome.REJECTED:
             lane.record(finished, now)  # validates before anything changes
             self._record_rejected_tenant(finished.lane, finished.tenant, now)
@@ -180,7 +179,12 @@ class TrackerSet:
 
     def record_rejected(self, lane: str, tenant: str | None, now: float) -> None:
         """Count a request refused before it ran, in ``lane`` (and ``tenant``'s tracker)."""
-        self.lane(lane).record_rejected(now)  # folds what waits first: records stay in order
+        check_now(now)
+        self._record_rejected(lane, tenant, now)
+
+    def _record_rejected(self, lane: str, tenant: str | None, now: float) -> None:
+        """:meth:`record_rejected` at a checked ``now`` (the policy's refusals)."""
+        self.lane(lane)._record_rejected(now)  # folds what waits first: records stay in order
         if tenant is not None:
             self._record_rejected_tenant(lane, tenant, now)
 
@@ -195,7 +199,7 @@ class TrackerSet:
     def _record_rejected_tenant(self, lane: str, tenant: str, now: float) -> None:
         tracker = self._tenant_tracker(lane, tenant)
         if tracker is not None:
-            tracker.record_rejected(now)
+            tracker._record_rejected(now)
 
     def _tenant_tracker(self, lane: str, tenant: str) -> SLOTracker | None:
         if self.max_tenants == 0:

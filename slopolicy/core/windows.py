@@ -16,6 +16,10 @@ Times are monotonic seconds. A ``now`` earlier than one the window has
 already seen counts as the latest seen, so a late record lands in the current
 slice and never revives an expired one. Memory is ``slices`` slots, each
 allocated on first use.
+
+These rings are the inside of the public windows (SLO trackers, burn windows,
+sliding quantiles): each ``now`` they are given was checked once by the public
+entry point (:func:`~slopolicy.core.checks.check_now`), so they do not check it.
 """
 
 from __future__ import annotations
@@ -79,13 +83,9 @@ class SlidingRing(Generic[T]):
         self._latest = -math.inf
 
     def see(self, now: float) -> float:
-        """Advance to ``now`` and return the effective time (the latest seen)."""
+        """Advance to ``now`` (checked) and return the effective time (the latest seen)."""
         if now > self._latest:
-            if now == math.inf:
-                raise UsageError("now must be a finite number, got inf")
             self._latest = now
-        elif not math.isfinite(now):  # NaN compares False above; infinities cannot be sliced
-            raise UsageError(f"now must be a finite number, got {now!r}")
         return self._latest
 
     def epoch(self, now: float) -> int:
@@ -97,11 +97,7 @@ class SlidingRing(Generic[T]):
         # Inlined see() and epoch(): this runs several times per recorded request.
         latest = self._latest
         if now > latest:
-            if now == math.inf:
-                raise UsageError("now must be a finite number, got inf")
             self._latest = latest = now
-        elif not math.isfinite(now):
-            raise UsageError(f"now must be a finite number, got {now!r}")
         epoch = math.floor(latest / self.width)
         index = epoch % self.slices
         slot = self._slots[index]

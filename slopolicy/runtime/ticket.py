@@ -33,18 +33,29 @@ Later events are no-ops, except an explicit second ``finish()``, which raises
 that was left unfinished (so the engine aborts the request); ``with`` cannot.
 A ticket from ``await gate.admit()`` or ``admit_nowait()`` that is never
 released keeps its slot; dropping it emits a ``ResourceWarning``.
+
+A count the host's ``tokens_of`` or ``usage_of`` returns that is not a token
+count (NaN from ``json.loads``, a negative, a string, a float, past 2**53) is
+left out, never passed on to the policy, so it cannot stop the release: the
+ticket settles on the tokens counted without it. The first such count is kept
+as :attr:`Ticket.count_error` (the :class:`~slopolicy.UsageError` describing
+it) and logged once per ticket as a warning on the ``slopolicy.gate`` logger.
+An explicit ``finish(output_tokens=...)`` or ``tokens(count)`` with a bad count
+raises ``UsageError`` instead, releasing nothing: the caller can call again.
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from slopolicy.core.checks import check_count, count_problem
 from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.lifecycle import Started
-from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.outcome import Finished, Outcome, ending
 from slopolicy.core.request import Request
 from slopolicy.errors import UsageError
 
@@ -53,9 +64,9 @@ if TYPE_CHECKING:
 
 __all__ = ("Ticket", "TrackedStream")
 
-T = TypeVar("T")
+logger = logging.getLogger("slopolicy.gate")
 
-_ENDINGS = (Outcome.COMPLETED, Outcome.FAILED, Outcome.CANCELLED)
+T = TypeVar("T")
 
 
 def _outcome_of(error: BaseException | None) -> Outcome:
@@ -76,6 +87,7 @@ class Ticket:
     """
 
     __slots__ = (
+        "_count_error",
         "_error",
         "_finished",
         "_gate",
@@ -99,6 +111,7 @@ class Ticket:
         self._usage: int | None = None
         self._error: Exception | None = None  # what failed it, for telemetry
         self._prefilled = False
+        self._count_error: UsageError | None = None
 
     @property
     def id(self) -> str:
@@ -141,6 +154,27 @@ class Ticket:
         """Whether the ticket has been released."""
         return self._finished is not None
 
+    @property
+    def count_error(self) -> UsageError | None:
+        """The first bad count a tracked stream's ``tokens_of`` or ``usage_of``
+        returned, as the :class:`~slopolicy.UsageError` describing it; ``None``
+        when every count was good. The ticket counted on without it."""
+        return self._count_error
+
+    def _counted(self, value: object, source: str) -> int | None:
+        """``value`` if it is a token count; otherwise record it as
+        :attr:`count_error` (and a warning, once per ticket) and return ``None``."""
+        problem = count_problem(value)
+        if problem is None:
+            assert isinstance(value, int)
+            return value
+        if self._count_error is None:
+            self._count_error = UsageError(
+                f"{source} must return {problem}; request {self.id!r} counts on without it"
+            )
+            logger.warning("%s", self._count_error)
+        return None
+
     def track(
         self,
         stream: AsyncIterable[T],
@@ -154,8 +188,10 @@ class Ticket:
         ``tokens_of(chunk)`` output tokens (default 1), and the first chunk
         carrying a token is the first token (TTFT). ``usage_of(chunk)``, when
         it returns a number, is the engine's own output-token count and
-        replaces the counted total at release. The stream's end, error or
-        cancellation releases the ticket (see the module docstring).
+        replaces the counted total at release. A count from either that is not
+        an int in ``[0, 2**53]`` is left out and kept as :attr:`count_error`
+        (see the module docstring). The stream's end, error or cancellation
+        releases the ticket.
         """
         if self._stream is not None:
             raise UsageError(f"request {self.id!r} is already tracking a stream")
@@ -184,16 +220,14 @@ class Ticket:
         """Release now as ``outcome`` (``completed``, ``failed`` or ``cancelled``);
         ``output_tokens`` is the engine's usage count, if known. Raises
         :class:`~slopolicy.UsageError` if the ticket was already released."""
-        ending = Outcome(outcome)
-        if ending not in _ENDINGS:
-            raise UsageError(f"a ticket ends completed, failed or cancelled, not {ending.value}")
-        if output_tokens is not None and output_tokens < 0:
-            raise UsageError(f"output_tokens must be >= 0, got {output_tokens}")
+        end = ending(outcome)
+        if output_tokens is not None:
+            check_count("output_tokens", output_tokens)
         if self._finished is not None:
             raise UsageError(
                 f"request {self.id!r} was already released ({self._finished.outcome.value})"
             )
-        return self._release(ending, self._usage if output_tokens is None else output_tokens)
+        return self._release(end, self._usage if output_tokens is None else output_tokens)
 
     def cancel(self) -> Finished | None:
         """Release as ``cancelled`` unless already released; the record, if this released it."""
@@ -307,13 +341,16 @@ class TrackedStream(Generic[T]):
             ticket._end(_outcome_of(error), error)
             raise
         if ticket._finished is None:
-            count = 1 if self._tokens_of is None else self._tokens_of(chunk)
+            tokens_of, usage_of = self._tokens_of, self._usage_of
+            count = 1 if tokens_of is None else ticket._counted(tokens_of(chunk), "tokens_of")
             if count:
                 ticket.tokens(count)
-            if self._usage_of is not None:
-                usage = self._usage_of(chunk)
+            if usage_of is not None:
+                usage = usage_of(chunk)
                 if usage is not None:
-                    ticket._usage = usage
+                    usage = ticket._counted(usage, "usage_of")
+                    if usage is not None:  # a bad one leaves the last good count
+                        ticket._usage = usage
         return chunk
 
     async def aclose(self) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from slopolicy.config import PolicyConfig
+from slopolicy.core.checks import MAX_COUNT
 from slopolicy.core.fairqueue import FairQueue
 from slopolicy.core.router import LaneRouter
 from slopolicy.core.tokens import HeuristicCounter
@@ -112,7 +113,7 @@ class VTC(FCFS):
 
     def __init__(self, *, prompt_weight: float = 1.0, output_weight: float = 2.0) -> None:
         super().__init__()
-        self._queue: FairQueue[SimRequest] = FairQueue(1 << 62)
+        self._queue: FairQueue[SimRequest] = FairQueue(MAX_COUNT)  # unbounded
         self._tenants: dict[str, str] = {}
         self._prompt_weight = prompt_weight
         self._output_weight = output_weight

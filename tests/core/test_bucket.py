@@ -19,8 +19,11 @@ from hypothesis.stateful import (
 from slopolicy.core.bucket import BucketStatistics, TokenBucket
 from slopolicy.errors import UsageError
 
-BAD_AMOUNTS = (-1.0, -1e-300, math.nan, math.inf, -math.inf)
-BAD_NOWS = (math.nan, math.inf, -math.inf)
+# 10**400 is finite but too large for a float: it used to pass the checks and
+# overflow in the arithmetic after them, with the level or the clock moved.
+BAD_AMOUNTS = (-1.0, -1e-300, math.nan, math.inf, -math.inf, 10**400)
+# 1.7e18 is a time.time_ns() value, 1.7e12 milliseconds since the epoch.
+BAD_NOWS = (math.nan, math.inf, -math.inf, 10**400, -(10**400), 1.7e18, 1.7e12)
 
 
 def test_starts_full_and_grants_until_empty() -> None:

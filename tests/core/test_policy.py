@@ -5,6 +5,7 @@ import math
 import pytest
 
 from slopolicy import Admit, Defer, Demote, Policy, PolicyConfig, Reason, Reject, Request
+from slopolicy.core.checks import shown
 from slopolicy.core.outcome import Outcome
 from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.errors import UsageError
@@ -244,6 +245,60 @@ def test_a_now_that_is_not_a_finite_number_raises_and_changes_nothing() -> None:
     done = policy.finish("a", 2.0)
     assert done.e2e == 1.0
     assert done.output_tokens == 0
+
+
+# ``json.loads`` yields NaN; 10**400 and 2**53 + 1 are past every count; a
+# string, a bool and a float are not counts at all.
+_BAD_COUNTS: tuple[object, ...] = (math.nan, -1, "7", 10**400, 2**53 + 1, True, 1.5)
+
+
+@pytest.mark.parametrize("bad", _BAD_COUNTS, ids=shown)
+def test_a_bad_token_count_raises_before_anything_changes(bad: object) -> None:
+    # Before: NaN passed tokens(), and finish() released the KV blocks, then
+    # raised settling the quota: running and in flight stayed at 1 for good.
+    policy = _policy()
+    policy.submit(Request(id="a", tenant="a", prompt_tokens=10, max_new_tokens=8), 1.0)
+    policy.dispatch(1.0)
+    policy.tokens("a", 3, 1.5)
+    before = policy.statistics()
+    with pytest.raises(UsageError, match=r"^token count must be"):
+        policy.tokens("a", bad, 2.0)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"^output_tokens must be"):
+        policy.finish("a", 2.0, output_tokens=bad)  # type: ignore[arg-type]
+    assert policy.statistics() == before
+    assert policy.phase("a") == "running"
+    done = policy.finish("a", 3.0)  # the release a bad number must never skip
+    assert done.output_tokens == 3
+    assert done.e2e == 2.0  # the bad calls did not move the clock either
+    stats = policy.statistics()
+    assert stats.running == stats.quotas.in_flight == stats.kv.used_blocks == 0
+
+
+@pytest.mark.parametrize(
+    "bad", [1.7e18, 1.7e12, 10**400, -(10**400), math.nan, -math.inf], ids=shown
+)
+def test_a_bad_now_after_a_good_one_raises_and_changes_nothing(bad: float) -> None:
+    # Before: 1.7e18 (time.time_ns()) was taken, and every later request
+    # expired on arrival (now + wait == now in float); 10**400 was taken and
+    # every later call raised OverflowError with quota held; NaN and -inf
+    # after a finite now were quietly read as the latest now.
+    policy = _policy()
+    policy.submit(Request(id="a", tenant="a", prompt_tokens=10, max_new_tokens=8), 1.0)
+    before = policy.statistics()
+    request = Request(id="b", tenant="a", prompt_tokens=10, max_new_tokens=8)
+    for call in (
+        lambda: policy.submit(request, bad),
+        lambda: policy.dispatch(bad),
+        lambda: policy.cancel("a", bad),
+        lambda: policy.statistics(bad),
+        lambda: policy.can_start(bad),
+    ):
+        with pytest.raises(UsageError, match=r"^now must be"):
+            call()
+    assert policy.statistics() == before
+    assert [started.id for started in policy.dispatch(2.0)] == ["a"]
+    assert policy.submit(request, 2.5).accepted
+    assert policy.finish("a", 3.0).e2e == 2.0
 
 
 def test_tenants_share_a_lane_fairly() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -13,6 +16,7 @@ from slopolicy import Policy, PolicyConfig, Request
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.errors import UsageError
 
 _CONFIG = PolicyConfig.from_dict(
     {
@@ -59,6 +63,11 @@ _CONFIG = PolicyConfig.from_dict(
     }
 )
 _TENANTS = st.sampled_from(["t0", "t1", "t2", "t3"])
+# Counts and times that must be refused, changing nothing: NaN (json.loads
+# yields it), negative, not an int, past 2**53; NaN and infinities, a
+# time.time_ns() value, milliseconds since the epoch, an int too large for a float.
+_BAD_COUNTS = st.sampled_from([math.nan, -1, "7", 10**400, 2**53 + 1, True, 2.0])
+_BAD_NOWS = st.sampled_from([math.nan, math.inf, -math.inf, 1.7e18, 1.7e12, 10**400, "1"])
 
 
 class PolicyLifecycle(RuleBasedStateMachine):
@@ -153,6 +162,46 @@ class PolicyLifecycle(RuleBasedStateMachine):
     @rule(dt=st.floats(0.0, 3.0))
     def advance(self, dt: float) -> None:
         self.now += dt
+
+    def _refused(self, call: Callable[[], object], match: str) -> None:
+        """A bad step raises ``UsageError`` and changes nothing, not even the clock."""
+        before = self._state()
+        with pytest.raises(UsageError, match=match):
+            call()
+        assert self._state() == before
+
+    def _state(self) -> object:
+        policy = self.policy
+        entries = {
+            entry.id: (entry.phase, entry.output_tokens, entry.first_token_at, entry.last_token_at)
+            for entry in policy._entries.values()
+        }
+        return policy.statistics(), policy._now, entries
+
+    @precondition(lambda self: any(p == "running" for p in self.live.values()))
+    @rule(data=st.data(), bad=_BAD_COUNTS, at_finish=st.booleans())
+    def bad_count(self, data: st.DataObject, bad: Any, at_finish: bool) -> None:
+        request_id = data.draw(st.sampled_from(self._running_ids()))
+        if at_finish:
+            call = partial(self.policy.finish, request_id, self.now, output_tokens=bad)
+            self._refused(call, r"^output_tokens must be")
+        else:
+            self._refused(
+                partial(self.policy.tokens, request_id, bad, self.now), r"^token count must be"
+            )
+
+    @rule(data=st.data(), bad=_BAD_NOWS)
+    def bad_now(self, data: st.DataObject, bad: Any) -> None:
+        policy, running = self.policy, self._running_ids()
+        calls: list[Callable[[], object]] = [
+            partial(policy.submit, Request(id="bad", prompt_tokens=1), bad),
+            partial(policy.dispatch, bad),
+            partial(policy.statistics, bad),
+            *(partial(policy.cancel, request_id, bad) for request_id in sorted(self.live)),
+            *(partial(policy.tokens, request_id, 1, bad) for request_id in running),
+            *(partial(policy.finish, request_id, bad) for request_id in running),
+        ]
+        self._refused(data.draw(st.sampled_from(calls)), r"^now must be")
 
     def _started(self, started: tuple[Started, ...]) -> None:
         """Hook for what a dispatch started (the paced machine checks the rate)."""

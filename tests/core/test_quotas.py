@@ -210,7 +210,14 @@ def _snapshot(quotas: TenantQuotas, tenants: tuple[str, ...]) -> object:
 
 
 @pytest.mark.parametrize(
-    ("cost", "now"), [(-1.0, math.nan), (math.nan, math.inf), (math.inf, -math.inf)]
+    ("cost", "now"),
+    [
+        (-1.0, math.nan),
+        (math.nan, math.inf),
+        (math.inf, -math.inf),
+        (10**400, 10**400),
+        (-(10**400), 1.7e18),
+    ],
 )
 def test_a_bad_cost_or_now_is_a_usage_error_and_changes_nothing(cost: float, now: float) -> None:
     quotas = TenantQuotas()

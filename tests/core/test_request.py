@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slopolicy import InvalidRequest, Message, Request
+from slopolicy import InvalidRequest, Message, Policy, PolicyConfig, Request
+from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.testing.strategies import requests
 
 
@@ -144,3 +146,76 @@ def test_random_malformed_requests_give_typed_errors(kwargs: dict[str, Any]) -> 
 @given(requests())
 def test_generated_requests_are_valid_and_equal_to_their_copy(request: Request) -> None:
     assert request.replace() == request
+
+
+_NUMERIC_FIELDS = (
+    "prompt_tokens",
+    "max_new_tokens",
+    "n",
+    "best_of",
+    "logprobs",
+    "tool_risk",
+    "deadline",
+)
+# Any value a caller could pass: huge and tiny ints (10**5000 has no repr in
+# Python >= 3.11), every kind of float, and things that are not numbers.
+_any_number = st.one_of(
+    st.integers(),
+    st.integers(-(2**60), 2**60),
+    st.sampled_from(
+        [0, 1, 2**53, 2**53 + 1, -(2**53), 10**400, -(10**400), 10**5000, 1e11, 1.7e18, 1e308]
+    ),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+)
+
+
+@given(
+    values=st.dictionaries(st.sampled_from(_NUMERIC_FIELDS), _any_number, min_size=1),
+    now=st.sampled_from([0.0, 1e6, 1e11]),
+)
+def test_any_numeric_field_builds_a_request_that_scores_and_routes_or_is_invalid(
+    values: dict[str, Any], now: float
+) -> None:
+    # Before the bounds, 10**400 as tool_risk or deadline raised OverflowError
+    # here, and as n or best_of when the cost was scored.
+    try:
+        request = Request(**{"prompt_tokens": 10, **values})
+    except InvalidRequest as error:
+        field = error.field
+        # A prompt_tokens of None leaves no prompt at all.
+        assert field in values or (field == "prompt" and "prompt_tokens" in values)
+        return
+    policy = Policy(PolicyConfig(), counter=HeuristicCounter())
+    estimate = policy.router.estimator.estimate(request)
+    assert math.isfinite(estimate.cost)
+    decision = policy.submit(request, now)
+    for started in policy.dispatch(now):
+        policy.finish(started.id, now, output_tokens=started.request.output_budget)
+    if decision.accepted and policy.phase(request.id) is not None:
+        policy.cancel(request.id, now)
+    stats = policy.statistics()
+    assert stats.running == stats.quotas.in_flight == stats.kv.used_blocks == 0
+
+
+@pytest.mark.parametrize("field", ["prompt_tokens", "max_new_tokens", "n", "best_of", "logprobs"])
+def test_counts_are_bounded_at_2_to_the_53(field: str) -> None:
+    largest: dict[str, Any] = {"prompt_tokens": 10, field: 2**53}
+    assert getattr(Request(**largest), field) == 2**53
+    with pytest.raises(InvalidRequest, match=r"2\*\*53") as info:
+        Request(**{**largest, field: 2**53 + 1})
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("deadline", [1.7e18, 1.7e12, 10**400, -(10**400), -1e12])
+def test_a_deadline_past_the_clock_bound_is_invalid_and_says_why(deadline: float) -> None:
+    with pytest.raises(InvalidRequest, match="nanoseconds") as info:
+        Request(prompt_tokens=10, deadline=deadline)
+    assert info.value.field == "deadline"
+
+
+def test_an_error_about_a_huge_int_never_fails_to_print_it() -> None:
+    with pytest.raises(InvalidRequest, match="digits"):
+        Request(prompt_tokens=10**5000)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import anyio
 import pytest
 
 from slopolicy import Gate, Outcome, Request, UsageError
+from slopolicy.core.checks import shown
 from slopolicy.runtime import Ticket
 from slopolicy.testing.fake_engine import Chunk, EngineError, FakeEngine
 from tests.runtime.conftest import assert_clean, policy
@@ -65,6 +69,75 @@ async def test_multi_token_chunks_count_tokens_and_usage_overrides_the_count() -
 
 def _tokens(chunk: Chunk) -> int:
     return chunk.tokens
+
+
+# What a host callback may return that is no token count: NaN (json.loads
+# yields it), a negative, a string, past 2**53, a bool, a float.
+_BAD_COUNTS: tuple[object, ...] = (math.nan, -1, "7", 10**400, 2**53 + 1, True, 7.0)
+
+
+@pytest.mark.parametrize("bad", _BAD_COUNTS, ids=shown)
+@pytest.mark.parametrize("source", ["tokens_of", "usage_of"])
+async def test_a_bad_count_from_a_callback_is_left_out_and_the_ticket_still_releases(
+    source: str, bad: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: the count reached the policy unchecked; the release raised in
+    # the middle (NaN) or the chunk did ("7"), and running and the tenant's
+    # in-flight count stayed at 1 for good.
+    p = policy()
+    engine = FakeEngine(ttft=0.1, per_token=0.01, tokens_per_chunk=2)
+
+    def tokens(chunk: Chunk) -> Any:
+        return bad if source == "tokens_of" and chunk.index in (2, 6) else chunk.tokens
+
+    def usage(chunk: Chunk) -> Any:
+        if source != "usage_of" or chunk.index < 4:
+            return None
+        return 9 if chunk.index == 4 else bad
+
+    with caplog.at_level(logging.WARNING, logger="slopolicy.gate"):
+        async with Gate(p) as gate, gate.admit(_request()) as ticket:
+            stream = ticket.track(engine.stream(ticket.request), tokens_of=tokens, usage_of=usage)
+            async for _ in stream:
+                pass
+    finished = ticket.finished
+    assert finished is not None
+    assert finished.outcome is Outcome.COMPLETED
+    # Settled on what was counted without the bad values: two chunks of two
+    # left out, or the last good usage (9) instead of the bad ones after it.
+    assert finished.output_tokens == (6 if source == "tokens_of" else 9)
+    error = ticket.count_error
+    assert isinstance(error, UsageError)
+    assert str(error).startswith(f"{source} must return ")
+    assert [record.getMessage() for record in caplog.records] == [str(error)]  # once
+    assert_clean(p)
+
+
+async def test_good_counts_leave_no_count_error() -> None:
+    p = policy()
+    async with Gate(p) as gate, gate.admit(_request()) as ticket:
+        async for _ in ticket.track(FakeEngine().stream(ticket.request), tokens_of=_tokens):
+            pass
+    assert ticket.count_error is None
+    assert_clean(p)
+
+
+@pytest.mark.parametrize("bad", _BAD_COUNTS, ids=shown)
+async def test_an_explicit_bad_count_raises_and_releases_nothing_until_a_good_one(
+    bad: object,
+) -> None:
+    p = policy()
+    async with Gate(p) as gate, gate.admit(_request()) as ticket:
+        ticket.tokens(3)
+        with pytest.raises(UsageError, match=r"^token count must be"):
+            ticket.tokens(bad)  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match=r"^output_tokens must be"):
+            ticket.finish(output_tokens=bad)  # type: ignore[arg-type]
+        assert not ticket.released
+        assert p.running == 1
+        finished = ticket.finish(output_tokens=5)
+    assert finished.output_tokens == 5
+    assert_clean(p)
 
 
 async def test_an_engine_error_fails_the_request() -> None:

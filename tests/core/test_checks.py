@@ -1,0 +1,330 @@
+"""One check of ``now`` and of counts for every core entry point (core/checks.py)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slopolicy import Policy, PolicyConfig, Request
+from slopolicy.core import (
+    CostWeights,
+    DispatchPace,
+    EngineSignals,
+    FairQueue,
+    FallbackLadder,
+    KVReservation,
+    LatencyBudget,
+    Pressure,
+    QuantileSketch,
+    SignalBoard,
+    SlidingQuantiles,
+    SLOTracker,
+    TenantQuotas,
+    TierSpec,
+    TokenBucket,
+    TrackerSet,
+    default_triggers,
+)
+from slopolicy.core.burn import BurnWindows
+from slopolicy.core.checks import (
+    MAX_COUNT,
+    MAX_NOW,
+    check_count,
+    check_now,
+    count_problem,
+    shown,
+    time_problem,
+)
+from slopolicy.core.decisions import Admit, Reason
+from slopolicy.core.quotas import QuotaLease
+from slopolicy.core.rungs import Rung
+from slopolicy.core.slo import Objective
+from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.errors import UsageError
+from tests.core.records import finished
+
+#: Not a time in monotonic seconds: NaN and infinities, nanoseconds and
+#: milliseconds since the epoch, ints too large for a float, and non-numbers.
+BAD_NOWS: tuple[object, ...] = (
+    math.nan,
+    math.inf,
+    -math.inf,
+    1.7e18,
+    1.7e12,
+    10**400,
+    -(10**400),
+    10**5000,
+    True,
+    "1",
+    None,
+)
+
+Call = Callable[[Any], object]
+
+
+def _policy() -> Policy:
+    return Policy(PolicyConfig(), counter=HeuristicCounter())
+
+
+def _running_policy() -> Policy:
+    policy = _policy()
+    policy.submit(Request(id="a", prompt_tokens=10, max_new_tokens=8), 1.0)
+    policy.dispatch(1.0)
+    return policy
+
+
+def _prepared(act: Callable[[Policy, Admit, Any], object]) -> Call:
+    """``act(policy, decision, now)`` on a decision ``prepare`` accepted."""
+    policy = _policy()
+    decision = policy.prepare(Request(prompt_tokens=10), 1.0)
+    assert isinstance(decision, Admit)
+    return lambda now: act(policy, decision, now)
+
+
+def _bucket() -> TokenBucket:
+    bucket = TokenBucket(1.0, 10.0, now=1.0)
+    bucket.try_acquire(3.0, 1.0)
+    return bucket
+
+
+_TIER = TierSpec("pro", "chat", rate=10.0, burst=100.0)
+_SIGNALS = EngineSignals(observed_at=1.0, kv_usage=0.1)
+
+
+def _leased(act: Callable[[TenantQuotas, QuotaLease, Any], object]) -> Call:
+    """``act(quotas, lease, now)`` on a lease granted at 1.0."""
+    quotas = TenantQuotas()
+    lease = quotas.acquire("acme", _TIER, "chat", 1.0, 1.0)
+    assert isinstance(lease, QuotaLease)
+    return lambda now: act(quotas, lease, now)
+
+
+def _kv() -> KVReservation:
+    kv = KVReservation(100, 16)
+    kv.try_reserve("r", "chat", 20, 1.0)
+    return kv
+
+
+def _ladder() -> FallbackLadder:
+    ladder = FallbackLadder([Rung("r1", marker=True)], default_triggers(), dwell=1.0, cooldown=1.0)
+    ladder.update(Pressure(), 1.0)
+    return ladder
+
+
+def _tracker() -> SLOTracker:
+    tracker = SLOTracker("interactive")
+    tracker.record(finished(1.0), 1.0)
+    return tracker
+
+
+def _trackers() -> TrackerSet:
+    trackers = TrackerSet({"interactive": SLOTracker("interactive").targets})
+    trackers.record(finished(1.0), 1.0)
+    return trackers
+
+
+def _burn() -> BurnWindows:
+    burn = BurnWindows([(Objective.SUCCESS, 0.99)])
+    burn.record(1.0, [False])
+    return burn
+
+
+def _quantiles() -> SlidingQuantiles:
+    window = SlidingQuantiles()
+    window.record(1.0, 1.0)
+    return window
+
+
+def _calls() -> dict[str, Callable[[], Call]]:
+    """Each core entry point that takes ``now``, on an object that has seen a
+    finite ``now`` already (1.0), as a call of the bad ``now``."""
+    return {
+        "Policy.submit": lambda: lambda now: _policy().submit(Request(prompt_tokens=1), now),
+        "Policy.prepare": lambda: lambda now: _policy().prepare(Request(prompt_tokens=1), now),
+        "Policy.enqueue": lambda: _prepared(lambda p, d, now: p.enqueue(d, now)),
+        "Policy.refuse": lambda: _prepared(
+            lambda p, d, now: p.refuse(d, Reason.RATE_LIMITED, "x", now)
+        ),
+        "Policy.withdraw": lambda: _prepared(lambda p, d, now: p.withdraw(d, now)),
+        "Policy.dispatch": lambda: _running_policy().dispatch,
+        "Policy.first_token": lambda: lambda now: _running_policy().first_token("a", now),
+        "Policy.mark": lambda: lambda now: _running_policy().mark("a", "schedule", now),
+        "Policy.tokens": lambda: lambda now: _running_policy().tokens("a", 1, now),
+        "Policy.finish": lambda: lambda now: _running_policy().finish("a", now),
+        "Policy.cancel": lambda: lambda now: _running_policy().cancel("a", now),
+        "Policy.observe": lambda: lambda now: _running_policy().observe(_SIGNALS, now),
+        "Policy.evaluate": lambda: _running_policy().evaluate,
+        "Policy.diagnose": lambda: _running_policy().diagnose,
+        "Policy.statistics": lambda: lambda now: _running_policy().statistics(now),
+        "Policy.can_start": lambda: _running_policy().can_start,
+        "TokenBucket()": lambda: lambda now: TokenBucket(1.0, 1.0, now=now),
+        "TokenBucket.try_acquire": lambda: lambda now: _bucket().try_acquire(1.0, now),
+        "TokenBucket.time_until": lambda: lambda now: _bucket().time_until(1.0, now),
+        "TokenBucket.charge": lambda: lambda now: _bucket().charge(1.0, now),
+        "TokenBucket.refund": lambda: lambda now: _bucket().refund(1.0, now),
+        "TokenBucket.level": lambda: _bucket().level,
+        "TokenBucket.statistics": lambda: _bucket().statistics,
+        "TenantQuotas.acquire": lambda: _leased(
+            lambda q, _, now: q.acquire("acme", _TIER, "chat", 1.0, now)
+        ),
+        "TenantQuotas.settle": lambda: _leased(lambda q, lease, now: q.settle(lease, 1.0, now)),
+        "TenantQuotas.release": lambda: _leased(lambda q, lease, now: q.release(lease, now)),
+        "TenantQuotas.tenant": lambda: _leased(lambda q, _, now: q.tenant("acme", now)),
+        "KVReservation.try_reserve": lambda: lambda now: _kv().try_reserve("s", "chat", 1, now),
+        "KVReservation.resize": lambda: lambda now: _kv().resize("r", 1, now),
+        "KVReservation.release": lambda: lambda now: _kv().release("r", now),
+        "KVReservation.observe": lambda: lambda now: _kv().observe(0.5, now),
+        "DispatchPace.ready_at": lambda: DispatchPace(10.0, 10.0).ready_at,
+        "DispatchPace.ready": lambda: DispatchPace(10.0, 10.0).ready,
+        "DispatchPace.charge": lambda: lambda now: DispatchPace(10.0, 10.0).charge(1.0, now),
+        "DispatchPace.backlog": lambda: DispatchPace(10.0, 10.0).backlog,
+        "FallbackLadder.update": lambda: lambda now: _ladder().update(Pressure(), now),
+        "FallbackLadder.statistics": lambda: lambda now: _ladder().statistics(now),
+        "SignalBoard.current": lambda: SignalBoard().current,
+        "SignalBoard.age": lambda: lambda now: SignalBoard().age("kv_usage", now),
+        "EngineSignals.age": lambda: EngineSignals(observed_at=1.0).age,
+        "SLOTracker.record": lambda: lambda now: _tracker().record(finished(2.0), now),
+        "SLOTracker.record_rejected": lambda: _tracker().record_rejected,
+        "SLOTracker.snapshot": lambda: _tracker().snapshot,
+        "SLOTracker.quantile": lambda: lambda now: _tracker().quantile("ttft", 0.5, now),
+        "SLOTracker.span": lambda: _tracker().span,
+        "SLOTracker.burn_rates": lambda: _tracker().burn_rates,
+        "SLOTracker.alerts": lambda: _tracker().alerts,
+        "TrackerSet.record": lambda: lambda now: _trackers().record(finished(2.0), now),
+        "TrackerSet.record_rejected": lambda: (
+            lambda now: _trackers().record_rejected(
+                "interactive",
+                "acme",
+                now,
+            )
+        ),
+        "TrackerSet.snapshots": lambda: _trackers().snapshots,
+        "BurnWindows.record": lambda: lambda now: _burn().record(now, [True]),
+        "BurnWindows.rates": lambda: _burn().rates,
+        "BurnWindows.alerts": lambda: _burn().alerts,
+        "SlidingQuantiles.record": lambda: lambda now: _quantiles().record(1.0, now),
+        "SlidingQuantiles.quantile": lambda: lambda now: _quantiles().quantile(0.5, now),
+        "SlidingQuantiles.count": lambda: _quantiles().count,
+        "LatencyBudget.record": lambda: lambda now: LatencyBudget().record(None, {}, now),
+        "LatencyBudget.breakdown": lambda: LatencyBudget().breakdown,
+    }
+
+
+_CALLS = _calls()
+
+
+# ``statistics(now=None)`` means "at the latest now seen".
+_OPTIONAL = {"FallbackLadder.statistics", "Policy.statistics"}
+_CASES = [
+    pytest.param(entry, now, id=f"{entry}-{shown(now)[:20]}")
+    for entry in sorted(_CALLS)
+    for now in BAD_NOWS
+    if not (now is None and entry in _OPTIONAL)
+]
+
+
+@pytest.mark.parametrize(("entry", "now"), _CASES)
+def test_every_core_entry_point_refuses_a_bad_now_with_one_wording(entry: str, now: object) -> None:
+    call = _CALLS[entry]()
+    with pytest.raises(UsageError, match=r"^now must be "):
+        call(now)
+
+
+def test_a_good_now_passes_every_entry_point() -> None:
+    for entry, make in _CALLS.items():
+        try:
+            make()(2.0)
+        except UsageError as error:  # pragma: no cover - the message says which
+            raise AssertionError(f"{entry}: {error}") from error
+
+
+@pytest.mark.parametrize("now", [1.7e18, 1.7e15, 1.7e12, -1.7e12, 10**400])
+def test_a_clock_in_the_wrong_unit_is_named_as_such(now: float) -> None:
+    with pytest.raises(UsageError, match="nanoseconds") as info:
+        check_now(now)
+    assert "monotonic seconds within ±1e+11" in str(info.value)
+
+
+def test_the_bound_keeps_sub_millisecond_resolution_and_admits_wall_clock_seconds() -> None:
+    assert math.ulp(MAX_NOW) < 1e-4  # a queue wait added to now still moves it
+    assert math.ulp(1.7e18) > 100  # what time.time_ns() values lose
+    for now in (0, -1.0, 1.7e9, MAX_NOW, -MAX_NOW, 12345.678):
+        check_now(now)
+        assert time_problem(now) is None
+
+
+@given(st.one_of(st.integers(), st.floats(allow_nan=True), st.booleans(), st.none(), st.text()))
+def test_the_fast_path_and_the_full_rule_agree(value: object) -> None:
+    try:
+        check_now(value)
+    except UsageError:
+        assert time_problem(value) is not None
+    else:
+        assert time_problem(value) is None
+
+
+@given(st.one_of(st.integers(), st.floats(allow_nan=True), st.booleans(), st.none(), st.text()))
+def test_counts_have_one_rule(value: object) -> None:
+    ok = count_problem(value, 1) is None
+    assert ok == (type(value) is int and 1 <= value <= MAX_COUNT)
+    if ok:
+        check_count("n", value, minimum=1)
+    else:
+        with pytest.raises(UsageError, match=r"^n must be (an integer|>= 1 and <= 2\*\*53), got "):
+            check_count("n", value, minimum=1)
+
+
+def test_a_huge_int_is_shown_without_its_digits() -> None:
+    assert shown(10**5000) == "an integer of about 5001 digits"
+    assert shown("x" * 10_000).endswith("...")
+    assert len(shown("x" * 10_000)) == 60
+
+
+@pytest.mark.parametrize("bad", [math.nan, 1.7e18, 10**400, True])
+def test_a_signal_time_follows_the_same_rule(bad: object) -> None:
+    with pytest.raises(UsageError, match=r"^observed_at must be "):
+        EngineSignals(observed_at=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field", ["kv_usage", "tool_timeout_rate", "waiting", "decode_tps"])
+@pytest.mark.parametrize("bad", [True, "0.5", 10**400, math.nan])
+def test_a_signal_value_must_be_a_number(field: str, bad: object) -> None:
+    with pytest.raises(UsageError, match=field):
+        EngineSignals(observed_at=1.0, **{field: bad})  # type: ignore[arg-type]
+
+
+_HUGE = 10**400  # an int: finite, but too large for a float
+
+_OVERFLOWS: dict[str, Callable[[], object]] = {
+    "TokenBucket(rate)": lambda: TokenBucket(_HUGE, 1.0),
+    "TokenBucket(burst)": lambda: TokenBucket(1.0, _HUGE),
+    "TokenBucket.try_acquire": lambda: _bucket().try_acquire(_HUGE, 2.0),
+    "TokenBucket.refund": lambda: _bucket().refund(_HUGE, 2.0),
+    "TenantQuotas.acquire": lambda: TenantQuotas().acquire("a", _TIER, "chat", _HUGE, 1.0),
+    "DispatchPace(rate)": lambda: DispatchPace(_HUGE, 1.0),
+    "DispatchPace.charge": lambda: DispatchPace(1.0, 1.0).charge(_HUGE, 1.0),
+    "FairQueue.push": lambda: FairQueue[str](4).push("t", "x", weight=_HUGE),
+    "KVReservation(num_blocks)": lambda: KVReservation(_HUGE, 16),
+    "KVReservation.blocks_for": lambda: KVReservation(10, 16).blocks_for(_HUGE),
+    "QuantileSketch.add": lambda: QuantileSketch().add(_HUGE),
+    "QuantileSketch.add_many": lambda: QuantileSketch().add_many([1.0, _HUGE]),
+    "SlidingQuantiles.record": lambda: SlidingQuantiles().record(_HUGE, 1.0),
+    "LatencyBudget.record": lambda: LatencyBudget().record(_HUGE, {}, 1.0),
+    "SLOTracker cost model": lambda: SLOTracker("lane", cost_model=lambda f: _HUGE).record(
+        finished(1.0), 1.0
+    ),
+    "CostWeights": lambda: CostWeights(beta=_HUGE),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OVERFLOWS))
+def test_an_int_too_large_for_a_float_is_a_usage_error_not_an_overflow(name: str) -> None:
+    # Each used to pass its check (10**400 < math.inf) and raise OverflowError
+    # in the arithmetic after it, or in the check itself (math.isfinite).
+    with pytest.raises(UsageError, match="digits"):
+        _OVERFLOWS[name]()
