@@ -136,21 +136,24 @@ class Closer:
 class TextState:
     """A text-generation stream: one token per event; the last has details."""
 
-    __slots__ = ("generated",)
+    __slots__ = ("ended", "generated")
 
     def __init__(self) -> None:
-        self.generated: int | None = None
+        self.ended = False  # the last event (the one with details) arrived
+        self.generated: object = None  # as TGI sent it: checked when settled
 
     def watch(self, event: TextGenerationStreamOutput) -> bool:
         """Note what ``event`` says; whether to pass it to the caller."""
-        if event.details is not None:
-            self.generated = event.details.generated_tokens
+        details = event.details
+        if details is not None:
+            self.ended = True
+            self.generated = getattr(details, "generated_tokens", None)
         return True
 
-    def settle(self) -> int:
-        """The engine's output-token count (``None``: unknown); raises
+    def settle(self) -> object:
+        """The engine's output-token count as sent (``None``: none); raises
         :class:`EngineError` when the stream ended before it finished."""
-        if self.generated is None:
+        if not self.ended:
             raise EngineError(EngineFault.DISCONNECTED, "TGI's stream ended before its last token")
         return self.generated
 

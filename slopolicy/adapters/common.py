@@ -44,13 +44,15 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.request import Request
-from slopolicy.errors import SlopolicyError
+from slopolicy.errors import SlopolicyError, UsageError
 
 __all__ = (
     "EngineError",
     "EngineFault",
     "Reply",
     "Who",
+    "check_default_max_tokens",
+    "engine_count",
     "engine_error_response",
     "fault_from_status",
     "parse_retry_after",
@@ -167,6 +169,25 @@ def parse_retry_after(value: str | None) -> float | None:
     except ValueError:
         return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def check_default_max_tokens(value: int) -> int:
+    """An adapter's ``default_max_tokens``: an ``int`` >= 1 (tokens), else
+    :class:`~slopolicy.UsageError` when the adapter is made, not per call."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"default_max_tokens must be an integer >= 1, got {value!r}")
+    return value
+
+
+def engine_count(value: object, budget: int) -> int | None:
+    """An engine's own output-token count, if ``value`` is a believable one: an
+    ``int`` (not a ``bool``) from 0 to ``budget``, the most tokens the request
+    was allowed. Anything else (missing, a string, a float, NaN, negative, or
+    more than the engine was allowed to generate) is a server's garbage and
+    reads as unknown: ``None``."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= budget:
+        return value
+    return None
 
 
 _TOO_LONG_PARAMS = frozenset({"input_tokens", "input_text"})

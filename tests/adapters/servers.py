@@ -16,6 +16,10 @@ protocols byte for byte as their sources write them:
   ``/generate`` errors as 429/422/424 with that body; the Messages API with
   its own in-stream error object and ``[DONE]``.
 
+A script can also make the engine answer garbage, as a broken engine or
+proxy would: a ``usage`` (or TGI ``generated_tokens``) of any value, a whole
+answer replaced by raw bytes, a stream chunk that is not JSON.
+
 Each request picks a :class:`Script` by the ``x-script`` header (or, for
 requests relayed by a gateway, by its ``model`` field) and leaves a
 :class:`Hit` with the server's ``time.monotonic()`` at receipt and right
@@ -49,6 +53,15 @@ class Dropped(Exception):
     """Raised inside the app to make uvicorn drop the connection mid-body."""
 
 
+class _Counted:
+    def __repr__(self) -> str:
+        return "COUNTED"
+
+
+#: A :class:`Script` field left as the engine would send it.
+COUNTED: Any = _Counted()
+
+
 @dataclass
 class Script:
     """What the server does with one request (times in seconds)."""
@@ -70,6 +83,10 @@ class Script:
     drop_after: int | None = None  # drop the connection after this many tokens
     no_done: bool = False  # end the body without finish_reason or [DONE]
     tgi_error_type: str = "overloaded"  # TGI error events
+    usage: Any = COUNTED  # the usage object sent (OpenAI-style answers), as given
+    generated_tokens: Any = COUNTED  # TGI details.generated_tokens, as given
+    raw_answer: bytes | None = None  # a whole answer's body, as given (HTTP 200)
+    raw_chunk: str | None = None  # sent as one stream event after the first token
 
 
 @dataclass
@@ -143,7 +160,7 @@ async def metrics_response(recorder: Recorder, send: Send) -> None:
 
 
 async def json_response(send: Send, status: int, body: object, headers: dict[str, str]) -> None:
-    raw = json.dumps(body).encode()
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     pairs = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
     pairs += [(k.encode(), v.encode()) for k, v in headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": pairs})
