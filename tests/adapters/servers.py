@@ -110,6 +110,7 @@ class Recorder:
         self.hits: dict[str, list[Hit]] = {}
         self.metrics_page = ""
         self.metrics_status = 200
+        self.metrics_delay = 0.0  # seconds between bytes of the page (a slow server)
         self._lock = threading.Lock()
 
     def script(self, name: str, script: Script) -> dict[str, str]:
@@ -151,12 +152,18 @@ async def read_body(receive: Receive) -> dict[str, Any]:
 
 
 async def metrics_response(recorder: Recorder, send: Send) -> None:
-    """The Prometheus page the test set (``recorder.metrics_page``), or its error status."""
+    """The Prometheus page the test set (``recorder.metrics_page``), or its
+    error status; a byte at a time when ``recorder.metrics_delay`` is set."""
     page = recorder.metrics_page.encode()
     headers = [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")]
     status = recorder.metrics_status
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": page if status == 200 else b"error"})
+    delay = recorder.metrics_delay
+    if delay and status == 200:
+        for byte in page:
+            await send({"type": "http.response.body", "body": bytes([byte]), "more_body": True})
+            await asyncio.sleep(delay)
+    await send({"type": "http.response.body", "body": page if status == 200 and not delay else b""})
 
 
 async def json_response(send: Send, status: int, body: object, headers: dict[str, str]) -> None:
