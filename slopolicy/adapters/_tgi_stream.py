@@ -75,9 +75,11 @@ def classify(error: Exception) -> EngineError:
             body = response.json()
         except Exception:  # not JSON, or a stream that was not read
             body = {}
-        detail = body.get("error") if isinstance(body, Mapping) else None
+        if not isinstance(body, Mapping):  # a list, a number: not TGI's error object
+            body = {}
+        detail = body.get("error")
         text = detail if isinstance(detail, str) else message
-        result = _by_type(body.get("error_type") if body else None, text, response.status_code)
+        result = _by_type(body.get("error_type"), text, response.status_code)
         result.retry_after = parse_retry_after(response.headers.get("retry-after"))
         return result
     names = {kind.__name__ for kind in type(error).__mro__}

@@ -18,6 +18,7 @@ tokens counted (or the budget), it does not break the release.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import (
     AsyncGenerator,
@@ -33,7 +34,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from slopolicy.adapters.common import EngineError, Reply, engine_count
+from slopolicy.adapters.common import EngineError, EngineFault, Reply, engine_count
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.request import Request
 from slopolicy.runtime.loop import bind_spawn
@@ -43,6 +44,8 @@ __all__ = ("GatedStream", "answer", "close_quietly", "fail", "holding", "relay",
 
 T = TypeVar("T")
 
+logger = logging.getLogger("slopolicy.adapters")
+
 
 def fail(ticket: Ticket, error: EngineError) -> EngineError:
     """Release ``ticket`` as ``error`` says (unless already released); return ``error``."""
@@ -51,6 +54,20 @@ def fail(ticket: Ticket, error: EngineError) -> EngineError:
     else:
         error.finished = ticket.finished
     return error
+
+
+def _failed(
+    ticket: Ticket, classify: Callable[[Exception], EngineError], error: Exception
+) -> EngineError:
+    """Release ``ticket`` as ``classify(error)`` says; return that. A classifier
+    that raises (an engine's error it cannot read) is logged, and the ticket
+    released as failed all the same: no bad answer skips a release."""
+    try:
+        engine_error = classify(error)
+    except Exception:
+        logger.warning("classifying %s failed", type(error).__name__, exc_info=True)
+        engine_error = EngineError(EngineFault.FAILED, f"{type(error).__name__}: {error}")
+    return fail(ticket, engine_error)
 
 
 @contextmanager
@@ -74,7 +91,7 @@ async def sent(
     try:
         return await pending
     except Exception as error:
-        raise fail(ticket, classify(error)) from error
+        raise _failed(ticket, classify, error) from error
     except BaseException:
         ticket.cancel()
         raise
@@ -141,7 +158,7 @@ async def relay(
         fail(ticket, error)
         raise
     except Exception as error:
-        raise fail(ticket, classify(error)) from error
+        raise _failed(ticket, classify, error) from error
     except BaseException:
         ticket.cancel()  # closed or cancelled: nobody reads the rest
         raise

@@ -52,9 +52,11 @@ __all__ = (
     "Reply",
     "Who",
     "check_default_max_tokens",
+    "check_priorities",
     "engine_count",
     "engine_error_response",
     "fault_from_status",
+    "given",
     "parse_retry_after",
     "policy_request",
 )
@@ -179,6 +181,23 @@ def check_default_max_tokens(value: int) -> int:
     return value
 
 
+def check_priorities(priorities: Mapping[str, int] | None) -> dict[str, int]:
+    """An adapter's ``priorities`` (lane -> vLLM ``priority``, an ``int``) as a
+    dict, else :class:`~slopolicy.UsageError` when the adapter is made."""
+    checked = dict(priorities or {})
+    for lane, priority in checked.items():
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise UsageError(f"priorities[{lane!r}] must be an integer, got {priority!r}")
+    return checked
+
+
+def given(params: Mapping[str, Any], name: str, default: Any) -> Any:
+    """``params[name]``, or ``default`` when it is missing or ``None``: a keyword
+    given as ``None`` (a gateway forwarding a JSON ``null``) is not given."""
+    value = params.get(name)
+    return default if value is None else value
+
+
 def engine_count(value: object, budget: int) -> int | None:
     """An engine's own output-token count, if ``value`` is a believable one: an
     ``int`` (not a ``bool``) from 0 to ``budget``, the most tokens the request
@@ -202,7 +221,9 @@ def fault_from_status(
     retry_after: float | None = None,
 ) -> EngineError:
     """The :class:`EngineError` for an engine's HTTP status (``None``: no status,
-    e.g. an error event inside a stream)."""
+    e.g. an error event inside a stream; one that is no int counts as none)."""
+    if isinstance(status, bool) or not isinstance(status, int):
+        status = None
     if status == 503:
         fault = EngineFault.OVERLOADED
     elif status == 429:

@@ -56,7 +56,14 @@ from slopolicy.adapters._openai_stream import (
     completion_tokens,
 )
 from slopolicy.adapters.calls import GatedStream, answer, holding, sent, stream
-from slopolicy.adapters.common import Reply, Who, check_default_max_tokens, policy_request
+from slopolicy.adapters.common import (
+    Reply,
+    Who,
+    check_default_max_tokens,
+    check_priorities,
+    given,
+    policy_request,
+)
 from slopolicy.core.request import Message, Request
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
@@ -118,7 +125,7 @@ class GatedOpenAI:
     ) -> None:
         self.client = client.with_options(max_retries=0)
         self.gate = gate
-        self.priorities = dict(priorities or {})
+        self.priorities = check_priorities(priorities)
         self.default_max_tokens = check_default_max_tokens(default_max_tokens)
 
     # -- chat ------------------------------------------------------------------
@@ -226,7 +233,7 @@ class GatedOpenAI:
             who,
             messages=messages,
             max_new_tokens=self._limits(params),
-            n=params.get("n") or 1,
+            n=given(params, "n", 1),
             logprobs=(top or 0) if params.get("logprobs") else None,
             reasoning_effort=params.get("reasoning_effort"),
             model=model,
@@ -243,7 +250,7 @@ class GatedOpenAI:
             who,
             prompt=prompt,
             max_new_tokens=self._limits(params),
-            n=params.get("n") or 1,
+            n=given(params, "n", 1),
             best_of=params.get("best_of"),
             logprobs=params.get("logprobs"),
             model=model,

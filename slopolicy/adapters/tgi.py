@@ -71,7 +71,13 @@ except ImportError as error:  # tests hide the package to check this message
 from slopolicy.adapters._choices import ChoiceState
 from slopolicy.adapters._tgi_stream import Closer, TextState, chat_tokens, classify
 from slopolicy.adapters.calls import GatedStream, answer, holding, sent, stream
-from slopolicy.adapters.common import Reply, Who, check_default_max_tokens, policy_request
+from slopolicy.adapters.common import (
+    Reply,
+    Who,
+    check_default_max_tokens,
+    given,
+    policy_request,
+)
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
 from slopolicy.runtime.ticket import Ticket
@@ -284,7 +290,7 @@ class GatedInferenceClient:
             who,
             messages=messages,
             max_new_tokens=limit,
-            n=params.get("n") or 1,
+            n=given(params, "n", 1),
             model=params.get("model"),
         )
         return await self.gate.admit(request)

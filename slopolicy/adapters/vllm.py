@@ -56,6 +56,7 @@ from slopolicy.adapters.common import (
     EngineFault,
     Who,
     check_default_max_tokens,
+    check_priorities,
     fault_from_status,
     policy_request,
 )
@@ -207,7 +208,7 @@ class GatedAsyncLLM:
     ) -> None:
         self.engine = engine
         self.gate = gate
-        self.priorities = dict(priorities or {})
+        self.priorities = check_priorities(priorities)
         self.default_max_tokens = check_default_max_tokens(default_max_tokens)
 
     async def generate(

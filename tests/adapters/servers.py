@@ -85,8 +85,12 @@ class Script:
     tgi_error_type: str = "overloaded"  # TGI error events
     usage: Any = COUNTED  # the usage object sent (OpenAI-style answers), as given
     generated_tokens: Any = COUNTED  # TGI details.generated_tokens, as given
-    raw_answer: bytes | None = None  # a whole answer's body, as given (HTTP 200)
+    raw_answer: bytes | None = None  # a whole answer's (or error's) body, as given
     raw_chunk: str | None = None  # sent as one stream event after the first token
+
+    def body(self, built: dict[str, Any]) -> bytes | dict[str, Any]:
+        """What goes out for an answer (or error) the engine built: ``raw_answer`` if set."""
+        return built if self.raw_answer is None else self.raw_answer
 
 
 @dataclass

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from slopolicy import Gate, Outcome, Request
-from slopolicy.adapters.calls import relay
-from slopolicy.adapters.common import check_default_max_tokens, engine_count
+from slopolicy.adapters import EngineError, EngineFault
+from slopolicy.adapters.calls import relay, sent
+from slopolicy.adapters.common import check_default_max_tokens, check_priorities, engine_count
 from slopolicy.adapters.vllm import classify
 from slopolicy.errors import UsageError
 from tests.adapters.conftest import policy
@@ -84,3 +86,53 @@ def test_a_default_limit_must_be_a_count(bad: object) -> None:
     with pytest.raises(UsageError, match="default_max_tokens"):
         check_default_max_tokens(bad)  # type: ignore[arg-type]
     assert check_default_max_tokens(1) == 1
+
+
+@pytest.mark.parametrize("bad", ["high", 1.5, True, None])
+def test_priorities_must_be_integers(bad: object) -> None:
+    with pytest.raises(UsageError, match=r"priorities\['batch'\]"):
+        check_priorities({"interactive": -1, "batch": bad})  # type: ignore[dict-item]
+    assert check_priorities(None) == {}
+
+
+@pytest.mark.anyio
+async def test_a_classifier_that_raises_still_releases_as_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An engine's error the adapter's classifier cannot read must not skip the release."""
+
+    def broken(error: Exception) -> EngineError:
+        raise TypeError("cannot read it")
+
+    async def refused() -> None:
+        raise ConnectionError("the engine said something odd")
+
+    p = policy()
+    async with Gate(p) as gate:
+        ticket = await gate.admit(Request(prompt="hi", max_new_tokens=8))
+        with pytest.raises(EngineError) as caught:
+            await sent(ticket, refused(), classify=broken)
+        assert_clean(p)
+    assert caught.value.fault is EngineFault.FAILED
+    assert caught.value.finished is not None
+    assert caught.value.finished.outcome is Outcome.FAILED
+    assert "classifying ConnectionError failed" in caplog.text
+
+
+def test_classifiers_read_errors_whose_fields_are_garbage() -> None:
+    """Engine errors with a status that is no int, or a body that is no
+    object: classified (by what can be read), never raising."""
+    from huggingface_hub.errors import HfHubHTTPError, TextGenerationError
+
+    from slopolicy.adapters.common import fault_from_status
+    from slopolicy.adapters.tgi import classify as tgi_classify
+
+    assert fault_from_status("503", "x").fault is EngineFault.FAILED  # type: ignore[arg-type]
+    assert fault_from_status(True, "x").engine_status is None
+    # huggingface_hub raises the Messages API's in-stream error object as is.
+    fields = {"message": "Model is overloaded", "http_status_code": "x"}
+    odd = TextGenerationError(fields)  # type: ignore[arg-type]
+    assert tgi_classify(odd).fault is EngineFault.OVERLOADED
+    listed = httpx.Response(422, json=[1, 2], request=httpx.Request("POST", "http://tgi/"))
+    error = HfHubHTTPError("422", response=listed)  # type: ignore[arg-type]
+    assert tgi_classify(error).fault is EngineFault.INVALID_REQUEST

@@ -165,3 +165,35 @@ async def test_a_bad_tgi_chat_usage_charges_the_budget(
         assert got.finished is not None
     else:
         assert got.finished.output_tokens == 8
+
+
+_ERROR_BODIES = [b"not json", b"[1, 2]", b'"busy"', b'{"error": 7, "error_type": []}', b"{}"]
+
+
+@pytest.mark.parametrize("status", [429, 400, 500])
+@pytest.mark.parametrize("body", _ERROR_BODIES)
+async def test_an_error_body_that_is_not_one_still_maps_by_status(
+    vllm_url: str, recorder: Recorder, status: int, body: bytes
+) -> None:
+    headers = recorder.script("raw-error", Script(status=status, raw_answer=body))
+    async with openai_gate(vllm_url) as (client, p):
+        got = await _answer_or_error(client.chat(model="m", messages=HELLO, extra_headers=headers))
+        assert_clean(p)
+    assert isinstance(got, EngineError)
+    assert got.engine_status == status
+    assert got.finished is not None
+
+
+@pytest.mark.parametrize("kind", ["overloaded", "validation"])
+@pytest.mark.parametrize("body", _ERROR_BODIES)
+async def test_a_tgi_error_body_that_is_not_one_still_fails_the_call(
+    tgi_url: str, recorder: Recorder, kind: str, body: bytes
+) -> None:
+    headers = recorder.script(
+        "tgi-raw-error", Script(status=500, tgi_error_type=kind, raw_answer=body)
+    )
+    async with tgi_gate(tgi_url, headers) as (client, p):
+        got = await _answer_or_error(client.chat(HELLO, max_tokens=8))
+        assert_clean(p)
+    assert isinstance(got, EngineError)
+    assert got.finished is not None

@@ -82,13 +82,30 @@ async def test_a_null_name_does_not_wipe_out_the_other(vllm_url: str, recorder: 
     assert stream.finished.output_tokens == 10
 
 
-@pytest.mark.parametrize("bad", ["10", 2.5, True, [10], 0])
-async def test_a_limit_that_is_not_a_count_is_refused_before_admission(
-    vllm_url: str, recorder: Recorder, bad: object
+@pytest.mark.parametrize(
+    ("keyword", "bad"),
+    [
+        *(("max_tokens", bad) for bad in ("10", 2.5, True, [10], 0)),
+        ("max_completion_tokens", -1),
+        ("n", 0),
+        ("n", "2"),
+    ],
+)
+async def test_a_count_that_is_not_one_is_refused_before_admission(
+    vllm_url: str, recorder: Recorder, keyword: str, bad: object
 ) -> None:
     headers = recorder.script("bad-limit", Script())
+    params: dict[str, Any] = {keyword: bad}
     async with openai_gate(vllm_url) as (client, p):
         with pytest.raises(InvalidRequest):
-            await client.chat(model="m", messages=HELLO, max_tokens=bad, extra_headers=headers)
+            await client.chat(model="m", messages=HELLO, extra_headers=headers, **params)
         assert p.statistics().submitted == 0
     assert recorder.hits["bad-limit"] == []
+
+
+async def test_a_null_n_is_one(vllm_url: str, recorder: Recorder) -> None:
+    headers = recorder.script("null-n", Script(tokens=2))
+    async with openai_gate(vllm_url) as (client, _):
+        reply = await client.chat(model="m", messages=HELLO, n=None, extra_headers=headers)
+    assert len(reply.response.choices) == 1
+    assert reply.finished.output_tokens == 2

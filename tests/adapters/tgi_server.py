@@ -64,11 +64,9 @@ class TGIApp(EngineApp):
         tokens = min(script.tokens, int(parameters.get("max_new_tokens") or 100))
         error = {"error": _MESSAGES[script.tgi_error_type], "error_type": script.tgi_error_type}
         if not streaming:
-            if script.status != 200:
-                await json_response(send, _STATUS[script.tgi_error_type], error, {})
-                return
-            if script.raw_answer is not None:
-                await json_response(send, 200, script.raw_answer, {})
+            if script.status != 200 or script.raw_answer is not None:
+                status = 200 if script.status == 200 else _STATUS[script.tgi_error_type]
+                await json_response(send, status, script.body(error), {})
             elif await stream.wait(script.ttft + script.tpot * tokens):
                 text = "".join(_token(k)["text"] for k in range(tokens))
                 count = tokens if script.generated_tokens is COUNTED else script.generated_tokens
@@ -123,14 +121,14 @@ class TGIApp(EngineApp):
         tokens = min(script.tokens, int(body.get("max_tokens") or 100))
         if script.status != 200:
             error = {"error": _MESSAGES[script.tgi_error_type], "error_type": script.tgi_error_type}
-            await json_response(send, _STATUS[script.tgi_error_type], error, {})
+            await json_response(send, _STATUS[script.tgi_error_type], script.body(error), {})
             return
         reply = _Chat(body, stream.hit, script.usage)
         if not body.get("stream"):
             if await stream.wait(script.ttft + script.tpot * tokens):
-                whole = reply.whole(tokens, script.finish_reason)
-                raw = script.raw_answer
-                await json_response(send, 200, whole if raw is None else raw, {})
+                await json_response(
+                    send, 200, script.body(reply.whole(tokens, script.finish_reason)), {}
+                )
             return
         await stream.start()
         if not await stream.wait(script.ttft):

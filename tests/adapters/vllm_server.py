@@ -33,7 +33,7 @@ class VLLMApp(EngineApp):
                 "code": script.status,
             }
             headers = {"retry-after": script.retry_after} if script.retry_after else {}
-            await json_response(send, script.status, {"error": error}, headers)
+            await json_response(send, script.status, script.body({"error": error}), headers)
             return
         n = int(body.get("n") or 1)
         limit = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
@@ -42,7 +42,7 @@ class VLLMApp(EngineApp):
         if not body.get("stream"):
             if await stream.wait(script.ttft + script.tpot * tokens):
                 whole = reply.whole(n, tokens, script.finish_reason)
-                await json_response(send, 200, _raw_or(script, whole), {})
+                await json_response(send, 200, script.body(whole), {})
             return
         await stream.start()
         await self._stream(stream, reply, script, n, tokens, body)
@@ -86,10 +86,6 @@ class VLLMApp(EngineApp):
             await stream.data(reply.usage_chunk(n * tokens))
         await stream.data("[DONE]")
         await stream.end()
-
-
-def _raw_or(script: Script, whole: dict[str, Any]) -> bytes | dict[str, Any]:
-    return whole if script.raw_answer is None else script.raw_answer
 
 
 class _Reply:
