@@ -52,6 +52,7 @@ __all__ = (
     "Reply",
     "Who",
     "check_default_max_tokens",
+    "check_extra_body",
     "check_priorities",
     "engine_count",
     "engine_error_response",
@@ -179,6 +180,42 @@ def check_default_max_tokens(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(f"default_max_tokens must be an integer >= 1, got {value!r}")
     return value
+
+
+#: What the gate decides for a call. Sent in ``extra_body``, which the clients
+#: merge over the request's own fields, one would reach the engine over the
+#: ticket's limits (an uncapped ``max_tokens``, an ``n`` never reserved for).
+_DECIDED = frozenset(
+    {
+        "best_of",
+        "logprobs",
+        "max_completion_tokens",
+        "max_new_tokens",
+        "max_tokens",
+        "model",
+        "n",
+        "reasoning_effort",
+        "stream",
+        "stream_options",
+        "top_logprobs",
+    }
+)
+
+
+def check_extra_body(params: Mapping[str, Any]) -> None:
+    """Raise :class:`~slopolicy.UsageError` (before admission) when a call's
+    ``extra_body`` is not a mapping or carries a field the gate decides: those
+    go as keywords, where the adapter caps them."""
+    extra = params.get("extra_body")
+    if extra is None:
+        return
+    if not isinstance(extra, Mapping):
+        raise UsageError(f"extra_body must be a mapping, not {type(extra).__name__}")
+    decided = sorted(str(key) for key in _DECIDED.intersection(extra))
+    if decided:
+        raise UsageError(
+            f"pass {', '.join(decided)} as keywords, not in extra_body: the gate decides them"
+        )
 
 
 def check_priorities(priorities: Mapping[str, int] | None) -> dict[str, int]:

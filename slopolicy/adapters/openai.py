@@ -60,6 +60,7 @@ from slopolicy.adapters.common import (
     Reply,
     Who,
     check_default_max_tokens,
+    check_extra_body,
     check_priorities,
     given,
     policy_request,
@@ -110,7 +111,8 @@ class GatedOpenAI:
     ``deadline`` (monotonic seconds on the gate's clock), ``tool_risk``,
     ``request_id`` (also the engine's ``X-Request-Id``), ``prompt_tokens``
     (a known count; needed for content that is not text). Other keywords
-    go to ``create`` unchanged.
+    go to ``create`` unchanged; ``extra_body`` may not carry a field the gate
+    decides (``max_tokens``, ``n``, ``model``...: :class:`~slopolicy.UsageError`).
     """
 
     __slots__ = ("client", "default_max_tokens", "gate", "priorities")
@@ -217,9 +219,11 @@ class GatedOpenAI:
     # -- building requests ------------------------------------------------------
 
     def _limits(self, params: Mapping[str, Any]) -> int:
-        """The caller's output limit, in tokens (the gate checks it is one)."""
+        """Check the call's keywords; the caller's output limit, in tokens (the
+        gate checks it is one)."""
         if "stream" in params:
             raise UsageError("pass no stream=: call chat_stream/completion_stream to stream")
+        check_extra_body(params)
         given = _given_limits(params)
         limit: int = params[given[0]] if given else self.default_max_tokens
         return limit

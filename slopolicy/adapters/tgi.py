@@ -75,6 +75,7 @@ from slopolicy.adapters.common import (
     Reply,
     Who,
     check_default_max_tokens,
+    check_extra_body,
     given,
     policy_request,
 )
@@ -285,6 +286,7 @@ class GatedInferenceClient:
     ) -> Ticket:
         if "stream" in params:
             raise UsageError("pass no stream=: call chat_stream to stream")
+        check_extra_body(params)
         limit = self.default_max_tokens if max_tokens is None else max_tokens
         request = policy_request(
             who,

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slopolicy import InvalidRequest
-from tests.adapters.clients import HELLO, drain, openai_gate
+from slopolicy.errors import UsageError
+from tests.adapters.clients import HELLO, drain, openai_gate, tgi_gate
 from tests.adapters.servers import Recorder, Script
 
 pytestmark = pytest.mark.anyio
@@ -109,3 +110,36 @@ async def test_a_null_n_is_one(vllm_url: str, recorder: Recorder) -> None:
         reply = await client.chat(model="m", messages=HELLO, n=None, extra_headers=headers)
     assert len(reply.response.choices) == 1
     assert reply.finished.output_tokens == 2
+
+
+@pytest.mark.parametrize(
+    "smuggled", [{"max_tokens": 5000}, {"max_completion_tokens": 5000}, {"n": 8}, {"model": "big"}]
+)
+async def test_extra_body_cannot_carry_what_the_gate_decides(
+    vllm_url: str, tgi_url: str, recorder: Recorder, smuggled: dict[str, Any]
+) -> None:
+    """The clients merge ``extra_body`` over the request's own fields: a
+    ``max_tokens`` there went out uncapped (the gate had reserved 64 tokens)."""
+    headers = recorder.script("smuggled", Script(tokens=1000))
+    async with openai_gate(vllm_url) as (client, p):
+        with pytest.raises(UsageError, match="extra_body"):
+            await client.chat(model="m", messages=HELLO, extra_body=smuggled, extra_headers=headers)
+        assert p.statistics().submitted == 0
+    async with tgi_gate(tgi_url, headers) as (tgi, p):
+        with pytest.raises(UsageError, match="extra_body"):
+            await tgi.chat(HELLO, extra_body=smuggled)
+        assert p.statistics().submitted == 0
+    assert recorder.hits["smuggled"] == []
+
+
+async def test_extra_body_carries_the_engines_own_fields(vllm_url: str, recorder: Recorder) -> None:
+    headers = recorder.script("extra-fields", Script(tokens=2))
+    async with openai_gate(vllm_url, priorities={"interactive": -1}) as (client, _):
+        await client.chat(
+            model="m",
+            messages=HELLO,
+            extra_body={"top_k": 5, "min_tokens": 1},
+            extra_headers=headers,
+        )
+    body = recorder.hit("extra-fields").body
+    assert (body["top_k"], body["min_tokens"], body["priority"]) == (5, 1, -1)
