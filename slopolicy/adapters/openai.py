@@ -282,11 +282,13 @@ class GatedOpenAI:
         headers = dict(body.get("extra_headers") or {})
         if not any(name.lower() == "x-request-id" for name in headers):
             headers["X-Request-Id"] = ticket.id  # vLLM logs and aborts by it
-        body["extra_headers"] = headers
         priority = self.priorities.get(ticket.lane)
         if priority is not None:
-            # The policy's lane decides the engine's order, over a caller's value.
+            # The policy's lane decides the engine's order, over a caller's
+            # value: vLLM's X-Vllm-Priority header would override the body's.
+            headers = {k: v for k, v in headers.items() if k.lower() != "x-vllm-priority"}
             body["extra_body"] = {**(body.get("extra_body") or {}), "priority": priority}
+        body["extra_headers"] = headers
         return body
 
     def _chat_body(

@@ -133,7 +133,9 @@ async def test_extra_body_cannot_carry_what_the_gate_decides(
 
 
 async def test_extra_body_carries_the_engines_own_fields(vllm_url: str, recorder: Recorder) -> None:
-    headers = recorder.script("extra-fields", Script(tokens=2))
+    """And the lane's priority wins over the caller's, header (vLLM's
+    X-Vllm-Priority overrides the body's) or body."""
+    headers = recorder.script("extra-fields", Script(tokens=2)) | {"X-Vllm-Priority": "-99"}
     async with openai_gate(vllm_url, priorities={"interactive": -1}) as (client, _):
         await client.chat(
             model="m",
@@ -141,5 +143,6 @@ async def test_extra_body_carries_the_engines_own_fields(vllm_url: str, recorder
             extra_body={"top_k": 5, "min_tokens": 1},
             extra_headers=headers,
         )
-    body = recorder.hit("extra-fields").body
-    assert (body["top_k"], body["min_tokens"], body["priority"]) == (5, 1, -1)
+    hit = recorder.hit("extra-fields")
+    assert (hit.body["top_k"], hit.body["min_tokens"], hit.body["priority"]) == (5, 1, -1)
+    assert "x-vllm-priority" not in hit.headers
