@@ -127,8 +127,8 @@ class StreamState(ChoiceState):
             raise _body_fault(flat, "engine error")
         return super().watch(chunk)
 
-    def settle(self) -> int | None:
-        """The engine's output-token count (``None``: unknown); raises
+    def settle(self) -> object:
+        """The engine's output-token count as sent (``None``: none); raises
         :class:`EngineError` when the stream failed or ended before it finished."""
         broken = sorted(reason for reason in self.finished.values() if reason in _BROKEN_FINISH)
         if broken:

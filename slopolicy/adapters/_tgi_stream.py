@@ -75,9 +75,11 @@ def classify(error: Exception) -> EngineError:
             body = response.json()
         except Exception:  # not JSON, or a stream that was not read
             body = {}
-        detail = body.get("error") if isinstance(body, Mapping) else None
+        if not isinstance(body, Mapping):  # a list, a number: not TGI's error object
+            body = {}
+        detail = body.get("error")
         text = detail if isinstance(detail, str) else message
-        result = _by_type(body.get("error_type") if body else None, text, response.status_code)
+        result = _by_type(body.get("error_type"), text, response.status_code)
         result.retry_after = parse_retry_after(response.headers.get("retry-after"))
         return result
     names = {kind.__name__ for kind in type(error).__mro__}
@@ -136,21 +138,24 @@ class Closer:
 class TextState:
     """A text-generation stream: one token per event; the last has details."""
 
-    __slots__ = ("generated",)
+    __slots__ = ("ended", "generated")
 
     def __init__(self) -> None:
-        self.generated: int | None = None
+        self.ended = False  # the last event (the one with details) arrived
+        self.generated: object = None  # as TGI sent it: checked when settled
 
     def watch(self, event: TextGenerationStreamOutput) -> bool:
         """Note what ``event`` says; whether to pass it to the caller."""
-        if event.details is not None:
-            self.generated = event.details.generated_tokens
+        details = event.details
+        if details is not None:
+            self.ended = True
+            self.generated = getattr(details, "generated_tokens", None)
         return True
 
-    def settle(self) -> int:
-        """The engine's output-token count (``None``: unknown); raises
+    def settle(self) -> object:
+        """The engine's output-token count as sent (``None``: none); raises
         :class:`EngineError` when the stream ended before it finished."""
-        if self.generated is None:
+        if not self.ended:
             raise EngineError(EngineFault.DISCONNECTED, "TGI's stream ended before its last token")
         return self.generated
 

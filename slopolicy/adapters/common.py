@@ -44,15 +44,20 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.request import Request
-from slopolicy.errors import SlopolicyError
+from slopolicy.errors import SlopolicyError, UsageError
 
 __all__ = (
     "EngineError",
     "EngineFault",
     "Reply",
     "Who",
+    "check_default_max_tokens",
+    "check_extra_body",
+    "check_priorities",
+    "engine_count",
     "engine_error_response",
     "fault_from_status",
+    "given",
     "parse_retry_after",
     "policy_request",
 )
@@ -169,6 +174,78 @@ def parse_retry_after(value: str | None) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
+def check_default_max_tokens(value: int) -> int:
+    """An adapter's ``default_max_tokens``: an ``int`` >= 1 (tokens), else
+    :class:`~slopolicy.UsageError` when the adapter is made, not per call."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"default_max_tokens must be an integer >= 1, got {value!r}")
+    return value
+
+
+#: What the gate decides for a call. Sent in ``extra_body``, which the clients
+#: merge over the request's own fields, one would reach the engine over the
+#: ticket's limits (an uncapped ``max_tokens``, an ``n`` never reserved for).
+_DECIDED = frozenset(
+    {
+        "best_of",
+        "logprobs",
+        "max_completion_tokens",
+        "max_new_tokens",
+        "max_tokens",
+        "model",
+        "n",
+        "reasoning_effort",
+        "stream",
+        "stream_options",
+        "top_logprobs",
+    }
+)
+
+
+def check_extra_body(params: Mapping[str, Any]) -> None:
+    """Raise :class:`~slopolicy.UsageError` (before admission) when a call's
+    ``extra_body`` is not a mapping or carries a field the gate decides: those
+    go as keywords, where the adapter caps them."""
+    extra = params.get("extra_body")
+    if extra is None:
+        return
+    if not isinstance(extra, Mapping):
+        raise UsageError(f"extra_body must be a mapping, not {type(extra).__name__}")
+    decided = sorted(str(key) for key in _DECIDED.intersection(extra))
+    if decided:
+        raise UsageError(
+            f"pass {', '.join(decided)} as keywords, not in extra_body: the gate decides them"
+        )
+
+
+def check_priorities(priorities: Mapping[str, int] | None) -> dict[str, int]:
+    """An adapter's ``priorities`` (lane -> vLLM ``priority``, an ``int``) as a
+    dict, else :class:`~slopolicy.UsageError` when the adapter is made."""
+    checked = dict(priorities or {})
+    for lane, priority in checked.items():
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise UsageError(f"priorities[{lane!r}] must be an integer, got {priority!r}")
+    return checked
+
+
+def given(params: Mapping[str, Any], name: str, default: Any) -> Any:
+    """``params[name]``, or ``default`` when it is missing or ``None``: a keyword
+    given as ``None`` (a gateway forwarding a JSON ``null``) is not given."""
+    value = params.get(name)
+    return default if value is None else value
+
+
+def engine_count(value: object, budget: int) -> int | None:
+    """An engine's own output-token count, if ``value`` is a believable one: an
+    ``int`` (not a ``bool``) from 0 to ``budget``, the most tokens the request
+    was allowed. Anything else (missing, a string, a float, NaN, negative, or
+    more than the engine was allowed to generate) is a server's garbage and
+    reads as unknown: ``None``."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= budget:
+        return value
+    return None
+
+
 _TOO_LONG_PARAMS = frozenset({"input_tokens", "input_text"})
 _TOO_LONG_TEXTS = ("maximum context length", "longer than the maximum model length")
 
@@ -181,7 +258,9 @@ def fault_from_status(
     retry_after: float | None = None,
 ) -> EngineError:
     """The :class:`EngineError` for an engine's HTTP status (``None``: no status,
-    e.g. an error event inside a stream)."""
+    e.g. an error event inside a stream; one that is no int counts as none)."""
+    if isinstance(status, bool) or not isinstance(status, int):
+        status = None
     if status == 503:
         fault = EngineFault.OVERLOADED
     elif status == 429:

@@ -31,11 +31,16 @@ Staleness, so the policy never reads an old number as a fresh one:
 - a metric missing from the page is ``None`` (unknown), never 0;
 - a sample with an exposition timestamp older than ``max_sample_age`` seconds
   (wall clock) is treated as missing;
-- a failed scrape (connection error, timeout, non-2xx, unparsable page)
-  returns ``None``: no update, so the gate's ``SignalBoard`` lets the last
-  values age out after ``ladder.signal_max_age_s``;
+- a failed scrape (connection error, timeout, non-2xx, unparsable page, a
+  page over ``max_page_bytes``) returns ``None``: no update, so the gate's
+  ``SignalBoard`` lets the last values age out after ``ladder.signal_max_age_s``;
 - a rate needs two scrapes; the first after a start or a counter reset
-  (the engine restarted) has no ``decode_tps``.
+  (the engine restarted) has no ``decode_tps``;
+- a value that is not a finite number (``NaN``, ``+Inf``, a sum or rate too
+  large for a float) is missing, and counts are clipped at 0 (KV usage at 1).
+
+The page is parsed in a worker thread: a large page (vLLM's histograms, many
+engines or adapters) costs the event loop nothing.
 """
 
 from __future__ import annotations
@@ -43,21 +48,30 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from types import TracebackType
 
 import anyio
+import anyio.to_thread
 
 try:
     import httpx
-    from prometheus_client.parser import text_string_to_metric_families
+    import prometheus_client.parser  # noqa: F401  (the page parser's; checked here)
 except ImportError as error:  # tests hide the packages to check this message
     raise ImportError(
         "slopolicy.adapters.metrics needs httpx and prometheus_client: "
         "pip install 'slopolicy[prometheus]'"
     ) from error
 
+from slopolicy.adapters._metric_pages import ENGINES as ENGINES
+from slopolicy.adapters._metric_pages import SGLANG as SGLANG
+from slopolicy.adapters._metric_pages import TGI as TGI
+from slopolicy.adapters._metric_pages import TRTLLM as TRTLLM
+from slopolicy.adapters._metric_pages import VLLM as VLLM
+from slopolicy.adapters._metric_pages import MetricNames as MetricNames
+from slopolicy.adapters._metric_pages import Reading as Reading
+from slopolicy.adapters._metric_pages import parse
+from slopolicy.adapters._metric_pages import read_page as read_page
 from slopolicy.core.signals import EngineSignals
 from slopolicy.errors import UsageError
 
@@ -76,156 +90,8 @@ __all__ = (
 logger = logging.getLogger("slopolicy.adapters.metrics")
 
 
-@dataclass(frozen=True, slots=True)
-class MetricNames:
-    """Which samples of one engine's page carry each signal; the first name
-    present wins. Names are sample names: counters keep ``_total``,
-    histograms have ``_sum``/``_count``.
-
-    Attributes:
-        engine: the engine's name.
-        waiting: gauges of requests queued in the engine.
-        running: gauges of requests being decoded.
-        kv_usage: gauges of KV-cache use, 0-1.
-        generated_tokens: counters of output tokens; ``decode_tps`` is their rate.
-        decode_tps: gauges already in tokens per second (used without a counter).
-    """
-
-    engine: str
-    waiting: tuple[str, ...] = ()
-    running: tuple[str, ...] = ()
-    kv_usage: tuple[str, ...] = ()
-    generated_tokens: tuple[str, ...] = ()
-    decode_tps: tuple[str, ...] = ()
-
-    def names(self) -> frozenset[str]:
-        """Every sample name this engine's signals may come from."""
-        fields = (self.waiting, self.running, self.kv_usage, self.generated_tokens, self.decode_tps)
-        return frozenset(name for group in fields for name in group)
-
-
-VLLM = MetricNames(
-    "vllm",
-    waiting=("vllm:num_requests_waiting",),
-    running=("vllm:num_requests_running",),
-    kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-    generated_tokens=("vllm:generation_tokens_total",),
-)
-SGLANG = MetricNames(
-    "sglang",
-    waiting=("sglang:num_queue_reqs",),
-    running=("sglang:num_running_reqs",),
-    kv_usage=("sglang:token_usage",),
-    generated_tokens=("sglang:generation_tokens_total",),
-    decode_tps=("sglang:gen_throughput",),
-)
-TRTLLM = MetricNames(
-    "trtllm",
-    waiting=("trtllm_num_requests_waiting",),
-    kv_usage=("trtllm_kv_cache_utilization",),
-)
-TGI = MetricNames(
-    "tgi",
-    waiting=("tgi_queue_size",),
-    running=("tgi_batch_current_size",),
-    # Recorded as each request ends: a lumpy rate, but the only token count TGI exports.
-    generated_tokens=("tgi_request_generated_tokens_sum",),
-)
-
-#: The engines ``engine="auto"`` chooses among, by name.
-ENGINES: Mapping[str, MetricNames] = {names.engine: names for names in (VLLM, SGLANG, TRTLLM, TGI)}
-
-
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """What one page says; ``None`` where the page says nothing (fresh)."""
-
-    waiting: float | None
-    running: float | None
-    kv_usage: float | None
-    generated_tokens: float | None
-    decode_tps: float | None
-
-    @property
-    def empty(self) -> bool:
-        """Whether the page carried none of the signals."""
-        return all(
-            value is None
-            for value in (
-                self.waiting,
-                self.running,
-                self.kv_usage,
-                self.generated_tokens,
-                self.decode_tps,
-            )
-        )
-
-
-Samples = dict[str, list[float]]
-
-
-def _samples(
-    text: str, wanted: frozenset[str], labels: Mapping[str, str], now: float, max_age: float
-) -> Samples:
-    found: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name not in wanted:
-                continue
-            if any(sample.labels.get(key) != value for key, value in labels.items()):
-                continue
-            if sample.timestamp is not None and now - float(sample.timestamp) > max_age:
-                continue  # an exporter's cached value: as good as missing
-            if math.isfinite(sample.value):
-                found.setdefault(sample.name, []).append(float(sample.value))
-    return found
-
-
-def _first(found: Samples, names: Iterable[str]) -> list[float] | None:
-    for name in names:
-        if name in found:
-            return found[name]
-    return None
-
-
-def _sum(values: list[float] | None) -> float | None:
-    return None if values is None else math.fsum(values)
-
-
-def read_page(
-    text: str,
-    names: MetricNames,
-    *,
-    labels: Mapping[str, str] | None = None,
-    now: float | None = None,
-    max_sample_age: float = 60.0,
-) -> Reading:
-    """Read one exposition page (pure: no I/O, no state).
-
-    ``now`` is wall-clock seconds (what exposition timestamps are in);
-    ``None`` reads :func:`time.time`. Raises :class:`ValueError` for a page
-    the parser rejects.
-    """
-    wall = time.time() if now is None else now
-    found = _samples(text, names.names(), labels or {}, wall, max_sample_age)
-    kv = _first(found, names.kv_usage)
-    return Reading(
-        waiting=_sum(_first(found, names.waiting)),
-        running=_sum(_first(found, names.running)),
-        kv_usage=None if kv is None else max(kv),
-        generated_tokens=_sum(_first(found, names.generated_tokens)),
-        decode_tps=_sum(_first(found, names.decode_tps)),
-    )
-
-
-def _detect(text: str) -> MetricNames | None:
-    """The engine whose names the page carries most of."""
-    present = {
-        sample.name for family in text_string_to_metric_families(text) for sample in family.samples
-    }
-    scores = {names.engine: len(names.names() & present) for names in ENGINES.values()}
-    best = max(scores, key=lambda engine: scores[engine])
-    return ENGINES[best] if scores[best] else None
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def _clip(value: float | None, high: float | None = None) -> float | None:
@@ -248,9 +114,11 @@ class MetricsScraper:
             a name in :data:`ENGINES`, or your own :class:`MetricNames`.
         client: an ``httpx.AsyncClient`` to use (the caller closes it);
             by default the scraper makes one and closes it in :meth:`aclose`.
-        timeout: seconds a scrape may take; keep it below ``poll_every``.
+        timeout: seconds a whole scrape may take (connecting and reading the
+            page); keep it below ``poll_every``.
         labels: only series with these label values count.
         max_sample_age: seconds after which a timestamped sample is stale.
+        max_page_bytes: a larger page is a failed scrape (bytes, decompressed).
         clock: the gate's clock for ``observed_at`` and rates (monotonic
             seconds; default ``anyio.current_time``).
         wall_clock: wall-clock seconds, for exposition timestamps.
@@ -265,17 +133,29 @@ class MetricsScraper:
         timeout: float = 2.0,
         labels: Mapping[str, str] | None = None,
         max_sample_age: float = 60.0,
+        max_page_bytes: int = 8 * 2**20,
         clock: Callable[[], float] = anyio.current_time,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        if isinstance(engine, str) and engine != "auto" and engine not in ENGINES:
+        if not isinstance(engine, MetricNames) and (engine != "auto" and engine not in ENGINES):
             raise UsageError(f"engine must be 'auto', one of {sorted(ENGINES)}, or MetricNames")
-        if not (timeout > 0 and max_sample_age > 0):
-            raise UsageError("timeout and max_sample_age must be > 0 seconds")
+        if not (_positive(timeout) and _positive(max_sample_age)):
+            raise UsageError("timeout and max_sample_age must be numbers > 0 seconds")
+        if isinstance(max_page_bytes, bool) or not isinstance(max_page_bytes, int):
+            raise UsageError(f"max_page_bytes must be an integer, got {max_page_bytes!r}")
+        if max_page_bytes < 1:
+            raise UsageError(f"max_page_bytes must be >= 1, got {max_page_bytes!r}")
+        try:
+            parsed = httpx.URL(url)
+        except (TypeError, httpx.InvalidURL) as error:
+            raise UsageError(f"url must be an http(s) URL with a host, got {url!r}") from error
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise UsageError(f"url must be an http(s) URL with a host, got {url!r}")
         self.url = url
         self.names: MetricNames | None = ENGINES.get(engine) if isinstance(engine, str) else engine
         self.labels = dict(labels or {})
         self.max_sample_age = max_sample_age
+        self.max_page_bytes = max_page_bytes
         self._timeout = timeout
         self._client = client
         self._owns_client = client is None
@@ -291,20 +171,23 @@ class MetricsScraper:
         """Scrape once: the signals, or ``None`` for no update."""
         self.scrapes += 1
         try:
-            text = await self._fetch()
-            names = self.names or _detect(text)
-            if names is None:
-                return None  # not an engine page we know (yet)
-            reading = read_page(
+            with anyio.fail_after(self._timeout):
+                text = await self._fetch()
+            parsed = await anyio.to_thread.run_sync(
+                parse,
                 text,
-                names,
-                labels=self.labels,
-                now=self._wall_clock(),
-                max_sample_age=self.max_sample_age,
+                self.names,
+                self.labels,
+                self._wall_clock(),
+                self.max_sample_age,
+                abandon_on_cancel=True,  # the gate closing need not wait for a big page
             )
-        except (httpx.HTTPError, ValueError) as error:
+        except (httpx.HTTPError, ValueError, TimeoutError) as error:
             self._failed(error)
             return None
+        if parsed is None:
+            return None  # not an engine page we know (yet)
+        names, reading = parsed
         self.names = names
         if self.consecutive_failures:
             logger.info("scraping %s works again", self.url)
@@ -312,11 +195,19 @@ class MetricsScraper:
         return self._signals(reading, self._clock())
 
     async def _fetch(self) -> str:
+        """The page's text, read up to ``max_page_bytes`` (Prometheus' text
+        format is UTF-8; bytes that are not read as replacement characters)."""
         if self._client is None:
             self._client = httpx.AsyncClient()
-        response = await self._client.get(self.url, timeout=self._timeout)
-        response.raise_for_status()
-        return response.text
+        limit = self.max_page_bytes
+        async with self._client.stream("GET", self.url, timeout=self._timeout) as response:
+            response.raise_for_status()
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise ValueError(f"the page is larger than max_page_bytes ({limit} bytes)")
+        return body.decode("utf-8", errors="replace")
 
     def _failed(self, error: Exception) -> None:
         self.failures += 1
@@ -352,7 +243,8 @@ class MetricsScraper:
         before, then = previous
         if tokens < before or at <= then:
             return None
-        return (tokens - before) / (at - then)
+        rate = (tokens - before) / (at - then)
+        return rate if math.isfinite(rate) else None
 
     async def aclose(self) -> None:
         """Close the HTTP client if the scraper made it."""

@@ -9,13 +9,15 @@
         async for chunk in stream: ...
 
 Every call is admitted by the gate first (cost estimated from the messages or
-prompt), then sent with the ticket's limits: ``max_tokens`` (or
-``max_completion_tokens``, whichever the caller used) capped to the lane's and
-ladder's ``max_new_tokens``, ``n``/``logprobs``/``reasoning_effort``/``model`` as
-the ladder left them, and vLLM's ``priority`` in ``extra_body`` when the lane
-maps to one. Streams always ask for ``stream_options.include_usage`` so the
-engine's own ``completion_tokens`` settles the tenant's charge; the usage-only
-chunk reaches the caller only when the caller asked for it. Tokens are counted
+prompt), then sent with the ticket's limits: the lane's and ladder's
+``max_new_tokens`` cap under each of ``max_tokens`` and ``max_completion_tokens``
+the caller gave a value (``max_tokens`` when neither; ``None`` is no value; when
+both differ, ``max_completion_tokens`` is the limit reserved for, as vLLM honours
+it), ``n``/``logprobs``/``reasoning_effort``/``model`` as the ladder left them,
+and vLLM's ``priority`` in ``extra_body`` when the lane maps to one. Streams
+always ask for ``stream_options.include_usage`` so the engine's own
+``completion_tokens`` settles the tenant's charge; the usage-only chunk reaches
+the caller only when the caller asked for it. Tokens are counted
 per chunk (one per choice carrying text, reasoning, tool calls or a
 ``finish_reason``; ``logprobs`` entries when present), so TTFT and TPOT are
 measured on the gate's clock as chunks arrive.
@@ -37,7 +39,7 @@ too) → failed, a dropped connection or a stream without every
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -54,7 +56,15 @@ from slopolicy.adapters._openai_stream import (
     completion_tokens,
 )
 from slopolicy.adapters.calls import GatedStream, answer, holding, sent, stream
-from slopolicy.adapters.common import Reply, Who, policy_request
+from slopolicy.adapters.common import (
+    Reply,
+    Who,
+    check_default_max_tokens,
+    check_extra_body,
+    check_priorities,
+    given,
+    policy_request,
+)
 from slopolicy.core.request import Message, Request
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
@@ -65,6 +75,16 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
 __all__ = ("GatedOpenAI", "classify")
+
+
+#: The output-limit keywords, in the order vLLM honours them (chat takes
+#: either, max_tokens being deprecated there; completions only max_tokens).
+_LIMIT_NAMES = ("max_completion_tokens", "max_tokens")
+
+
+def _given_limits(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """The output-limit keywords the caller gave a value (``None`` is no value)."""
+    return tuple(name for name in _LIMIT_NAMES if params.get(name) is not None)
 
 
 def _as_message(message: Message) -> dict[str, str]:
@@ -91,7 +111,8 @@ class GatedOpenAI:
     ``deadline`` (monotonic seconds on the gate's clock), ``tool_risk``,
     ``request_id`` (also the engine's ``X-Request-Id``), ``prompt_tokens``
     (a known count; needed for content that is not text). Other keywords
-    go to ``create`` unchanged.
+    go to ``create`` unchanged; ``extra_body`` may not carry a field the gate
+    decides (``max_tokens``, ``n``, ``model``...: :class:`~slopolicy.UsageError`).
     """
 
     __slots__ = ("client", "default_max_tokens", "gate", "priorities")
@@ -104,12 +125,10 @@ class GatedOpenAI:
         priorities: Mapping[str, int] | None = None,
         default_max_tokens: int = 256,
     ) -> None:
-        if default_max_tokens < 1:
-            raise UsageError(f"default_max_tokens must be >= 1, got {default_max_tokens}")
         self.client = client.with_options(max_retries=0)
         self.gate = gate
-        self.priorities = dict(priorities or {})
-        self.default_max_tokens = default_max_tokens
+        self.priorities = check_priorities(priorities)
+        self.default_max_tokens = check_default_max_tokens(default_max_tokens)
 
     # -- chat ------------------------------------------------------------------
 
@@ -200,11 +219,14 @@ class GatedOpenAI:
     # -- building requests ------------------------------------------------------
 
     def _limits(self, params: Mapping[str, Any]) -> int:
+        """Check the call's keywords; the caller's output limit, in tokens (the
+        gate checks it is one)."""
         if "stream" in params:
             raise UsageError("pass no stream=: call chat_stream/completion_stream to stream")
-        # Chat takes either name (max_tokens is deprecated there); completions only max_tokens.
-        limit = params.get("max_completion_tokens", params.get("max_tokens"))
-        return self.default_max_tokens if limit is None else int(limit)
+        check_extra_body(params)
+        given = _given_limits(params)
+        limit: int = params[given[0]] if given else self.default_max_tokens
+        return limit
 
     async def _admit_chat(
         self, messages: list[Any], model: str, params: Mapping[str, Any], who: Who
@@ -215,7 +237,7 @@ class GatedOpenAI:
             who,
             messages=messages,
             max_new_tokens=self._limits(params),
-            n=params.get("n") or 1,
+            n=given(params, "n", 1),
             logprobs=(top or 0) if params.get("logprobs") else None,
             reasoning_effort=params.get("reasoning_effort"),
             model=model,
@@ -232,7 +254,7 @@ class GatedOpenAI:
             who,
             prompt=prompt,
             max_new_tokens=self._limits(params),
-            n=params.get("n") or 1,
+            n=given(params, "n", 1),
             best_of=params.get("best_of"),
             logprobs=params.get("logprobs"),
             model=model,
@@ -247,8 +269,12 @@ class GatedOpenAI:
         sent = ticket.request
         body = dict(params)
         body["model"] = sent.model or model
-        key = "max_completion_tokens" if "max_completion_tokens" in params else "max_tokens"
-        body[key] = sent.max_new_tokens
+        # The cap under every name the caller used, so none stays uncapped on
+        # the wire; a name given as None was not given (no null goes out).
+        for name in _LIMIT_NAMES:
+            body.pop(name, None)
+        for name in _given_limits(params) or ("max_tokens",):
+            body[name] = sent.max_new_tokens
         if sent.n != asked.n:
             body["n"] = sent.n
         if sent.reasoning_effort != asked.reasoning_effort:
@@ -256,11 +282,13 @@ class GatedOpenAI:
         headers = dict(body.get("extra_headers") or {})
         if not any(name.lower() == "x-request-id" for name in headers):
             headers["X-Request-Id"] = ticket.id  # vLLM logs and aborts by it
-        body["extra_headers"] = headers
         priority = self.priorities.get(ticket.lane)
         if priority is not None:
-            # The policy's lane decides the engine's order, over a caller's value.
+            # The policy's lane decides the engine's order, over a caller's
+            # value: vLLM's X-Vllm-Priority header would override the body's.
+            headers = {k: v for k, v in headers.items() if k.lower() != "x-vllm-priority"}
             body["extra_body"] = {**(body.get("extra_body") or {}), "priority": priority}
+        body["extra_headers"] = headers
         return body
 
     def _chat_body(
@@ -316,10 +344,10 @@ class GatedOpenAI:
         return await answer(ticket, pending, classify=classify, output_tokens=_usage)
 
     async def _stream(
-        self, ticket: Ticket, create: Any, body: dict[str, Any], tokens_of: Any
+        self, ticket: Ticket, create: Any, body: dict[str, Any], count: Callable[[Any], int]
     ) -> GatedStream[Any]:
         with holding(ticket):
-            state = StreamState(self._stream_options(body))
+            state = StreamState(self._stream_options(body), count)
             pending = create(**body)
         raw = await sent(ticket, pending, classify=classify)
         ticket.mark("schedule")  # the engine took the request: its response headers are here
@@ -330,9 +358,10 @@ class GatedOpenAI:
             classify=classify,
             settle=state.settle,
             close=raw.close,
-            tokens_of=tokens_of,
+            tokens_of=state.tokens_of,
         )
 
 
-def _usage(response: ChatCompletion | Completion) -> int | None:
-    return response.usage.completion_tokens if response.usage is not None else None
+def _usage(response: ChatCompletion | Completion) -> object:
+    # The client builds responses without validating them: read, never trust.
+    return getattr(getattr(response, "usage", None), "completion_tokens", None)

@@ -42,14 +42,24 @@ until the client is closed. So that a stream stopped early also stops TGI
 (it stops generating when the connection closes), the adapter finds that
 response through the stream's generators when the call returns and closes it
 when the stream ends, however it ends. The non-streamed ``text_generation``
-of huggingface_hub runs ``asyncio.to_thread``: asyncio only; the streamed
-calls and ``chat`` also run on trio (huggingface_hub 2.x speaks through httpx2).
+of huggingface_hub parses its answer in ``asyncio.to_thread``: asyncio only
+(on trio the adapter refuses it with :class:`~slopolicy.UsageError` before
+admitting anything); the streamed calls and ``chat`` also run on trio
+(huggingface_hub 2.x speaks through httpx2).
+
+Every call sends ``X-Request-Id: <ticket id>`` (in place of one among the
+client's own headers). TGI itself reads no request id (it takes a W3C
+``traceparent`` for its traces); the proxies and endpoints in front of it
+log and route by this one. huggingface_hub has no per-call headers, so the
+adapter calls the client's method with a view of the client whose
+``headers`` carry it (nothing is changed on the client).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterable, Awaitable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     from huggingface_hub import AsyncInferenceClient, ChatCompletionInputStreamOptions
@@ -61,7 +71,14 @@ except ImportError as error:  # tests hide the package to check this message
 from slopolicy.adapters._choices import ChoiceState
 from slopolicy.adapters._tgi_stream import Closer, TextState, chat_tokens, classify
 from slopolicy.adapters.calls import GatedStream, answer, holding, sent, stream
-from slopolicy.adapters.common import Reply, Who, policy_request
+from slopolicy.adapters.common import (
+    Reply,
+    Who,
+    check_default_max_tokens,
+    check_extra_body,
+    given,
+    policy_request,
+)
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
 from slopolicy.runtime.ticket import Ticket
@@ -94,11 +111,9 @@ class GatedInferenceClient:
     def __init__(
         self, client: AsyncInferenceClient, gate: Gate, *, default_max_tokens: int = 256
     ) -> None:
-        if default_max_tokens < 1:
-            raise UsageError(f"default_max_tokens must be >= 1, got {default_max_tokens}")
         self.client = client
         self.gate = gate
-        self.default_max_tokens = default_max_tokens
+        self.default_max_tokens = check_default_max_tokens(default_max_tokens)
 
     async def text_generation(
         self,
@@ -115,16 +130,29 @@ class GatedInferenceClient:
         prompt_tokens: int | None = None,
         **params: Any,
     ) -> Reply[TextGenerationOutput]:
-        """``text_generation(details=True)`` through the gate (asyncio only:
-        huggingface_hub parses the answer in ``asyncio.to_thread``)."""
+        """``text_generation(details=True)`` through the gate. asyncio only:
+        huggingface_hub parses the answer in ``asyncio.to_thread``, so on any
+        other loop this raises :class:`~slopolicy.UsageError` before the gate
+        admits anything (use :meth:`text_generation_stream` there)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise UsageError(
+                "text_generation without a stream runs on asyncio only (huggingface_hub "
+                "parses its answer in asyncio.to_thread): call text_generation_stream"
+            ) from None
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
         ticket = await self._admit_text(prompt, max_new_tokens, best_of, who, params)
         sent = ticket.request
         if sent.best_of is not None:
             params["best_of"] = sent.best_of
         with holding(ticket):
-            call = self.client.text_generation(
-                prompt, details=True, max_new_tokens=sent.max_new_tokens, **params
+            call = type(self.client).text_generation(
+                self._view(ticket),
+                prompt,
+                details=True,
+                max_new_tokens=sent.max_new_tokens,
+                **params,
             )
         return await answer(ticket, call, classify=classify, output_tokens=_generated)
 
@@ -148,7 +176,8 @@ class GatedInferenceClient:
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
         ticket = await self._admit_text(prompt, max_new_tokens, None, who, params)
         with holding(ticket):
-            call = self.client.text_generation(
+            call = type(self.client).text_generation(
+                self._view(ticket),
                 prompt,
                 stream=True,
                 details=True,
@@ -177,7 +206,8 @@ class GatedInferenceClient:
         who = Who(tenant, lane, tier, deadline, tool_risk, request_id, prompt_tokens)
         ticket = await self._admit_chat(listed, max_tokens, params, who)
         with holding(ticket):
-            call = self.client.chat_completion(
+            call = type(self.client).chat_completion(
+                self._view(ticket),
                 [dict(m) for m in listed],
                 max_tokens=ticket.request.max_new_tokens,
                 **self._chat_params(ticket, params),
@@ -207,15 +237,20 @@ class GatedInferenceClient:
             options = ChatCompletionInputStreamOptions(**asked)
             show_usage = bool(options.include_usage)
             options.include_usage = True
-            call = self.client.chat_completion(
+            call = type(self.client).chat_completion(
+                self._view(ticket),
                 [dict(m) for m in listed],
                 stream=True,
                 max_tokens=ticket.request.max_new_tokens,
                 stream_options=options,
                 **self._chat_params(ticket, params),
             )
-        state = ChoiceState(show_usage, engine="TGI")
-        return await _stream(ticket, call, state.watch, state.settle, chat_tokens)
+        state = ChoiceState(show_usage, chat_tokens, engine="TGI")
+        return await _stream(ticket, call, state.watch, state.settle, state.tokens_of)
+
+    def _view(self, ticket: Ticket) -> AsyncInferenceClient:
+        """The client for one call: its methods, with the ticket's id in ``headers``."""
+        return cast(AsyncInferenceClient, _OneCall(self.client, ticket.id))
 
     @staticmethod
     def _chat_params(ticket: Ticket, params: dict[str, Any]) -> dict[str, Any]:
@@ -251,23 +286,45 @@ class GatedInferenceClient:
     ) -> Ticket:
         if "stream" in params:
             raise UsageError("pass no stream=: call chat_stream to stream")
+        check_extra_body(params)
         limit = self.default_max_tokens if max_tokens is None else max_tokens
         request = policy_request(
             who,
             messages=messages,
             max_new_tokens=limit,
-            n=params.get("n") or 1,
+            n=given(params, "n", 1),
             model=params.get("model"),
         )
         return await self.gate.admit(request)
 
 
-def _generated(output: TextGenerationOutput) -> int | None:
-    return output.details.generated_tokens if output.details is not None else None
+class _OneCall:
+    """``client`` as huggingface_hub's methods see it (``self``) for one call,
+    with the request's id among the headers: the client sends ``self.headers``
+    with every request and takes no headers per call. Everything else is the
+    client's own (its connection pool and exit stack included)."""
+
+    __slots__ = ("_client", "headers")
+
+    def __init__(self, client: AsyncInferenceClient, request_id: str) -> None:
+        self._client = client
+        own = client.headers or {}
+        self.headers = {k: v for k, v in own.items() if k.lower() != "x-request-id"}
+        self.headers["X-Request-Id"] = request_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
-def _completion_tokens(output: ChatCompletionOutput) -> int:
-    return output.usage.completion_tokens
+# huggingface_hub builds its outputs without checking types: read, never trust.
+
+
+def _generated(output: TextGenerationOutput) -> object:
+    return getattr(getattr(output, "details", None), "generated_tokens", None)
+
+
+def _completion_tokens(output: ChatCompletionOutput) -> object:
+    return getattr(getattr(output, "usage", None), "completion_tokens", None)
 
 
 async def _stream(

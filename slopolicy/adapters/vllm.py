@@ -47,7 +47,7 @@ without a ``finished`` output → disconnected.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sized
 from typing import Any, Protocol
 
 from slopolicy.adapters.calls import GatedStream, holding, stream
@@ -55,6 +55,8 @@ from slopolicy.adapters.common import (
     EngineError,
     EngineFault,
     Who,
+    check_default_max_tokens,
+    check_priorities,
     fault_from_status,
     policy_request,
 )
@@ -204,12 +206,10 @@ class GatedAsyncLLM:
         priorities: Mapping[str, int] | None = None,
         default_max_tokens: int = 256,
     ) -> None:
-        if default_max_tokens < 1:
-            raise UsageError(f"default_max_tokens must be >= 1, got {default_max_tokens}")
         self.engine = engine
         self.gate = gate
-        self.priorities = dict(priorities or {})
-        self.default_max_tokens = default_max_tokens
+        self.priorities = check_priorities(priorities)
+        self.default_max_tokens = check_default_max_tokens(default_max_tokens)
 
     async def generate(
         self,
@@ -259,18 +259,19 @@ class GatedAsyncLLM:
         if who.prompt_tokens is None:
             if isinstance(prompt, str):
                 text = prompt
-            elif isinstance(prompt, Mapping) and "prompt_token_ids" in prompt:
+            elif isinstance(prompt, Mapping) and isinstance(prompt.get("prompt_token_ids"), Sized):
                 who = who._replace(prompt_tokens=len(prompt["prompt_token_ids"]))
             elif isinstance(prompt, Mapping) and isinstance(prompt.get("prompt"), str):
                 text = prompt["prompt"]
             else:
                 raise UsageError("pass prompt_tokens= for a prompt that is not text or token ids")
+        # As the caller set them: the gate's request says what is not a count.
         limit = getattr(params, "max_tokens", None)
         return policy_request(
             who,
             prompt=text,
-            max_new_tokens=self.default_max_tokens if limit is None else int(limit),
-            n=int(getattr(params, "n", 1) or 1),
+            max_new_tokens=self.default_max_tokens if limit is None else limit,
+            n=getattr(params, "n", None) or 1,
             logprobs=getattr(params, "logprobs", None),
         )
 

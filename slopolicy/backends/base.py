@@ -15,6 +15,7 @@ server's ``TIME``. Nothing here reads ``time.time()``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
@@ -193,7 +194,9 @@ class QuotaStore(Protocol):
         """:meth:`settle` with ``actual_cost``, then :meth:`release`, as one step
         (one round trip where the store is remote): how the gate ends every
         request. True if this released the lease; a released lease raises, as
-        :meth:`settle` does."""
+        :meth:`settle` does. A bad ``actual_cost`` raises
+        :class:`~slopolicy.UsageError` after the release (the charge stays
+        the estimate): a bad number never keeps the slots."""
         ...
 
     async def renew(self) -> int:
@@ -214,10 +217,35 @@ class QuotaStore(Protocol):
         ...
 
 
+def is_real(value: object) -> bool:
+    """Whether ``value`` is a number a float holds: an ``int`` or ``float``, not
+    a ``bool`` (nor an ``int`` too large for a float). NaN passes: range
+    checks (``0 < value``) reject it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 def check_cost(name: str, value: float) -> None:
     """Raise :class:`~slopolicy.UsageError` unless ``value`` is a finite cost >= 0."""
-    if not 0.0 <= value < float("inf"):
-        raise UsageError(f"{name} must be a finite number >= 0 cost units, not {value!r}")
+    if not (is_real(value) and 0.0 <= value < math.inf):
+        shown = repr(value) if is_real(value) else type(value).__name__
+        raise UsageError(f"{name} must be a finite number >= 0 cost units, not {shown}")
+
+
+def check_acquire(tenant: str, tier: TierSpec, lane: str, cost: float) -> None:
+    """Raise :class:`~slopolicy.UsageError` unless :meth:`QuotaStore.acquire`'s
+    arguments are of their types (checked before a store takes anything)."""
+    if not isinstance(tenant, str) or not isinstance(lane, str):
+        kinds = f"{type(tenant).__name__} and {type(lane).__name__}"
+        raise UsageError(f"tenant and lane must be strings, not {kinds}")
+    if not isinstance(tier, TierSpec):
+        raise UsageError(f"tier must be a TierSpec, not {type(tier).__name__}")
+    check_cost("cost", cost)
 
 
 def own_token(lease: Lease, store: object, kind: type[T], action: str) -> T:

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from anyio import current_time
 
-from slopolicy.backends.base import Lease, QuotaStore
+from slopolicy.backends.base import Lease, QuotaStore, is_real
 from slopolicy.backends.memory import MemoryQuotaStore
 from slopolicy.core.decisions import Reason
 from slopolicy.core.quotas import QuotaRefusal
@@ -57,7 +57,7 @@ class FailClosed:
     __slots__ = ("min_retry_after",)
 
     def __init__(self, *, min_retry_after: float = 1.0) -> None:
-        if not 0.0 <= min_retry_after < math.inf:
+        if not (is_real(min_retry_after) and 0.0 <= min_retry_after < math.inf):
             raise UsageError(
                 f"min_retry_after must be finite seconds >= 0, not {min_retry_after!r}"
             )
@@ -100,7 +100,7 @@ class FailOpen:
     __slots__ = ("_local", "_scaled", "share")
 
     def __init__(self, local: QuotaStore | None = None, *, share: float = 1.0) -> None:
-        if not 0.0 < share <= 1.0:
+        if not (is_real(share) and 0.0 < share <= 1.0):
             raise UsageError(f"share must be in (0, 1], not {share!r}")
         self._local: QuotaStore = MemoryQuotaStore() if local is None else local
         self.share = share
@@ -162,7 +162,7 @@ class CircuitBreaker:
     ) -> None:
         if isinstance(failures, bool) or not isinstance(failures, int) or failures < 1:
             raise UsageError(f"failures must be an integer >= 1, not {failures!r}")
-        if not 0.0 < reset_after < math.inf:
+        if not (is_real(reset_after) and 0.0 < reset_after < math.inf):
             raise UsageError(f"reset_after must be finite seconds > 0, not {reset_after!r}")
         self.failures = failures
         self.reset_after = reset_after

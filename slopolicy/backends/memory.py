@@ -18,6 +18,7 @@ from slopolicy.backends.base import (
     Lease,
     StoreStatistics,
     TenantSnapshot,
+    check_acquire,
     check_cost,
     own_token,
     refusal_counts,
@@ -71,6 +72,7 @@ class MemoryQuotaStore:
         self, tenant: str, tier: TierSpec, lane: str, cost: float
     ) -> Lease | QuotaRefusal:
         """See :meth:`QuotaStore.acquire`. Never suspends: no await point."""
+        check_acquire(tenant, tier, lane, cost)
         now = self._clock()
         granted = self._quotas.acquire(tenant, tier, lane, cost, now)
         if isinstance(granted, QuotaRefusal):

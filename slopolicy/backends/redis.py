@@ -73,7 +73,9 @@ from slopolicy.backends.base import (
     QuotaStore,
     StoreStatistics,
     TenantSnapshot,
+    check_acquire,
     check_cost,
+    is_real,
     own_token,
     refusal_counts,
 )
@@ -132,15 +134,15 @@ class RedisQuotaStore:
         owns_client: bool = False,
     ) -> None:
         for name, value in (("lease_ttl", lease_ttl), ("timeout", timeout)):
-            if not 0.0 < value < math.inf:
+            if not (is_real(value) and 0.0 < value < math.inf):
                 raise UsageError(f"{name} must be finite seconds > 0, not {value!r}")
         if renew_every is None:
             renew_every = lease_ttl / 3
-        if not 0.0 < renew_every < lease_ttl:
+        if not (is_real(renew_every) and 0.0 < renew_every < lease_ttl):
             raise UsageError(
                 f"renew_every must be > 0 and < lease_ttl ({lease_ttl!r} s), not {renew_every!r}"
             )
-        if not 0.0 <= key_grace < math.inf:
+        if not (is_real(key_grace) and 0.0 <= key_grace < math.inf):
             raise UsageError(f"key_grace must be finite seconds >= 0, not {key_grace!r}")
         self._client = client
         self._owns_client = owns_client
@@ -174,15 +176,20 @@ class RedisQuotaStore:
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
-        timeout = float(options.get("timeout", 0.25))
+        timeout = options.get("timeout", 0.25)
+        if not (is_real(timeout) and 0.0 < timeout < math.inf):
+            raise UsageError(f"timeout must be finite seconds > 0, not {timeout!r}")
         # One immediate retry reconnects a pooled connection a restart killed;
         # slower retries would only run into the store's own timeout.
-        client = Redis.from_url(
-            url,
-            retry=Retry(NoBackoff(), 1),
-            socket_connect_timeout=timeout,
-            health_check_interval=0,
-        )
+        try:
+            client = Redis.from_url(
+                url,
+                retry=Retry(NoBackoff(), 1),
+                socket_connect_timeout=timeout,
+                health_check_interval=0,
+            )
+        except (TypeError, ValueError) as error:  # not a redis:// URL, or a bad option in it
+            raise UsageError(f"not a Redis URL: {url!r} ({error})") from error
         return cls(client, owns_client=True, **options)
 
     def __repr__(self) -> str:
@@ -229,7 +236,7 @@ class RedisQuotaStore:
     ) -> Lease | QuotaRefusal:
         """See :meth:`QuotaStore.acquire`: one ``EVALSHA`` round trip. While
         Redis is unavailable the failure policy answers instead."""
-        check_cost("cost", cost)
+        check_acquire(tenant, tier, lane, cost)
         plan = self._book.plan(tier)
         split = plan.lanes.get(lane)
         over = cost > (plan.max_cost if split is None else split[1])
@@ -342,7 +349,13 @@ class RedisQuotaStore:
         """See :meth:`QuotaStore.finish`: the settle and the release reach Redis
         pipelined in one round trip (or wait together, as they would apart). A
         fallback lease settles and releases on the local limits it was admitted
-        on."""
+        on. A bad ``actual_cost`` raises after the release: its slots never stay
+        taken for a bad number."""
+        try:
+            check_cost("actual_cost", actual_cost)
+        except UsageError:
+            await self.release(lease)  # the charge stays the estimate
+            raise
         token = self._settling(lease, actual_cost, "finish")
         self._let_go(lease)
         if lease._local is not None:

@@ -13,7 +13,10 @@ loop, so it binds that loop's own primitives when it is entered:
 * the checkpoint anyio would run (``asyncio.sleep(0)``,
   ``trio.lowlevel.checkpoint()``);
 * a one-shot parking spot for a waiter: a bare future on asyncio,
-  ``trio.Event`` on trio.
+  ``trio.Event`` on trio;
+* a way back into the loop from a finalizer (:func:`bind_spawn`): the
+  garbage collector may run one in the middle of any update, or on another
+  thread, so what it must do is started as a task of the loop instead.
 
 Outside asyncio and trio, anyio's own functions are used.
 """
@@ -21,6 +24,7 @@ Outside asyncio and trio, anyio's own functions are used.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -29,7 +33,19 @@ from typing import Any, Protocol
 import anyio
 import anyio.lowlevel
 
-__all__ = ("Checkpoint", "Clock", "Park", "Parked", "bind_checkpoint", "bind_clock", "bind_parking")
+__all__ = (
+    "Checkpoint",
+    "Clock",
+    "Park",
+    "Parked",
+    "Spawn",
+    "bind_checkpoint",
+    "bind_clock",
+    "bind_parking",
+    "bind_spawn",
+)
+
+logger = logging.getLogger("slopolicy.gate")
 
 #: Monotonic seconds of the running event loop.
 Clock = Callable[[], float]
@@ -48,6 +64,11 @@ class Parked(Protocol):
 
 #: Makes a :class:`Parked` on the running event loop.
 Park = Callable[[], Parked]
+
+#: Starts ``task()`` soon as a background task of the event loop it was bound
+#: in, callable from any thread and from a finalizer; ``False`` when that loop
+#: has ended (nothing will run).
+Spawn = Callable[[Callable[[], Awaitable[object]]], bool]
 
 
 class _ParkedFuture(asyncio.Future[None]):
@@ -113,3 +134,56 @@ def bind_parking() -> Park:
         park: Park = sys.modules["trio"].Event
         return park
     return anyio.Event
+
+
+def bind_spawn() -> Spawn | None:
+    """A :data:`Spawn` for the running event loop (call inside it); ``None``
+    outside asyncio and trio. A task that raises is logged, not propagated
+    (on trio a failing system task would end the whole run)."""
+    backend = _running()
+    if backend == "asyncio":
+        return partial(_spawn_asyncio, asyncio.get_running_loop())
+    if backend == "trio":
+        return partial(_spawn_trio, sys.modules["trio"].lowlevel.current_trio_token())
+    return None
+
+
+async def _guarded(task: Callable[[], Awaitable[object]]) -> None:
+    try:
+        await task()
+    except Exception:
+        logger.warning("a background clean-up task failed", exc_info=True)
+
+
+# asyncio keeps only weak references to tasks: these are held until done.
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def _start_asyncio(loop: asyncio.AbstractEventLoop, task: Callable[[], Awaitable[object]]) -> None:
+    started = loop.create_task(_guarded(task))
+    _BACKGROUND.add(started)
+    started.add_done_callback(_BACKGROUND.discard)
+
+
+def _spawn_asyncio(loop: asyncio.AbstractEventLoop, task: Callable[[], Awaitable[object]]) -> bool:
+    try:
+        loop.call_soon_threadsafe(_start_asyncio, loop, task)
+    except RuntimeError:  # the loop is closed
+        return False
+    return True
+
+
+def _start_trio(task: Callable[[], Awaitable[object]]) -> None:
+    trio = sys.modules["trio"]
+    try:
+        trio.lowlevel.spawn_system_task(_guarded, task, name="slopolicy clean-up")
+    except RuntimeError:  # the run is shutting down: system tasks can no longer start
+        logger.debug("no clean-up task: the trio run is ending")
+
+
+def _spawn_trio(token: Any, task: Callable[[], Awaitable[object]]) -> bool:
+    try:
+        token.run_sync_soon(_start_trio, task)
+    except sys.modules["trio"].RunFinishedError:
+        return False
+    return True

@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import enum
 from collections.abc import AsyncGenerator, Iterable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -221,8 +222,10 @@ class FakeAsyncLLM:
             )
         self.active.add(request_id)
         try:
-            async for output in self._run(request_id, prompt, prompt_ids, sampling_params):
-                yield output
+            # aclosing: closed at a yield, the inner generator must not be left to the collector.
+            async with aclosing(self._run(request_id, prompt, prompt_ids, sampling_params)) as run:
+                async for output in run:
+                    yield output
         except BaseException:  # cancelled or closed (GeneratorExit): vLLM aborts
             if request_id in self.active:
                 await self.abort(request_id, internal=True)

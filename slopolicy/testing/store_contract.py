@@ -238,11 +238,14 @@ class QuotaStoreContract:
     async def test_bad_costs_and_foreign_leases_are_usage_errors(self, store: QuotaStore) -> None:
         lease = granted(await store.acquire("acme", PRO, "chat", 1.0))
         before = _state(await store.snapshot("acme", PRO))
-        for cost in (-1.0, math.nan, math.inf):
+        for cost in (-1.0, math.nan, math.inf, 10**400, "1", None, True):
             with pytest.raises(UsageError, match="cost units"):
-                await store.acquire("acme", PRO, "chat", cost)
+                await store.acquire("acme", PRO, "chat", cost)  # type: ignore[arg-type]
             with pytest.raises(UsageError, match="cost units"):
-                await store.settle(lease, cost)
+                await store.settle(lease, cost)  # type: ignore[arg-type]
+        for tenant, tier, lane in ((7, PRO, "chat"), ("acme", PRO, None), ("acme", "pro", "chat")):
+            with pytest.raises(UsageError, match="must be"):
+                await store.acquire(tenant, tier, lane, 1.0)  # type: ignore[arg-type]
         foreign = Lease(object(), "x", "acme", "chat", 1.0, 0.0)
         with pytest.raises(UsageError, match="did not grant"):
             await store.settle(foreign, 1.0)
@@ -252,6 +255,18 @@ class QuotaStoreContract:
             await store.acquire("acme", TierSpec("x", "chat", rate=1.0), "chat", 1.0)
         assert _state(await store.snapshot("acme", PRO)) == before
         assert not lease.released
+
+    async def test_finish_with_a_bad_cost_still_gives_the_slots_back(
+        self, store: QuotaStore
+    ) -> None:
+        """A bad number must not skip a release: the slots go back, the charge
+        stays the estimate, and the bad cost is a UsageError."""
+        lease = granted(await store.acquire("acme", PRO, "chat", 2.0))
+        with pytest.raises(UsageError, match="cost units"):
+            await store.finish(lease, math.nan)
+        assert lease.released
+        assert lease.cost == 2.0
+        assert (await store.snapshot("acme", PRO)).in_flight == 0
 
     async def test_tenant_and_lane_ids_are_kept_apart(self, store: QuotaStore) -> None:
         odd = ["a}b", "a:b", "a%7Db", "{a}", "", "é 租户", "a", "a:bucket"]

@@ -16,6 +16,10 @@ protocols byte for byte as their sources write them:
   ``/generate`` errors as 429/422/424 with that body; the Messages API with
   its own in-stream error object and ``[DONE]``.
 
+A script can also make the engine answer garbage, as a broken engine or
+proxy would: a ``usage`` (or TGI ``generated_tokens``) of any value, a whole
+answer replaced by raw bytes, a stream chunk that is not JSON.
+
 Each request picks a :class:`Script` by the ``x-script`` header (or, for
 requests relayed by a gateway, by its ``model`` field) and leaves a
 :class:`Hit` with the server's ``time.monotonic()`` at receipt and right
@@ -49,6 +53,15 @@ class Dropped(Exception):
     """Raised inside the app to make uvicorn drop the connection mid-body."""
 
 
+class _Counted:
+    def __repr__(self) -> str:
+        return "COUNTED"
+
+
+#: A :class:`Script` field left as the engine would send it.
+COUNTED: Any = _Counted()
+
+
 @dataclass
 class Script:
     """What the server does with one request (times in seconds)."""
@@ -70,6 +83,14 @@ class Script:
     drop_after: int | None = None  # drop the connection after this many tokens
     no_done: bool = False  # end the body without finish_reason or [DONE]
     tgi_error_type: str = "overloaded"  # TGI error events
+    usage: Any = COUNTED  # the usage object sent (OpenAI-style answers), as given
+    generated_tokens: Any = COUNTED  # TGI details.generated_tokens, as given
+    raw_answer: bytes | None = None  # a whole answer's (or error's) body, as given
+    raw_chunk: str | None = None  # sent as one stream event after the first token
+
+    def body(self, built: dict[str, Any]) -> bytes | dict[str, Any]:
+        """What goes out for an answer (or error) the engine built: ``raw_answer`` if set."""
+        return built if self.raw_answer is None else self.raw_answer
 
 
 @dataclass
@@ -93,6 +114,7 @@ class Recorder:
         self.hits: dict[str, list[Hit]] = {}
         self.metrics_page = ""
         self.metrics_status = 200
+        self.metrics_delay = 0.0  # seconds between bytes of the page (a slow server)
         self._lock = threading.Lock()
 
     def script(self, name: str, script: Script) -> dict[str, str]:
@@ -134,16 +156,22 @@ async def read_body(receive: Receive) -> dict[str, Any]:
 
 
 async def metrics_response(recorder: Recorder, send: Send) -> None:
-    """The Prometheus page the test set (``recorder.metrics_page``), or its error status."""
+    """The Prometheus page the test set (``recorder.metrics_page``), or its
+    error status; a byte at a time when ``recorder.metrics_delay`` is set."""
     page = recorder.metrics_page.encode()
     headers = [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")]
     status = recorder.metrics_status
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": page if status == 200 else b"error"})
+    delay = recorder.metrics_delay
+    if delay and status == 200:
+        for byte in page:
+            await send({"type": "http.response.body", "body": bytes([byte]), "more_body": True})
+            await asyncio.sleep(delay)
+    await send({"type": "http.response.body", "body": page if status == 200 and not delay else b""})
 
 
 async def json_response(send: Send, status: int, body: object, headers: dict[str, str]) -> None:
-    raw = json.dumps(body).encode()
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     pairs = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
     pairs += [(k.encode(), v.encode()) for k, v in headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": pairs})

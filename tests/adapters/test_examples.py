@@ -67,6 +67,22 @@ async def test_the_gateway_streams_and_answers(vllm_url: str, recorder: Recorder
     assert all(hit.body["priority"] == 1 for hit in hits)
 
 
+async def test_the_gateway_forwards_a_null_limit_as_not_given(
+    vllm_url: str, recorder: Recorder
+) -> None:
+    """The gateway forwards JSON bodies, nulls included: a ``null``
+    ``max_completion_tokens`` must leave ``max_tokens`` the limit."""
+    recorder.script("gw-null", Script(tokens=1000))
+    async with gateway(vllm_url, policy()) as client:
+        whole = await client.chat.completions.create(
+            model="gw-null", messages=HELLO, max_tokens=10, max_completion_tokens=None
+        )
+    body = recorder.hit("gw-null").body
+    assert (body["max_tokens"], "max_completion_tokens" in body) == (10, False)
+    assert whole.usage is not None
+    assert whole.usage.completion_tokens == 10
+
+
 async def test_the_gateway_passes_refusals_and_failures_on(
     vllm_url: str, recorder: Recorder
 ) -> None:

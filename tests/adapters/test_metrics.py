@@ -12,6 +12,8 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from slopolicy import EngineSignals, Gate
 from slopolicy.adapters.metrics import (
@@ -166,13 +168,119 @@ async def test_failed_scrapes_are_no_update(caplog: pytest.LogCaptureFixture) ->
     assert len(warnings) == 1  # once per outage, not once per poll
 
 
-def test_bad_settings() -> None:
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"engine": "nope"},
+        {"engine": object()},
+        {"timeout": 0},
+        {"timeout": float("nan")},
+        {"timeout": "2"},
+        {"max_sample_age": -1},
+        {"max_page_bytes": 0},
+        {"max_page_bytes": 1.5},
+        {"url": "ftp://x/metrics"},
+        {"url": "http:///metrics"},
+        {"url": "::::"},
+        {"url": None},
+    ],
+    ids=repr,
+)
+def test_bad_settings(options: dict[str, object]) -> None:
     from slopolicy.errors import UsageError
 
+    url = options.pop("url", "http://x/metrics")
     with pytest.raises(UsageError):
-        MetricsScraper("http://x/metrics", engine="nope")
-    with pytest.raises(UsageError):
-        MetricsScraper("http://x/metrics", timeout=0)
+        MetricsScraper(url, **options)  # type: ignore[arg-type]
+
+
+_SIGNAL_NAMES = sorted({name for names in ENGINES.values() for name in names.names()})
+_numbers = st.one_of(
+    st.floats().map(repr),  # nan, inf, 1e+308, -0.0 ...
+    st.integers(-(10**400), 10**400).map(str),
+    st.sampled_from(["NaN", "+Inf", "-Inf", "1e400", "0x10", "", "abc", "1_000"]),
+)
+_label_sets = st.sampled_from(["", '{engine="0"}', '{engine="1",model_name="m"}', '{le="+Inf"}'])
+_stamps = st.one_of(st.just(""), st.integers(-(10**20), 10**20).map(lambda t: f" {t}"))
+_sample_lines = st.builds(
+    lambda name, labels, value, stamp: f"{name}{labels} {value}{stamp}",
+    st.sampled_from(_SIGNAL_NAMES),
+    _label_sets,
+    _numbers,
+    _stamps,
+)
+_pages = st.lists(
+    st.one_of(
+        _sample_lines,
+        st.sampled_from(["# TYPE vllm:num_requests_waiting gauge", "# HELP x y", "#", "{}"]),
+        st.text(max_size=40),
+    ),
+    max_size=12,
+).map(lambda lines: "\n".join(lines) + "\n")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pages=st.lists(_pages, min_size=1, max_size=3), steps=st.lists(st.floats(0, 5)))
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_any_page_is_signals_or_no_update(pages: list[str], steps: list[float]) -> None:
+    """Whatever the server sends, a scrape never raises: signals the gate
+    accepts (finite, counts >= 0, KV within 0-1) or ``None``."""
+    clock = ManualClock(0.0)
+    async with scraper(list(pages), clock) as scrape:
+        for index in range(len(pages)):
+            signals = await scrape()
+            if signals is not None:
+                assert isinstance(signals, EngineSignals)  # validated when built
+                assert signals.decode_tps is None or signals.decode_tps < float("inf")
+            clock.advance(steps[index] if index < len(steps) else 1.0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_values_beyond_a_float_are_unknown() -> None:
+    huge = 'vllm:num_requests_waiting{engine="0"} 1.7e308\nvllm:num_requests_waiting 1.7e308\n'
+    counter = "vllm:generation_tokens_total {}\nvllm:kv_cache_usage_perc 0.5\n"
+    clock = ManualClock(0.0)
+    pages: list[str | Exception | int] = [huge, counter.format(-1.7e308), counter.format(1.7e308)]
+    async with scraper(pages, clock, engine="vllm") as scrape:
+        assert await scrape() is None  # the waiting sum overflows: nothing known
+        await scrape()
+        clock.advance(1.0)
+        jumped = await scrape()  # a rate too large for a float
+    assert jumped is not None
+    assert jumped.decode_tps is None
+    assert jumped.kv_usage == 0.5
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_page_too_large_is_a_failed_scrape() -> None:
+    clock = ManualClock(0.0)
+    big = page("vllm") + "# padding\n" * 1000
+    async with scraper([big, page("vllm")], clock, max_page_bytes=len(page("vllm"))) as scrape:
+        assert await scrape() is None
+        assert scrape.failures == 1
+        assert scrape.last_error is not None
+        assert "max_page_bytes" in scrape.last_error
+        assert await scrape() is not None
+
+
+@pytest.mark.anyio
+async def test_a_page_that_trickles_in_fails_at_the_timeout(
+    vllm_url: str, recorder: Recorder
+) -> None:
+    """``timeout`` bounds the whole scrape, not each read: a server sending
+    its page a byte at a time cannot hold the poll (real sockets)."""
+    recorder.metrics_page, recorder.metrics_delay = page("vllm"), 0.01
+    try:
+        async with MetricsScraper(f"{vllm_url}/metrics", timeout=0.3) as scrape:
+            with anyio.fail_after(5):
+                assert await scrape() is None
+        assert scrape.last_error is not None
+        assert scrape.last_error.startswith("TimeoutError")
+    finally:
+        recorder.metrics_delay = 0.0
 
 
 @pytest.mark.anyio

@@ -4,43 +4,22 @@ vLLM-like server on 127.0.0.1 (see ``tests/adapters/servers.py``), on asyncio an
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 import pytest
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
-from slopolicy import Gate, Outcome, Policy, Rejected
+from slopolicy import Outcome, Rejected
 from slopolicy.adapters import EngineError, EngineFault, engine_error_response
-from slopolicy.adapters.openai import GatedOpenAI
 from slopolicy.errors import UsageError
+from tests.adapters.clients import HELLO, drain
+from tests.adapters.clients import openai_gate as gated
 from tests.adapters.conftest import LADDER, climb, policy
 from tests.adapters.servers import Recorder, Script
 from tests.runtime.conftest import assert_clean
 
 pytestmark = pytest.mark.anyio
-
-HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello there engine"}]
-
-
-@asynccontextmanager
-async def gated(
-    url: str, p: Policy | None = None, **options: Any
-) -> AsyncIterator[tuple[GatedOpenAI, Policy]]:
-    p = p or policy()
-    client_options = {"timeout": options.pop("timeout", 10.0)}
-    async with (
-        Gate(p) as gate,
-        AsyncOpenAI(base_url=f"{url}/v1", api_key="-", **client_options) as client,
-    ):
-        yield GatedOpenAI(client, gate, **options), p
-
-
-async def drain(stream: AsyncIterator[Any]) -> list[Any]:
-    return [chunk async for chunk in stream]
 
 
 async def test_a_streamed_chat_goes_through_the_gate(vllm_url: str, recorder: Recorder) -> None:

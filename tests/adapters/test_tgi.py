@@ -3,47 +3,27 @@ TGI-like router on 127.0.0.1 (see ``tests/adapters/tgi_server.py``).
 
 huggingface_hub 2.4's async client speaks through httpx2 (anyio), so streamed
 calls and ``chat_completion`` run on asyncio and trio; its non-streamed
-``text_generation`` parses in ``asyncio.to_thread``, so that test is asyncio only.
+``text_generation`` parses in ``asyncio.to_thread``, so on trio the adapter
+refuses it before admission.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 import pytest
-from huggingface_hub import AsyncInferenceClient
 
-from slopolicy import Gate, Outcome, Policy
+from slopolicy import Outcome
 from slopolicy.adapters import EngineError, EngineFault
-from slopolicy.adapters.tgi import GatedInferenceClient
 from slopolicy.errors import UsageError
+from tests.adapters.clients import HELLO, drain
+from tests.adapters.clients import tgi_gate as gated
 from tests.adapters.conftest import LADDER, climb, policy
 from tests.adapters.servers import Recorder, Script
 from tests.runtime.conftest import assert_clean
 
 pytestmark = pytest.mark.anyio
-
-HELLO = [{"role": "user", "content": "hello there engine"}]
-
-
-@asynccontextmanager
-async def gated(
-    url: str, headers: dict[str, str], client_timeout: float = 10.0, p: Policy | None = None
-) -> AsyncIterator[tuple[GatedInferenceClient, Policy]]:
-    p = p or policy()
-    async with (
-        Gate(p) as gate,
-        AsyncInferenceClient(model=url, headers=headers, timeout=client_timeout) as client,
-    ):
-        yield GatedInferenceClient(client, gate), p
-
-
-async def drain(stream: AsyncIterator[Any]) -> list[Any]:
-    return [event async for event in stream]
 
 
 async def test_a_streamed_text_generation(tgi_url: str, recorder: Recorder) -> None:
@@ -103,6 +83,19 @@ async def test_a_whole_chat(tgi_url: str, recorder: Recorder) -> None:
         assert_clean(p)
     assert reply.response.choices[0].message.content == "t0 t1 t2 "
     assert reply.finished.output_tokens == 3
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # on asyncio: the next test
+async def test_a_whole_text_generation_on_trio_is_refused_before_admission(
+    tgi_url: str, recorder: Recorder
+) -> None:
+    """huggingface_hub parses the answer in ``asyncio.to_thread``: on trio the
+    call is a misuse, refused before the gate admits it or TGI generates."""
+    async with gated(tgi_url, recorder.script("tgi-whole-trio", Script())) as (client, p):
+        with pytest.raises(UsageError, match="text_generation_stream"):
+            await client.text_generation("hi", max_new_tokens=7)
+        assert p.statistics().submitted == 0
+    assert recorder.hits["tgi-whole-trio"] == []
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # huggingface_hub: asyncio.to_thread
@@ -244,3 +237,29 @@ async def test_a_bad_keyword_releases_the_ticket_and_sends_nothing(
         assert_clean(p)
         assert p.statistics().outcomes[Outcome.CANCELLED] == 2
     assert recorder.hits["tgi-typo"] == []
+
+
+async def test_every_call_sends_its_request_id(tgi_url: str, recorder: Recorder) -> None:
+    """As every adapter does: the ticket's id as ``X-Request-Id`` (in place of
+    a client-wide one), for each of the four calls; the client is left as it was."""
+    headers = recorder.script("tgi-ids", Script(tokens=2)) | {"X-Request-ID": "client-wide"}
+    async with gated(tgi_url, headers) as (client, _):
+        text = await client.text_generation_stream("hi", request_id="text-stream")
+        async with text:
+            await drain(text)
+        chat_stream = await client.chat_stream(HELLO, request_id="chat-stream")
+        async with chat_stream:
+            await drain(chat_stream)
+        chat = await client.chat(HELLO)
+        assert client.client.headers == headers
+    ids = [hit.headers["x-request-id"] for hit in recorder.hits["tgi-ids"]]
+    assert ids == ["text-stream", "chat-stream", chat.finished.id]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # huggingface_hub: asyncio.to_thread
+async def test_a_whole_text_generation_sends_its_request_id(
+    tgi_url: str, recorder: Recorder
+) -> None:
+    async with gated(tgi_url, recorder.script("tgi-whole-id", Script(tokens=1))) as (client, _):
+        reply = await client.text_generation("hi")
+    assert recorder.hit("tgi-whole-id").headers["x-request-id"] == reply.finished.id

@@ -21,6 +21,7 @@ from slopolicy.testing.fake_vllm import (
     RequestOutputKind,
     SamplingParams,
 )
+from tests.adapters.clients import collected
 from tests.adapters.conftest import policy
 from tests.runtime.conftest import anyio_backend as anyio_backend  # virtual time
 from tests.runtime.conftest import assert_clean
@@ -198,6 +199,26 @@ async def test_closing_before_reading_sends_nothing() -> None:
     assert engine.aborted == []
     assert stream.finished is not None
     assert stream.finished.outcome is Outcome.CANCELLED
+
+
+@pytest.mark.parametrize("read", [0, 2], ids=["unread", "some-outputs"])
+async def test_a_dropped_stream_is_released_and_aborted_when_collected(read: int) -> None:
+    engine = FakeAsyncLLM(ttft=0.1, per_token=0.1)
+    async with gated(engine) as (gated_llm, p):
+        stream = await gated_llm.generate("hi", SamplingParams(max_tokens=50))
+        if read:
+            async for _ in stream:
+                read -= 1
+                if not read:
+                    break
+        request_id = stream.ticket.id
+        with pytest.warns(ResourceWarning, match="never closed"):
+            del stream  # the last reference: collected at once
+        await collected(p)
+        assert_clean(p)
+        assert p.statistics().outcomes[Outcome.CANCELLED] == 1
+        assert engine.active == set()
+    assert (request_id in engine.aborted) == bool(engine.calls)  # started: vLLM aborts
 
 
 class PlainEngine:

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from tests.adapters.servers import (
+    COUNTED,
     Dropped,
     EngineApp,
     Hit,
@@ -63,12 +64,13 @@ class TGIApp(EngineApp):
         tokens = min(script.tokens, int(parameters.get("max_new_tokens") or 100))
         error = {"error": _MESSAGES[script.tgi_error_type], "error_type": script.tgi_error_type}
         if not streaming:
-            if script.status != 200:
-                await json_response(send, _STATUS[script.tgi_error_type], error, {})
-                return
-            if await stream.wait(script.ttft + script.tpot * tokens):
+            if script.status != 200 or script.raw_answer is not None:
+                status = 200 if script.status == 200 else _STATUS[script.tgi_error_type]
+                await json_response(send, status, script.body(error), {})
+            elif await stream.wait(script.ttft + script.tpot * tokens):
                 text = "".join(_token(k)["text"] for k in range(tokens))
-                details = {"finish_reason": script.finish_reason, "generated_tokens": tokens}
+                count = tokens if script.generated_tokens is COUNTED else script.generated_tokens
+                details = {"finish_reason": script.finish_reason, "generated_tokens": count}
                 details |= {
                     "seed": None,
                     "prefill": [],
@@ -105,23 +107,28 @@ class TGIApp(EngineApp):
             event |= {"generated_text": None, "details": None}
             if last:
                 event["generated_text"] = "".join(_token(k)["text"] for k in range(tokens))
+                count = tokens if script.generated_tokens is COUNTED else script.generated_tokens
                 if parameters.get("details"):
                     event["details"] = {"finish_reason": script.finish_reason,
-                                        "generated_tokens": tokens, "seed": None,
+                                        "generated_tokens": count, "seed": None,
                                         "input_length": prompt_tokens(body)}  # fmt: skip
             await stream.data(event, token=True)
+            if script.raw_chunk is not None and not sent:
+                await stream.data(script.raw_chunk)
         await stream.end()
 
     async def _chat(self, stream: Stream, script: Script, body: Any, send: Send) -> None:
         tokens = min(script.tokens, int(body.get("max_tokens") or 100))
         if script.status != 200:
             error = {"error": _MESSAGES[script.tgi_error_type], "error_type": script.tgi_error_type}
-            await json_response(send, _STATUS[script.tgi_error_type], error, {})
+            await json_response(send, _STATUS[script.tgi_error_type], script.body(error), {})
             return
-        reply = _Chat(body, stream.hit)
+        reply = _Chat(body, stream.hit, script.usage)
         if not body.get("stream"):
             if await stream.wait(script.ttft + script.tpot * tokens):
-                await json_response(send, 200, reply.whole(tokens, script.finish_reason), {})
+                await json_response(
+                    send, 200, script.body(reply.whole(tokens, script.finish_reason)), {}
+                )
             return
         await stream.start()
         if not await stream.wait(script.ttft):
@@ -151,7 +158,8 @@ def error_event(script: Script) -> dict[str, str]:
 class _Chat:
     """TGI's Messages API objects for one request."""
 
-    def __init__(self, body: dict[str, Any], hit: Hit) -> None:
+    def __init__(self, body: dict[str, Any], hit: Hit, usage: Any) -> None:
+        self.sent_usage = usage
         self.model = body.get("model") or "tgi"
         self.prompt = prompt_tokens(body)
         self.created = int(time.time())
@@ -160,7 +168,9 @@ class _Chat:
         return {"object": kind, "id": "", "created": self.created, "model": self.model,
                 "system_fingerprint": "3.3.6-native"}  # fmt: skip
 
-    def usage(self, completion: int) -> dict[str, int]:
+    def usage(self, completion: int) -> Any:
+        if self.sent_usage is not COUNTED:
+            return self.sent_usage
         total = self.prompt + completion
         return {
             "prompt_tokens": self.prompt,

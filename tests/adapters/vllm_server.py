@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from tests.adapters.servers import (
+    COUNTED,
     Dropped,
     EngineApp,
     Hit,
@@ -32,15 +33,16 @@ class VLLMApp(EngineApp):
                 "code": script.status,
             }
             headers = {"retry-after": script.retry_after} if script.retry_after else {}
-            await json_response(send, script.status, {"error": error}, headers)
+            await json_response(send, script.status, script.body({"error": error}), headers)
             return
         n = int(body.get("n") or 1)
         limit = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         tokens = min(script.tokens, limit)
-        reply = _Reply(chat, body, stream.hit)
+        reply = _Reply(chat, body, stream.hit, script.usage)
         if not body.get("stream"):
             if await stream.wait(script.ttft + script.tpot * tokens):
-                await json_response(send, 200, reply.whole(n, tokens, script.finish_reason), {})
+                whole = reply.whole(n, tokens, script.finish_reason)
+                await json_response(send, 200, script.body(whole), {})
             return
         await stream.start()
         await self._stream(stream, reply, script, n, tokens, body)
@@ -73,6 +75,8 @@ class VLLMApp(EngineApp):
                 text = "".join(f"t{sent + k} " for k in range(step))
                 reason = script.finish_reason if last else None
                 await stream.data(reply.piece(index, text, reason), token=index == n - 1)
+            if script.raw_chunk is not None and not sent:
+                await stream.data(script.raw_chunk)
             sent += step
         if script.no_done:
             await stream.end()
@@ -87,8 +91,9 @@ class VLLMApp(EngineApp):
 class _Reply:
     """vLLM's response objects for one request."""
 
-    def __init__(self, chat: bool, body: dict[str, Any], hit: Hit) -> None:
+    def __init__(self, chat: bool, body: dict[str, Any], hit: Hit, usage: Any) -> None:
         self.chat = chat
+        self.sent_usage = usage
         self.id = ("chatcmpl-" if chat else "cmpl-") + hit.headers.get("x-request-id", "x")
         self.model = body.get("model", "m")
         self.prompt = prompt_tokens(body)
@@ -98,7 +103,9 @@ class _Reply:
         kind = "chat.completion.chunk" if self.chat else "text_completion"
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
 
-    def usage(self, completion: int) -> dict[str, int]:
+    def usage(self, completion: int) -> Any:
+        if self.sent_usage is not COUNTED:
+            return self.sent_usage
         total = self.prompt + completion
         return {
             "prompt_tokens": self.prompt,

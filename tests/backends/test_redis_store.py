@@ -244,9 +244,33 @@ def test_bad_settings_are_usage_errors(redis_url: str) -> None:
     for options in (
         {"lease_ttl": 0.0},
         {"timeout": -1.0},
+        {"timeout": "0.25"},
+        {"timeout": None},
+        {"lease_ttl": "30"},
         {"lease_ttl": 3.0, "renew_every": 3.0},
+        {"renew_every": True},
         {"key_grace": float("nan")},
+        {"key_grace": 10**400},
         {"prefix": "a{b"},
     ):
         with pytest.raises(UsageError):
             RedisQuotaStore.from_url(redis_url, **options)
+    for url in ("http://127.0.0.1:6399/0", "not a url", "redis://127.0.0.1:port/0"):
+        with pytest.raises(UsageError, match="Redis URL"):
+            RedisQuotaStore.from_url(url)
+
+
+def test_bad_failure_settings_are_usage_errors() -> None:
+    from slopolicy.backends import CircuitBreaker, FailClosed, FailOpen
+
+    bad: list[tuple[Callable[..., object], dict[str, Any]]] = [
+        (FailOpen, {"share": "1"}),
+        (FailOpen, {"share": 0.0}),
+        (FailClosed, {"min_retry_after": None}),
+        (FailClosed, {"min_retry_after": -1}),
+        (CircuitBreaker, {"reset_after": "1"}),
+        (CircuitBreaker, {"reset_after": float("inf")}),
+    ]
+    for make, options in bad:
+        with pytest.raises(UsageError):
+            make(**options)

@@ -1,15 +1,19 @@
 """What the gate binds from its loop: the clock anyio reads, the loop's own
-checkpoint, and a parking spot safe to set twice or late."""
+checkpoint, a parking spot safe to set twice or late, and a way back into the
+loop for finalizers."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
-from slopolicy.runtime.loop import bind_checkpoint, bind_clock, bind_parking
+from slopolicy.runtime.loop import Spawn, bind_checkpoint, bind_clock, bind_parking, bind_spawn
 
 
 @pytest.mark.anyio
@@ -87,3 +91,45 @@ def test_outside_any_loop_anyio_is_used() -> None:
     assert bind_clock() is anyio.current_time
     assert bind_checkpoint() is anyio.lowlevel.checkpoint
     assert bind_parking() is anyio.Event
+    assert bind_spawn() is None  # no loop to come back to
+
+
+@pytest.mark.anyio
+async def test_a_spawned_task_runs_on_the_loop_from_any_thread(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spawn = bind_spawn()
+    assert spawn is not None
+    loop_thread = threading.get_ident()
+    ran = anyio.Event()
+    where: list[int] = []
+
+    async def task() -> None:
+        await anyio.lowlevel.checkpoint()
+        where.append(threading.get_ident())
+        ran.set()
+
+    async def fails() -> None:
+        raise RuntimeError("boom")  # on trio, a system task raising would end the run
+
+    assert await anyio.to_thread.run_sync(spawn, fails)
+    assert await anyio.to_thread.run_sync(spawn, task)
+    with anyio.fail_after(5):
+        await ran.wait()
+    assert where == [loop_thread]
+    assert "clean-up task failed" in caplog.text
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_spawning_into_a_loop_that_ended_starts_nothing(backend: str) -> None:
+    async def bind() -> Spawn | None:
+        return bind_spawn()
+
+    spawn = anyio.run(bind, backend=backend)
+    assert spawn is not None
+
+    async def task() -> None:
+        raise AssertionError("never runs")  # pragma: no cover
+
+    assert spawn(task) is False
