@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
@@ -10,10 +11,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from slopolicy import Expired, Gate, Rejected, Request, UsageError
+from slopolicy import Expired, Gate, Policy, Rejected, Request, UsageError
+from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.runtime import ArrivalLog, ArrivalRecord
 from slopolicy.testing.fake_engine import EngineError, FakeEngine
-from tests.runtime.conftest import policy
+from tests.core.conftest import RecordingCounter, estimate_calls
+from tests.runtime.conftest import config, policy
 
 pytestmark = pytest.mark.anyio
 
@@ -172,3 +175,41 @@ async def test_the_simulator_replays_an_arrival_log(tmp_path: Path) -> None:
     assert arrivals == sorted(arrivals)
     # each came 0.5 s after the previous one ended (about 0.25 s of streaming)
     assert [b - a for a, b in itertools.pairwise(arrivals)] == pytest.approx([0.74, 0.74], abs=0.02)
+
+
+_LONG_PROMPT = "lorem ipsum dolor sit amet " * 1_000  # heuristic: about 6,750 tokens
+
+
+@pytest.mark.parametrize(
+    ("hold", "refused", "outcome"),
+    [
+        # Refused by the router after counting: over the heavy lane's budget.
+        (None, Request(id="r", tenant="a", lane="heavy", prompt=_LONG_PROMPT), "prompt_too_long"),
+        # Refused by the policy's quota (one in flight for tier "tiny"), a chat.
+        (
+            Request(id="first", tenant="small", prompt_tokens=10),
+            Request(id="r", tenant="small", messages=({"role": "user", "content": "hi"},)),  # type: ignore[arg-type]
+            "concurrency_limited",
+        ),
+        # Refused before counting: the gate counts it, once.
+        (None, Request(id="r", tenant="a", lane="nowhere", prompt="hello there"), "unknown_lane"),
+    ],
+)
+async def test_a_refused_request_is_tokenized_once(
+    hold: Request | None, refused: Request, outcome: str
+) -> None:
+    recording = RecordingCounter(HeuristicCounter())
+    target = Policy(config(), counter=recording)
+    records: list[ArrivalRecord] = []
+    async with Gate(target, on_end=records.append) as gate:
+        with contextlib.ExitStack() as held:
+            if hold is not None:
+                held.enter_context(gate.admit_nowait(hold))
+            recording.reset()
+            with pytest.raises(Rejected) as caught:
+                await gate.admit(refused)
+            assert caught.value.code == outcome
+            # The router's count, carried by the decision: none again for the log.
+            assert recording.calls == estimate_calls(refused, HeuristicCounter())
+    (record,) = [record for record in records if record.id == "r"]
+    assert record.prompt_tokens == target.router.estimator.prompt_tokens(refused).tokens
