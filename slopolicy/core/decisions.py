@@ -143,6 +143,8 @@ class Defer(_Explained):
 
     Gateways answer ``http_status`` (503, or 429 when the tenant's own quota is
     the cause), with a ``Retry-After`` header when ``retry_after`` is set.
+    ``prompt_tokens`` is the prompt's length in tokens when it was counted
+    before the refusal (``None`` when refused first).
     """
 
     reason: Reason
@@ -151,6 +153,7 @@ class Defer(_Explained):
     http_status: int = 503
     lane: str | None = None
     steps: tuple[Step, ...] = ()
+    prompt_tokens: int | None = None
     accepted: ClassVar[bool] = False
 
 
@@ -159,7 +162,9 @@ class Defer(_Explained):
 class Reject(_Explained):
     """Refused as it stands: retrying the same request will not help.
 
-    ``http_status`` is a 4xx a gateway can send unchanged.
+    ``http_status`` is a 4xx a gateway can send unchanged. ``prompt_tokens``
+    is the prompt's length in tokens when it was counted before the refusal
+    (``None`` when refused first, e.g. for an unknown tier or lane).
     """
 
     reason: Reason
@@ -167,6 +172,7 @@ class Reject(_Explained):
     http_status: int
     lane: str | None = None
     steps: tuple[Step, ...] = ()
+    prompt_tokens: int | None = None
     retry_after: ClassVar[None] = None
     accepted: ClassVar[bool] = False
 

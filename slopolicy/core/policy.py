@@ -270,7 +270,13 @@ class Policy:
         if verdict is not None and verdict.action is AdmissionAction.SHED:
             steps = (*decision.steps, Step("fallback", lane, verdict.message))
             return Defer(
-                Reason.OVERLOAD_SHED, verdict.message, verdict.retry_after, 503, lane, steps
+                Reason.OVERLOAD_SHED,
+                verdict.message,
+                verdict.retry_after,
+                503,
+                lane,
+                steps,
+                decision.prompt_tokens,
             )
         degraded, applied = ladder.apply(decision.request, lane)
         if not applied:
@@ -695,9 +701,10 @@ def _refuse(
     rule: str,
 ) -> Decision:
     steps = (*decision.steps, Step(rule, decision.lane, message))
+    lane, prompt = decision.lane, decision.prompt_tokens
     if http_status >= 500 or retry_after is not None or reason in _TRANSIENT:
-        return Defer(reason, message, retry_after, http_status, decision.lane, steps)
-    return Reject(reason, message, http_status, decision.lane, steps)
+        return Defer(reason, message, retry_after, http_status, lane, steps, prompt)
+    return Reject(reason, message, http_status, lane, steps, prompt)
 
 
 _TRANSIENT = frozenset({Reason.RATE_LIMITED, Reason.CONCURRENCY_LIMITED, Reason.QUEUE_FULL})

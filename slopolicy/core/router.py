@@ -180,7 +180,9 @@ class LaneRouter:
         if cap is not None and tokens > cap:
             message = f"prompt of {tokens:,} tokens exceeds tier {tier.name!r} cap of {cap:,}"
             steps.append(Step("tier prompt cap", None, message))
-            return Reject(Reason.PROMPT_TOO_LONG, message, 413, steps=tuple(steps))
+            return Reject(
+                Reason.PROMPT_TOO_LONG, message, 413, steps=tuple(steps), prompt_tokens=tokens
+            )
         return self._walk(request, tier, start, tokens, prompt, steps)
 
     def _start_lane(self, hint: str, tier: TierSpec, steps: list[Step]) -> int | Reject:
@@ -234,11 +236,14 @@ class LaneRouter:
                     verdict.http_status,
                     lane.name,
                     tuple(steps),
+                    tokens,
                 )
             if verdict.kind is VerdictKind.REJECT:
                 assert verdict.http_status is not None
                 message = f"rejected in lane {lane.name!r}: {verdict.note}"
-                return Reject(verdict.reason, message, verdict.http_status, lane.name, tuple(steps))
+                return Reject(
+                    verdict.reason, message, verdict.http_status, lane.name, tuple(steps), tokens
+                )
             lower = self._lower(index, tier)
             if lower is None:  # a demotion with nowhere to go
                 if not verdict.required:
@@ -253,7 +258,7 @@ class LaneRouter:
                 )
                 status = 413 if reason is Reason.PROMPT_TOO_LONG else 403
                 message = f"no lane below {lane.name!r} takes it: {verdict.note}"
-                return Reject(reason, message, status, lane.name, tuple(steps))
+                return Reject(reason, message, status, lane.name, tuple(steps), tokens)
             demoted_by = demoted_by or verdict.reason
             steps.append(Step("demote", lane.name, "moved to {!r}", (self._lanes[lower].name,)))
             index = lower

@@ -2,7 +2,8 @@
 
 Exact BPE counting is linear in the text (about 0.5 us per token), so a 10 MB
 prompt would stall the caller for seconds. Beyond a threshold we count a
-bounded number of evenly spaced windows exactly and scale up.
+bounded number of windows exactly, one in each of as many equal strata of the
+text, and scale up.
 
 Two details keep the estimate unbiased:
 
@@ -11,9 +12,20 @@ Two details keep the estimate unbiased:
   merges across, and every window ends in a letter or digit, so the windows
   concatenated tokenize to exactly the sum of their tokens in the full text:
   one tokenizer call per group of windows, and no cut-word inflation.
-* Both ends of a window are snapped from evenly spaced points, so every
-  stretch of text between two boundaries is included with the same
-  probability, whatever its length.
+* Both ends of a window snap forward from its nominal start and end, so
+  every stretch of text between two boundaries is included with the same
+  probability, whatever its length. A text's start is a boundary too (texts
+  are tokenized apart), and each text is preceded by a lead-in one window
+  long where a window starts at the text's start: without it a text's first
+  stretch would be included only by a window starting exactly there, and a
+  list of many short texts (chat messages, roles, names) would be all but
+  left out beside a long one.
+
+Each window starts at a pseudo-random point of its stratum (from a fixed
+seed: estimates are reproducible), not at the same offset in every stratum:
+evenly spaced windows line up with any structure that repeats at a multiple
+of their spacing (a template, a list of messages sent again), miss the rest
+of it, and report a small error all the same.
 
 Finding a boundary is a regex search forward from a point (with a faster,
 equivalent pattern for mostly-ASCII text); together with the tokenizer on the
@@ -28,7 +40,10 @@ a bound, while that error is above the target.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+import operator
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,6 +78,8 @@ _BOUNDARY_ASCII = re.compile(
 )
 # How far past a window's nominal edge to look for a boundary, in characters.
 _SEARCH_CHARS = 256
+# The jitter's seed: a fixed one keeps every estimate reproducible.
+_SEED = 0x5EED
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,30 +103,35 @@ def sample_tokens(
 ) -> SampledCount:
     """Estimate the total tokens in ``texts`` (counted separately and summed).
 
-    Each round samples ``windows`` evenly spaced windows of about
-    ``window_chars`` characters (by default 32, or 16 for scripts such as CJK
-    that carry about a token per character), interleaved with the earlier
-    rounds, and counts them in ``groups`` tokenizer calls. Rounds stop once the relative
-    standard error is at most ``target_rel_error``, or after ``max_rounds``:
+    Each round samples ``windows`` windows of about ``window_chars``
+    characters (by default 32, or 16 for scripts such as CJK that carry about
+    a token per character), one per stratum, and counts them in ``groups``
+    tokenizer calls. Rounds stop once the relative standard error is at most
+    ``target_rel_error``, or after ``max_rounds``:
     the work is bounded by ``max_rounds * windows`` windows whatever the
-    texts' length, and homogeneous text stops after the first round.
+    texts' length or number (at most one tokenizer call per window, plus
+    ``groups`` per round), and homogeneous text stops after the first round.
     """
-    starts = _cumulative_starts(texts)
-    stride = starts[-1] / windows
+    texts = list(filter(None, texts))  # empty texts hold no tokens, only lead-ins
+    if not texts:
+        return SampledCount(0.0, 0.0, 0)
     wide = _wide_script(texts)
     if window_chars is None:
         window_chars = 16 if wide else 32
+    starts = _cumulative_starts(texts, window_chars)
+    total_chars = starts[-1] - window_chars * len(texts)
+    stride = starts[-1] / windows
     search = (_BOUNDARY if wide else _BOUNDARY_ASCII).search
     group_tokens: list[int] = []
     group_chars: list[int] = []
-    for round_index in range(max_rounds):
-        offset = _van_der_corput(round_index) * stride
+    jitter = random.Random(_SEED).random
+    for _ in range(max_rounds):
         tokens, chars = _sample_round(
-            texts, starts, count, search, windows, stride, offset, window_chars, groups
+            texts, starts, count, search, windows, stride, jitter, window_chars, groups
         )
         group_tokens.extend(tokens)
         group_chars.extend(chars)
-        result = _ratio_estimate(group_tokens, group_chars, starts[-1])
+        result = _ratio_estimate(group_tokens, group_chars, total_chars)
         if result.rel_stderr <= target_rel_error:
             break
     return result
@@ -123,16 +145,6 @@ def _wide_script(texts: Sequence[str]) -> bool:
     return encoded > 1.5 * chars
 
 
-def _van_der_corput(index: int) -> float:
-    """0, 1/2, 1/4, 3/4, 1/8, ...: each round's windows fall between earlier ones."""
-    fraction, denominator = 0.0, 1.0
-    while index:
-        denominator *= 2
-        index, bit = divmod(index, 2)
-        fraction += bit / denominator
-    return fraction
-
-
 def _sample_round(
     texts: Sequence[str],
     starts: list[int],
@@ -140,7 +152,7 @@ def _sample_round(
     search: Callable[[str, int, int], re.Match[str] | None],
     windows: int,
     stride: float,
-    offset: float,
+    jitter: Callable[[], float],
     window_chars: int,
     groups: int,
 ) -> tuple[list[int], list[int]]:
@@ -154,14 +166,16 @@ def _sample_round(
     local = 0
     several = len(texts) > 1
     for k in range(windows):
-        position = int(k * stride + offset)
+        # Positions run over each text preceded by its lead-in of
+        # ``window_chars``: ``local`` is negative in the lead-in.
+        position = int((k + jitter()) * stride)
         if several:
             index = bisect.bisect_right(starts, position) - 1
             text = texts[index]
             n = len(text)
-            local = position - starts[index]
+            local = position - starts[index] - window_chars
         else:
-            local = position
+            local = position - window_chars
         # Hot path, inlined (this loop is most of the estimate's Python time):
         # both ends snap to the first boundary at or after ``local`` and
         # ``local + window_chars``, or to the text's end when it is within
@@ -171,7 +185,7 @@ def _sample_round(
         # whatever its length.
         end = local + window_chars
         a: int | None = 0
-        if local:
+        if local > 0:
             match = search(text, local, local + reach)
             a = match.start() if match else (n if local + reach >= n else None)
         if a is not None and a >= end:
@@ -184,15 +198,16 @@ def _sample_round(
         if a is None or b is None:
             # No boundary nearby (a digit run, a blob): count the raw slice on
             # its own, accepting a token of cut error rather than skipping text.
-            piece = text[local:end]
+            piece = text[max(local, 0) : end]
             alone_tokens[g] += count(piece)
             alone_chars[g] += len(piece)
         elif a == 0 or b == n:
             # A text's edges are not pre-token boundaries inside a join (its
             # first letter would glue to the previous window's last one), but
             # a whole prefix or suffix counts exactly on its own.
-            alone_tokens[g] += count(text[a:b])
-            alone_chars[g] += b - a
+            if b > a:
+                alone_tokens[g] += count(text[a:b])
+                alone_chars[g] += b - a
         else:
             group_parts[g].append(text[a:b])
     group_tokens, group_chars = alone_tokens, alone_chars
@@ -204,17 +219,21 @@ def _sample_round(
     return group_tokens, group_chars
 
 
-def _cumulative_starts(texts: Sequence[str]) -> list[int]:
-    starts = [0]
-    for text in texts:
-        starts.append(starts[-1] + len(text))
-    return starts
+def _cumulative_starts(texts: Sequence[str], lead_in: int) -> list[int]:
+    """Where each text's lead-in starts, and the end: at C speed, since a chat
+    may hold a million messages."""
+    spans = map(operator.add, map(len, texts), itertools.repeat(lead_in))
+    return list(itertools.accumulate(spans, initial=0))
 
 
 def _ratio_estimate(tokens: list[int], chars: list[int], total_chars: int) -> SampledCount:
     pairs = [(t, c) for t, c in zip(tokens, chars, strict=True) if c > 0]
     sampled_tokens = sum(t for t, _ in pairs)
     sampled_chars = sum(c for _, c in pairs)
+    if not sampled_chars:
+        # Every window fell on nothing: no ratio to scale by. A token per
+        # character is more than nearly any text holds.
+        return SampledCount(float(total_chars), 1.0, 0)
     ratio = sampled_tokens / sampled_chars
     estimate = ratio * total_chars
     if len(pairs) < 2 or sampled_tokens == 0:

@@ -472,8 +472,11 @@ class Gate:
         if self._telemetry is not None:
             self._telemetry.submitted(request, decision, now)
         if self._log is not None or self._on_end is not None:
-            prompt = request.prompt_tokens
+            # The policy's count when it made one: a prompt is never counted twice.
+            prompt = decision.prompt_tokens
             if prompt is None:
+                prompt = request.prompt_tokens
+            if prompt is None:  # refused before counting (an unknown tier or lane)
                 prompt = self.policy.router.estimator.prompt_tokens(request).tokens
             self._emit(ArrivalRecord.refused(request, decision.lane, prompt, now - self._epoch))
         return Rejected.of(decision)

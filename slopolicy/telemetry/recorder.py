@@ -14,7 +14,7 @@ import anyio
 from anyio.abc import TaskStatus
 from opentelemetry.trace import Span
 
-from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject
+from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reject
 from slopolicy.core.lifecycle import Dispatch
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy
@@ -30,12 +30,6 @@ if TYPE_CHECKING:
 __all__ = ("Recorder",)
 
 _KIND: Final = {Admit: "admit", Demote: "demote", Defer: "defer", Reject: "reject"}
-# Refusals about the prompt itself: its length is the story, so it is counted
-# again for the prompt-length histogram. Other refusals (rate, concurrency,
-# queue, overload) skip that count: under a flood, shedding must stay cheap.
-_PROMPT_REASONS: Final = frozenset(
-    {Reason.PROMPT_TOO_LONG, Reason.PROMPT_OVER_BUDGET, Reason.COST_OVER_LIMIT}
-)
 
 
 class _Flight:
@@ -108,10 +102,11 @@ class Recorder:
         reason = decision.reason.value
         instruments.admissions.add(1, sets.admission(kind, reason, lane, tenant))
         lane_sets = sets.lane(lane)
-        if isinstance(decision, (Admit, Demote)):
-            prompt: int | None = decision.prompt_tokens
-        else:
-            prompt = self._refused_prompt(request, decision.reason)
+        # The router's count, carried by every decision made after it
+        # counted; never counted again here (shedding must stay cheap).
+        prompt = decision.prompt_tokens
+        if prompt is None:
+            prompt = request.prompt_tokens
         if prompt is not None:
             instruments.prompt_tokens.record(prompt, lane_sets.prompt[kind])
         operation = telemetry.operation or (
@@ -132,13 +127,6 @@ class Recorder:
             model = telemetry.models.label(model)
         model_sets = sets.model(operation, model, decision.lane)
         self._flights[request.id] = _Flight(span, now, start_ns, lane_sets, tenant_sets, model_sets)
-
-    def _refused_prompt(self, request: Request, reason: Reason) -> int | None:
-        if request.prompt_tokens is not None:
-            return request.prompt_tokens
-        if reason in _PROMPT_REASONS:
-            return self._policy.router.estimator.prompt_tokens(request).tokens
-        return None
 
     def dispatched(self, result: Dispatch, now: float) -> None:
         """The policy dispatched at ``now``: requests started, and the ladder may have moved."""

@@ -11,6 +11,7 @@ from benchmarks.corpora import CORPORA, corpus, slice_tokens
 from slopolicy.core.estimator import CostEstimator
 from slopolicy.core.sampling import _BOUNDARY, _BOUNDARY_ASCII, sample_tokens
 from slopolicy.core.tokens import TiktokenCounter
+from tests.core.conftest import RecordingCounter
 
 _alphabet = st.sampled_from(
     list("abcdefghijklmnopqrstuvwxyzABCDEFG0123456789")
@@ -72,27 +73,12 @@ def test_ascii_boundary_regex_finds_the_same_boundaries_in_real_text(name: str) 
     assert _starts(_BOUNDARY_ASCII, text) == _starts(_BOUNDARY, text)
 
 
-class _Recording:
-    """A counter that records how many characters it was asked to tokenize."""
-
-    name = "recording"
-
-    def __init__(self, inner: TiktokenCounter) -> None:
-        self.inner = inner
-        self.chars = 0
-        self.calls = 0
-
-    def count(self, text: str) -> int:
-        self.chars += len(text)
-        self.calls += 1
-        return self.inner.count(text)
-
-
 @pytest.mark.parametrize("megabytes", [1, 10])
 def test_work_is_bounded_whatever_the_prompt_size(counter: TiktokenCounter, megabytes: int) -> None:
     text = (corpus("prose") * (megabytes * 3))[: megabytes * 1_000_000]
-    recording = _Recording(counter)
+    recording = RecordingCounter(counter)
     estimator = CostEstimator(counter=recording, sample_windows=96)
+    recording.reset()
     estimate = estimator.count_texts([text])
     assert not estimate.exact
     # At most 4 rounds of 96 windows of ~32 characters plus a search span each.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
@@ -11,10 +12,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from slopolicy import Expired, Gate, Outcome, Rejected, Request, UsageError
+from slopolicy import Expired, Gate, Outcome, Policy, Rejected, Request, UsageError
+from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.runtime import ArrivalLog, ArrivalRecord
 from slopolicy.testing.fake_engine import EngineError, FakeEngine
-from tests.runtime.conftest import policy
+from tests.core.conftest import RecordingCounter, estimate_calls
+from tests.runtime.conftest import config, policy
 
 pytestmark = pytest.mark.anyio
 
@@ -224,3 +227,41 @@ def test_hostile_tenant_names_survive_the_log_and_its_replay(tmp_path: Path) -> 
         encoding="utf-8",
     )
     assert [r.tenant for r in read_trace(path).requests] == names
+
+
+_LONG_PROMPT = "lorem ipsum dolor sit amet " * 1_000  # heuristic: about 6,750 tokens
+
+
+@pytest.mark.parametrize(
+    ("hold", "refused", "outcome"),
+    [
+        # Refused by the router after counting: over the heavy lane's budget.
+        (None, Request(id="r", tenant="a", lane="heavy", prompt=_LONG_PROMPT), "prompt_too_long"),
+        # Refused by the policy's quota (one in flight for tier "tiny"), a chat.
+        (
+            Request(id="first", tenant="small", prompt_tokens=10),
+            Request(id="r", tenant="small", messages=({"role": "user", "content": "hi"},)),  # type: ignore[arg-type]
+            "concurrency_limited",
+        ),
+        # Refused before counting: the gate counts it, once.
+        (None, Request(id="r", tenant="a", lane="nowhere", prompt="hello there"), "unknown_lane"),
+    ],
+)
+async def test_a_refused_request_is_tokenized_once(
+    hold: Request | None, refused: Request, outcome: str
+) -> None:
+    recording = RecordingCounter(HeuristicCounter())
+    target = Policy(config(), counter=recording)
+    records: list[ArrivalRecord] = []
+    async with Gate(target, on_end=records.append) as gate:
+        with contextlib.ExitStack() as held:
+            if hold is not None:
+                held.enter_context(gate.admit_nowait(hold))
+            recording.reset()
+            with pytest.raises(Rejected) as caught:
+                await gate.admit(refused)
+            assert caught.value.code == outcome
+            # The router's count, carried by the decision: none again for the log.
+            assert recording.calls == estimate_calls(refused, HeuristicCounter())
+    (record,) = [record for record in records if record.id == "r"]
+    assert record.prompt_tokens == target.router.estimator.prompt_tokens(refused).tokens

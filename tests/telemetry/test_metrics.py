@@ -7,10 +7,12 @@ import anyio
 import pytest
 from opentelemetry.trace import StatusCode
 
-from slopolicy import Expired, Finished, Gate, Outcome
+from slopolicy import Expired, Finished, Gate, Outcome, Policy, Rejected, Request
+from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.telemetry import TopLabels
 from slopolicy.telemetry import names as n
-from tests.runtime.conftest import policy
+from tests.core.conftest import RecordingCounter, estimate_calls
+from tests.runtime.conftest import config, policy
 from tests.telemetry.otel import Metric, Otel
 from tests.telemetry.scenario import Script, chat, run_script
 
@@ -285,3 +287,31 @@ async def test_a_paced_gate_reports_its_dispatch_backlog(otel: Otel) -> None:
         ticket.finish()
     # Without a dispatch rate there is no series: the instrument test's run has none.
     assert n.DISPATCH_BACKLOG not in EXPECTED
+
+
+@pytest.mark.parametrize(
+    ("refused", "decision"),
+    [
+        # A chat the tenant's quota refuses: its length is recorded, as counted.
+        (
+            Request(id="r", tenant="small", messages=({"role": "user", "content": "hi all"},)),  # type: ignore[arg-type]
+            "defer",
+        ),
+        # Over the heavy lane's budget: recorded too, and not counted twice.
+        (Request(id="r", tenant="a", lane="heavy", prompt="lorem ipsum " * 2_000), "reject"),
+    ],
+)
+async def test_a_refusal_records_the_routers_count_and_counts_nothing_again(
+    otel: Otel, refused: Request, decision: str
+) -> None:
+    recording = RecordingCounter(HeuristicCounter())
+    target = Policy(config(), counter=recording)
+    async with Gate(target, telemetry=otel.telemetry()) as gate:
+        with gate.admit_nowait(Request(id="first", tenant="small", prompt_tokens=10)):
+            recording.reset()
+            with pytest.raises(Rejected):
+                await gate.admit(refused)
+            assert recording.calls == estimate_calls(refused, HeuristicCounter())
+    tokens = target.router.estimator.prompt_tokens(refused).tokens
+    prompts = otel.metrics()[n.PROMPT_TOKENS].histogram(slopolicy__decision=decision)
+    assert (prompts.count, prompts.sum) == (1, tokens)
