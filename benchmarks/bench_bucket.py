@@ -29,8 +29,8 @@ import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slopolicy.core.bucket import TokenBucket
-from slopolicy.core.quotas import QuotaLease, TenantQuotas
+from slopolicy.core.quota.bucket import TokenBucket
+from slopolicy.core.quota.tenants import QuotaLease, TenantQuotas
 from slopolicy.core.specs import TierSpec
 
 __all__ = ("BareBuckets", "main")

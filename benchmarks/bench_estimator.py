@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 from benchmarks.corpora import CORPORA, slice_tokens
 from slopolicy import PolicyConfig, Request
-from slopolicy.core.estimator import CostEstimator
-from slopolicy.core.tokens import TiktokenCounter
+from slopolicy.core.cost.estimator import CostEstimator
+from slopolicy.core.cost.tokens import TiktokenCounter
 
 _CHAT = "Can you summarise the attached meeting notes in three bullet points?"
 

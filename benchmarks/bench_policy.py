@@ -24,8 +24,8 @@ from unittest import mock
 
 from benchmarks.policy_floor import FloorPolicy
 from slopolicy import Policy, PolicyConfig, Request
-from slopolicy.core.health import Health
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
+from slopolicy.core.health.health import Health
 
 _QUEUED = 1_000
 

@@ -20,11 +20,11 @@ import tracemalloc
 from collections.abc import Callable
 
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.quantiles import QuantileSketch
-from slopolicy.core.sliding import SlidingQuantiles
-from slopolicy.core.slo import SLOTargets
-from slopolicy.core.tracker import SLOTracker
-from slopolicy.core.trackers import TrackerSet
+from slopolicy.core.slo.quantiles import QuantileSketch
+from slopolicy.core.slo.sketches import SlidingQuantiles
+from slopolicy.core.slo.targets import SLOTargets
+from slopolicy.core.slo.tracker import SLOTracker
+from slopolicy.core.slo.tracker_set import TrackerSet
 
 _TARGETS = SLOTargets(ttft_p95=1.0, ttft_p99=2.0, tpot_p95=0.1, success_rate=0.99)
 _QS = (0.5, 0.95, 0.99)

@@ -34,7 +34,7 @@ import anyio
 
 from benchmarks.corpora import corpus
 from slopolicy import Gate, InvalidRequest, Policy, PolicyConfig, Rejected, Request
-from slopolicy.core.tokens import TiktokenCounter, TokenCounter
+from slopolicy.core.cost.tokens import TiktokenCounter, TokenCounter
 
 __all__ = ("TICK", "Case", "Gap", "Stall", "cases", "measure", "stall_gate", "table")
 

@@ -27,8 +27,8 @@ from typing import Any
 import anyio
 
 from slopolicy import Admit, Decision, Finished, Gate, Outcome, Policy, PolicyConfig, Request
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.lifecycle import Dispatch, Started
-from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.testing.load import LoadReport, load_config, run_load
 
 __all__ = (

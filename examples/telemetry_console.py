@@ -40,7 +40,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
 from slopolicy import Gate, Message, Policy, PolicyConfig, Rejected, Request
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.telemetry import Telemetry
 from slopolicy.testing.fake_engine import Chunk, EngineError, FakeEngine
 

@@ -72,7 +72,7 @@ from slopolicy.adapters._metric_pages import MetricNames as MetricNames
 from slopolicy.adapters._metric_pages import Reading as Reading
 from slopolicy.adapters._metric_pages import parse
 from slopolicy.adapters._metric_pages import read_page as read_page
-from slopolicy.core.signals import EngineSignals
+from slopolicy.core.health.signals import EngineSignals
 from slopolicy.errors import UsageError
 
 __all__ = (

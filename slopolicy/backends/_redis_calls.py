@@ -18,7 +18,7 @@ from redis.exceptions import NoScriptError
 
 from slopolicy.backends._scripts import SCRIPTS, Script, TenantKeys, tenant_keys
 from slopolicy.backends.base import Lease
-from slopolicy.core._quota_state import TierPlan
+from slopolicy.core.quota.plan import TierPlan
 from slopolicy.core.specs import TierSpec
 
 __all__ = (

@@ -2,7 +2,7 @@
 
 A quota store holds each tenant's token buckets (cost units) and concurrency
 slots, in memory for one gateway process or in Redis for several replicas.
-The strategy (:class:`~slopolicy.core.quotas.TenantQuotas`' semantics: a
+The strategy (:class:`~slopolicy.core.quota.tenants.TenantQuotas`' semantics: a
 tenant bucket plus per-lane split buckets, tenant and tenant-lane caps,
 check-all-then-take, settle by refund or charge with debt floored at
 ``-burst``, idempotent release) is the same for every store; the contract
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
 from slopolicy.core.decisions import Reason
-from slopolicy.core.quotas import QuotaRefusal
+from slopolicy.core.quota.tenants import QuotaRefusal
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 

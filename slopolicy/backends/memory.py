@@ -1,4 +1,4 @@
-"""The in-memory quota store: :class:`~slopolicy.core.quotas.TenantQuotas` behind the
+"""The in-memory quota store: :class:`~slopolicy.core.quota.tenants.TenantQuotas` behind the
 async :class:`~slopolicy.backends.QuotaStore` contract.
 
 One gateway process needs nothing more, and this is what a ``Gate`` without
@@ -23,7 +23,7 @@ from slopolicy.backends.base import (
     own_token,
     refusal_counts,
 )
-from slopolicy.core.quotas import QuotaLease, QuotaRefusal, TenantQuotas
+from slopolicy.core.quota.tenants import QuotaLease, QuotaRefusal, TenantQuotas
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 

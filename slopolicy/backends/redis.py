@@ -10,7 +10,7 @@
         ...
 
 Every replica's store keeps each tenant's token buckets and concurrency
-leases in Redis, with :class:`~slopolicy.core.quotas.TenantQuotas`' semantics.
+leases in Redis, with :class:`~slopolicy.core.quota.tenants.TenantQuotas`' semantics.
 An admission is **one round trip**: ``EVALSHA`` of one Lua script that purges
 expired leases, checks the tenant and tenant-lane caps and both buckets, and
 takes them all or none, atomically. Scripts ship as package data
@@ -80,8 +80,8 @@ from slopolicy.backends.base import (
     refusal_counts,
 )
 from slopolicy.backends.failure import CircuitBreaker, FailClosed, FailurePolicy
-from slopolicy.core._quota_state import TierPlan
-from slopolicy.core.quotas import (
+from slopolicy.core.quota.plan import TierPlan
+from slopolicy.core.quota.tenants import (
     QuotaRefusal,
     concurrency_refusal,
     over_burst_refusal,

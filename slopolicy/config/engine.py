@@ -7,9 +7,9 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from slopolicy.config._base import ConfigModel
-from slopolicy.core.estimator import CostEstimator, CostWeights
-from slopolicy.core.pacing import DispatchPace
-from slopolicy.core.tokens import TokenCounter, load_counter
+from slopolicy.core.cost.estimator import CostEstimator, CostWeights
+from slopolicy.core.cost.tokens import TokenCounter, load_counter
+from slopolicy.core.queueing.pacing import DispatchPace
 
 __all__ = ("CostConfig", "EngineConfig", "KVPoolConfig", "TokenizerConfig")
 
@@ -99,7 +99,7 @@ class EngineConfig(ConfigModel):
 
     ``dispatch_rate`` (cost units per second, unset: no pacing) paces starts:
     queued requests wait, in fair order, until the rate allows the next one
-    (see :mod:`slopolicy.core.pacing`), for engines or upstream APIs whose
+    (see :mod:`slopolicy.core.queueing.pacing`), for engines or upstream APIs whose
     limit is throughput (tokens per minute) rather than concurrency.
     ``dispatch_burst`` is how far ahead of the rate starts may run, in cost
     units (default: a tenth of a second at the rate).
@@ -108,7 +108,7 @@ class EngineConfig(ConfigModel):
     TTFT target, or 1 s without one; ``0`` turns it off) bounds the prompt work handed to the
     engine ahead of it: starts wait while the prompts already started but
     not yet through prefill would take longer than that at the prefill rate
-    the policy measures (see :mod:`slopolicy.core.prefill`). The engine is
+    the policy measures (see :mod:`slopolicy.core.queueing.prefill`). The engine is
     never left without work, and the order of everything beyond the horizon
     stays the policy's (fair across tenants, lane shares) instead of the
     engine's FCFS queue.
@@ -126,7 +126,7 @@ class EngineConfig(ConfigModel):
         return self
 
     def build_pace(self) -> DispatchPace | None:
-        """A new :class:`~slopolicy.core.pacing.DispatchPace`, or ``None`` without a rate."""
+        """A new :class:`~slopolicy.core.queueing.pacing.DispatchPace` (``None``: no rate)."""
         if self.dispatch_rate is None:
             return None
         burst = self.dispatch_burst

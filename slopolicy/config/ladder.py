@@ -9,10 +9,10 @@ from pydantic import Field, model_validator
 
 from slopolicy.config._base import ConfigModel
 from slopolicy.config.lanes import LaneName
-from slopolicy.core.ladder import FallbackLadder
-from slopolicy.core.pressure import default_triggers
+from slopolicy.core.ladder.ladder import FallbackLadder
+from slopolicy.core.ladder.pressure import default_triggers
+from slopolicy.core.ladder.rungs import default_rungs
 from slopolicy.core.request import Request
-from slopolicy.core.rungs import default_rungs
 
 __all__ = ("RUNGS", "LadderConfig", "RungName", "Threshold")
 

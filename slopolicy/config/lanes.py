@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from slopolicy.config._base import ConfigModel
-from slopolicy.core.slo import SLOTargets
+from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.specs import LaneSpec, OverBudget
 
 __all__ = ("LaneConfig", "LaneName", "LaneSLO")
@@ -77,13 +77,12 @@ class LaneConfig(ConfigModel):
             The engine gives running requests its token budget first, so a
             few long prompts prefilling side by side can take whole
             iterations; capping the heavy lane keeps room for chat.
-        slo_deadline: a queued request leaves the queue (``expired``) as soon
-            as its TTFT target (p95, else p99; e2e for lanes with only an e2e
-            target) can no longer be met, instead of at ``max_queue_wait_s``,
-            and one that provably cannot meet it even at the head of the
-            queue is deferred at submit (503, ``slo_unreachable``). Work that
-            would miss anyway gives its engine time to work that can still
-            attain. Off: queued requests wait up to ``max_queue_wait_s``.
+        slo_deadline: a queued request leaves the queue (``expired``) once
+            it has waited its lane's TTFT target (p95, else p99; the e2e
+            target for lanes with only that), when it can only miss, instead
+            of at ``max_queue_wait_s``. Work that would miss anyway gives its
+            engine time to work that can still attain. Off: queued requests
+            wait up to ``max_queue_wait_s``.
     """
 
     name: LaneName

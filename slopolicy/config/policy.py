@@ -13,12 +13,12 @@ from slopolicy.config.engine import CostConfig, EngineConfig, KVPoolConfig, Toke
 from slopolicy.config.ladder import LadderConfig
 from slopolicy.config.lanes import LaneConfig, LaneSLO
 from slopolicy.config.tenants import TierConfig
-from slopolicy.core.estimator import CostEstimator
+from slopolicy.core.cost.estimator import CostEstimator
+from slopolicy.core.cost.tokens import TokenCounter
 from slopolicy.core.policy import PolicySpec
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.specs import LaneSpec, TierTable
-from slopolicy.core.tokens import TokenCounter
 
 __all__ = ("DEFAULT_LANES", "PolicyConfig")
 

@@ -6,16 +6,16 @@ the async gate and the Redis backend can all drive the same objects.
 
 from __future__ import annotations
 
-from slopolicy.core.bucket import BucketStatistics as BucketStatistics
-from slopolicy.core.bucket import TokenBucket as TokenBucket
-from slopolicy.core.budget import Breakdown as Breakdown
-from slopolicy.core.budget import LatencyBudget as LatencyBudget
-from slopolicy.core.budget import StageShare as StageShare
-from slopolicy.core.burn import DEFAULT_BURN_RULES as DEFAULT_BURN_RULES
-from slopolicy.core.burn import Alert as Alert
-from slopolicy.core.burn import AlertSeverity as AlertSeverity
-from slopolicy.core.burn import BurnRate as BurnRate
-from slopolicy.core.burn import BurnRule as BurnRule
+from slopolicy.core.cost.estimator import CostEstimate as CostEstimate
+from slopolicy.core.cost.estimator import CostEstimator as CostEstimator
+from slopolicy.core.cost.estimator import CostWeights as CostWeights
+from slopolicy.core.cost.estimator import TokenEstimate as TokenEstimate
+from slopolicy.core.cost.tokens import CallableCounter as CallableCounter
+from slopolicy.core.cost.tokens import HeuristicCounter as HeuristicCounter
+from slopolicy.core.cost.tokens import TiktokenCounter as TiktokenCounter
+from slopolicy.core.cost.tokens import TokenCounter as TokenCounter
+from slopolicy.core.cost.tokens import TokenizerFallbackWarning as TokenizerFallbackWarning
+from slopolicy.core.cost.tokens import load_counter as load_counter
 from slopolicy.core.decisions import Admit as Admit
 from slopolicy.core.decisions import Decision as Decision
 from slopolicy.core.decisions import Defer as Defer
@@ -23,82 +23,84 @@ from slopolicy.core.decisions import Demote as Demote
 from slopolicy.core.decisions import Reason as Reason
 from slopolicy.core.decisions import Reject as Reject
 from slopolicy.core.decisions import Step as Step
-from slopolicy.core.diagnosis import diagnose as diagnose
-from slopolicy.core.estimator import CostEstimate as CostEstimate
-from slopolicy.core.estimator import CostEstimator as CostEstimator
-from slopolicy.core.estimator import CostWeights as CostWeights
-from slopolicy.core.estimator import TokenEstimate as TokenEstimate
-from slopolicy.core.fairqueue import FairQueue as FairQueue
-from slopolicy.core.fairqueue import FairQueueStatistics as FairQueueStatistics
-from slopolicy.core.findings import DiagnosisThresholds as DiagnosisThresholds
-from slopolicy.core.findings import Finding as Finding
-from slopolicy.core.findings import FindingCode as FindingCode
-from slopolicy.core.findings import Severity as Severity
-from slopolicy.core.health import Health as Health
+from slopolicy.core.health.diagnosis import diagnose as diagnose
+from slopolicy.core.health.findings import DiagnosisThresholds as DiagnosisThresholds
+from slopolicy.core.health.findings import Finding as Finding
+from slopolicy.core.health.findings import FindingCode as FindingCode
+from slopolicy.core.health.findings import Severity as Severity
+from slopolicy.core.health.health import Health as Health
+from slopolicy.core.health.signals import DecodeBaseline as DecodeBaseline
+from slopolicy.core.health.signals import EngineSignals as EngineSignals
+from slopolicy.core.health.signals import SignalBoard as SignalBoard
 from slopolicy.core.kv import KVReservation as KVReservation
 from slopolicy.core.kv import KVStatistics as KVStatistics
 from slopolicy.core.kv import peak_fits as peak_fits
-from slopolicy.core.ladder import FallbackLadder as FallbackLadder
-from slopolicy.core.ladder_events import LadderCause as LadderCause
-from slopolicy.core.ladder_events import LadderDirection as LadderDirection
-from slopolicy.core.ladder_events import LadderEvent as LadderEvent
-from slopolicy.core.ladder_events import LadderStatistics as LadderStatistics
-from slopolicy.core.ladder_events import LadderVerdict as LadderVerdict
-from slopolicy.core.lanes import LaneScheduler as LaneScheduler
+from slopolicy.core.ladder.events import LadderCause as LadderCause
+from slopolicy.core.ladder.events import LadderDirection as LadderDirection
+from slopolicy.core.ladder.events import LadderEvent as LadderEvent
+from slopolicy.core.ladder.events import LadderStatistics as LadderStatistics
+from slopolicy.core.ladder.events import LadderVerdict as LadderVerdict
+from slopolicy.core.ladder.ladder import FallbackLadder as FallbackLadder
+from slopolicy.core.ladder.overload import OverloadState as OverloadState
+from slopolicy.core.ladder.overload import overload_state as overload_state
+from slopolicy.core.ladder.pressure import Pressure as Pressure
+from slopolicy.core.ladder.pressure import Trigger as Trigger
+from slopolicy.core.ladder.pressure import Zone as Zone
+from slopolicy.core.ladder.pressure import default_triggers as default_triggers
+from slopolicy.core.ladder.rungs import BUILTIN_RUNGS as BUILTIN_RUNGS
+from slopolicy.core.ladder.rungs import AdmissionAction as AdmissionAction
+from slopolicy.core.ladder.rungs import Rung as Rung
+from slopolicy.core.ladder.rungs import default_rungs as default_rungs
 from slopolicy.core.lifecycle import Dispatch as Dispatch
 from slopolicy.core.lifecycle import PolicyStatistics as PolicyStatistics
 from slopolicy.core.lifecycle import Started as Started
 from slopolicy.core.outcome import STAGES as STAGES
 from slopolicy.core.outcome import Finished as Finished
 from slopolicy.core.outcome import Outcome as Outcome
-from slopolicy.core.overload import OverloadState as OverloadState
-from slopolicy.core.overload import overload_state as overload_state
-from slopolicy.core.pacing import DispatchPace as DispatchPace
 from slopolicy.core.policy import Policy as Policy
 from slopolicy.core.policy import PolicySource as PolicySource
 from slopolicy.core.policy import PolicySpec as PolicySpec
-from slopolicy.core.pressure import Pressure as Pressure
-from slopolicy.core.pressure import Trigger as Trigger
-from slopolicy.core.pressure import Zone as Zone
-from slopolicy.core.pressure import default_triggers as default_triggers
-from slopolicy.core.quantiles import QuantileSketch as QuantileSketch
-from slopolicy.core.quotas import QuotaLease as QuotaLease
-from slopolicy.core.quotas import QuotaRefusal as QuotaRefusal
-from slopolicy.core.quotas import QuotaStatistics as QuotaStatistics
-from slopolicy.core.quotas import TenantQuotas as TenantQuotas
-from slopolicy.core.quotas import TenantStatistics as TenantStatistics
+from slopolicy.core.queueing.fairqueue import FairQueue as FairQueue
+from slopolicy.core.queueing.fairqueue import FairQueueStatistics as FairQueueStatistics
+from slopolicy.core.queueing.pacing import DispatchPace as DispatchPace
+from slopolicy.core.queueing.prefill import PrefillGate as PrefillGate
+from slopolicy.core.queueing.prefill import PrefillStatistics as PrefillStatistics
+from slopolicy.core.queueing.scheduler import LaneScheduler as LaneScheduler
+from slopolicy.core.quota.bucket import BucketStatistics as BucketStatistics
+from slopolicy.core.quota.bucket import TokenBucket as TokenBucket
+from slopolicy.core.quota.tenants import QuotaLease as QuotaLease
+from slopolicy.core.quota.tenants import QuotaRefusal as QuotaRefusal
+from slopolicy.core.quota.tenants import QuotaStatistics as QuotaStatistics
+from slopolicy.core.quota.tenants import TenantQuotas as TenantQuotas
+from slopolicy.core.quota.tenants import TenantStatistics as TenantStatistics
 from slopolicy.core.request import Message as Message
 from slopolicy.core.request import Request as Request
 from slopolicy.core.router import LaneRouter as LaneRouter
 from slopolicy.core.router import RouteContext as RouteContext
 from slopolicy.core.router import RoutingRule as RoutingRule
 from slopolicy.core.router import Verdict as Verdict
-from slopolicy.core.rungs import BUILTIN_RUNGS as BUILTIN_RUNGS
-from slopolicy.core.rungs import AdmissionAction as AdmissionAction
-from slopolicy.core.rungs import Rung as Rung
-from slopolicy.core.rungs import default_rungs as default_rungs
-from slopolicy.core.signals import DecodeBaseline as DecodeBaseline
-from slopolicy.core.signals import EngineSignals as EngineSignals
-from slopolicy.core.signals import SignalBoard as SignalBoard
-from slopolicy.core.sliding import SlidingQuantiles as SlidingQuantiles
-from slopolicy.core.slo import Objective as Objective
-from slopolicy.core.slo import SLOTargets as SLOTargets
-from slopolicy.core.slo import Summary as Summary
+from slopolicy.core.slo.budget import Breakdown as Breakdown
+from slopolicy.core.slo.budget import LatencyBudget as LatencyBudget
+from slopolicy.core.slo.budget import StageShare as StageShare
+from slopolicy.core.slo.burn import DEFAULT_BURN_RULES as DEFAULT_BURN_RULES
+from slopolicy.core.slo.burn import Alert as Alert
+from slopolicy.core.slo.burn import AlertSeverity as AlertSeverity
+from slopolicy.core.slo.burn import BurnRate as BurnRate
+from slopolicy.core.slo.burn import BurnRule as BurnRule
+from slopolicy.core.slo.quantiles import QuantileSketch as QuantileSketch
+from slopolicy.core.slo.sketches import SlidingQuantiles as SlidingQuantiles
+from slopolicy.core.slo.targets import Objective as Objective
+from slopolicy.core.slo.targets import SLOTargets as SLOTargets
+from slopolicy.core.slo.targets import Summary as Summary
+from slopolicy.core.slo.tracker import CostModel as CostModel
+from slopolicy.core.slo.tracker import SLOSnapshot as SLOSnapshot
+from slopolicy.core.slo.tracker import SLOTracker as SLOTracker
+from slopolicy.core.slo.tracker_set import TrackerSet as TrackerSet
 from slopolicy.core.specs import LaneQuotaSpec as LaneQuotaSpec
 from slopolicy.core.specs import LaneSpec as LaneSpec
 from slopolicy.core.specs import OverBudget as OverBudget
 from slopolicy.core.specs import TierSpec as TierSpec
 from slopolicy.core.specs import TierTable as TierTable
-from slopolicy.core.tokens import CallableCounter as CallableCounter
-from slopolicy.core.tokens import HeuristicCounter as HeuristicCounter
-from slopolicy.core.tokens import TiktokenCounter as TiktokenCounter
-from slopolicy.core.tokens import TokenCounter as TokenCounter
-from slopolicy.core.tokens import TokenizerFallbackWarning as TokenizerFallbackWarning
-from slopolicy.core.tokens import load_counter as load_counter
-from slopolicy.core.tracker import CostModel as CostModel
-from slopolicy.core.tracker import SLOSnapshot as SLOSnapshot
-from slopolicy.core.tracker import SLOTracker as SLOTracker
-from slopolicy.core.trackers import TrackerSet as TrackerSet
 
 __all__ = (
     "BUILTIN_RUNGS",
@@ -154,6 +156,8 @@ __all__ = (
     "PolicySource",
     "PolicySpec",
     "PolicyStatistics",
+    "PrefillGate",
+    "PrefillStatistics",
     "Pressure",
     "QuantileSketch",
     "QuotaLease",

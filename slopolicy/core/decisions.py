@@ -35,8 +35,6 @@ class Reason(enum.Enum):
     TENANT_TABLE_FULL = "tenant_table_full"
     QUEUE_FULL = "queue_full"
     OVERLOAD_SHED = "overload_shed"
-    # The lane's latency target cannot be met even if nothing else ran first.
-    SLO_UNREACHABLE = "slo_unreachable"
     # The async gate's own refusals: accepted but its deadline passed while it
     # waited (outcome ``expired``), and the gate closed under a waiting request.
     EXPIRED = "expired"

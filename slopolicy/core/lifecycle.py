@@ -7,10 +7,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from slopolicy.core.kv import KVStatistics
-from slopolicy.core.ladder_events import LadderEvent
+from slopolicy.core.ladder.events import LadderEvent
+from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.overload import OverloadState
-from slopolicy.core.quotas import QuotaStatistics
+from slopolicy.core.quota.tenants import QuotaStatistics
 from slopolicy.core.records import fast_init
 from slopolicy.core.request import Request
 

@@ -30,28 +30,28 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from slopolicy.core.checks import check_count, check_now
-from slopolicy.core.deadlines import Deadlines
+from slopolicy.core.cost.tokens import TokenCounter
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
-from slopolicy.core.fairqueue import _check_weight
-from slopolicy.core.findings import Finding
-from slopolicy.core.health import Health
+from slopolicy.core.health.findings import Finding
+from slopolicy.core.health.health import Health
+from slopolicy.core.health.signals import EngineSignals, check_signals
 from slopolicy.core.kv import KVReservation
-from slopolicy.core.ladder import FallbackLadder
-from slopolicy.core.ladder_events import LadderEvent
-from slopolicy.core.lanes import LaneScheduler
+from slopolicy.core.ladder.events import LadderEvent
+from slopolicy.core.ladder.ladder import FallbackLadder
+from slopolicy.core.ladder.overload import OverloadState
+from slopolicy.core.ladder.rungs import AdmissionAction
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome, ending
-from slopolicy.core.overload import OverloadState
-from slopolicy.core.pacing import DispatchPace
-from slopolicy.core.prefill import PrefillGate
-from slopolicy.core.quotas import TenantQuotas
+from slopolicy.core.queueing.deadlines import Deadlines
+from slopolicy.core.queueing.fairqueue import _check_weight
+from slopolicy.core.queueing.pacing import DispatchPace
+from slopolicy.core.queueing.prefill import PrefillGate
+from slopolicy.core.queueing.scheduler import LaneScheduler
+from slopolicy.core.quota.tenants import TenantQuotas
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
-from slopolicy.core.rungs import AdmissionAction
-from slopolicy.core.signals import EngineSignals, check_signals
-from slopolicy.core.slo import SLOTargets
-from slopolicy.core.tokens import TokenCounter
-from slopolicy.core.tracker import CostModel
+from slopolicy.core.slo.targets import SLOTargets
+from slopolicy.core.slo.tracker import CostModel
 from slopolicy.errors import UsageError
 
 __all__ = ("Policy", "PolicySource", "PolicySpec")
@@ -75,7 +75,7 @@ class PolicySpec:
         signal_max_age: seconds after which an engine signal is stale.
         max_tracked_tenants: per-tenant SLO trackers kept.
         prefill_horizon: seconds of prefill backlog the engine is handed
-            ahead (:class:`~slopolicy.core.prefill.PrefillGate`), or ``None``
+            ahead (:class:`~slopolicy.core.queueing.prefill.PrefillGate`), or ``None``
             for no gate.
     """
 
@@ -306,11 +306,8 @@ class Policy:
             return _refuse(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
         deadline = lane_deadline = now + lane.max_queue_wait
         bound = self._slo_bounds.get(lane.name)
-        if bound is not None:
-            latest = self._latest_start(decision, bound, now)
-            if isinstance(latest, str):
-                return _refuse(decision, Reason.SLO_UNREACHABLE, latest, bound, 503, "slo")
-            deadline = min(deadline, latest)
+        if bound is not None and now + bound < deadline:
+            deadline = now + bound  # past it the request can only miss
         tier = self.router.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
         if not quota_held:
@@ -345,25 +342,6 @@ class Policy:
         self._entries[request.id] = entry
         self._deadlines.add(entry, lane_deadline)
         return decision
-
-    def _latest_start(self, decision: Admit | Demote, bound: float, now: float) -> float | str:
-        """The latest start that can still meet ``bound`` (seconds of latency
-        from now), or why none can: even started as soon as the engine's
-        prefill backlog allows, its own prefill at the measured rate ends past
-        the bound."""
-        gate = self.prefill
-        rate = None if gate is None else gate.rate
-        if gate is None or rate is None:
-            return now + bound
-        own = decision.prompt_tokens / rate
-        least = own + gate.held_back(now) / rate
-        if least > bound:
-            return (
-                f"its first token would come in {least:.3g} s at the earliest "
-                f"({decision.prompt_tokens:,} prompt tokens at {rate:,.0f} tokens/s); "
-                f"lane {decision.lane!r} targets {bound:.3g} s"
-            )
-        return now + bound - own
 
     def _settle(self, entry: Entry, cost: float, now: float) -> None:
         """Settle and release the entry's quota, when this policy holds it."""

@@ -21,8 +21,8 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from slopolicy.core.cost.estimator import CostEstimator, TokenEstimate
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
-from slopolicy.core.estimator import CostEstimator, TokenEstimate
 from slopolicy.core.request import Request
 from slopolicy.core.specs import LaneSpec, OverBudget, TierSpec, TierTable
 from slopolicy.errors import RoutingError, UsageError

@@ -40,9 +40,8 @@ class LaneSpec:
         kv_reserve: fraction of the KV pool only this lane may use (0-1).
         max_running: requests of this lane running at once (``None``: no cap);
             bounds how much of each engine iteration long prefills can take.
-        slo_deadline: a queued request leaves (``expired``) once its lane's
-            latency target can no longer be met, and a request that provably
-            cannot meet it is deferred at submit (``slo_unreachable``).
+        slo_deadline: a queued request leaves (``expired``) once it has waited
+            its lane's latency target (TTFT, else e2e), when it can only miss.
     """
 
     name: str

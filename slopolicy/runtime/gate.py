@@ -37,11 +37,11 @@ from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint
 
 from slopolicy.backends.base import QuotaStore
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reject
+from slopolicy.core.health.signals import EngineSignals, check_signals
 from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy, PolicySource, PolicySpec
 from slopolicy.core.request import Request
-from slopolicy.core.signals import EngineSignals, check_signals
 from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
 from slopolicy.runtime.loop import (

@@ -25,7 +25,7 @@ import anyio
 from slopolicy.backends.base import Lease, QuotaStore
 from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.outcome import Finished
-from slopolicy.core.quotas import QuotaRefusal
+from slopolicy.core.quota.tenants import QuotaRefusal
 from slopolicy.core.request import Request
 from slopolicy.errors import GateClosed, Rejected, UsageError
 

@@ -12,7 +12,7 @@
 - ``rpm``: a per-tenant requests-per-minute limit (LiteLLM style: fixed
   one-minute windows, 429 above the limit), then FCFS.
 
-The VTC baseline uses the core's :class:`~slopolicy.core.fairqueue.FairQueue`
+The VTC baseline uses the core's :class:`~slopolicy.core.queueing.fairqueue.FairQueue`
 (the same counters our policy uses inside a lane).
 """
 
@@ -22,9 +22,9 @@ import math
 
 from slopolicy.config import PolicyConfig
 from slopolicy.core.checks import MAX_COUNT
-from slopolicy.core.fairqueue import FairQueue
+from slopolicy.core.cost.tokens import HeuristicCounter
+from slopolicy.core.queueing.fairqueue import FairQueue
 from slopolicy.core.router import LaneRouter
-from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling
 from slopolicy.sim.scheduler import Admission, EngineView, Release, Released

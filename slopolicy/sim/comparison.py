@@ -12,8 +12,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from slopolicy.config import PolicyConfig
-from slopolicy.core.slo import SLOTargets
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
+from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim.baselines import BASELINES, FCFS, RPM, VTC, LanePriority, lane_of
 from slopolicy.sim.engine import EngineSpec

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slopolicy.core.slo import SLOTargets
+from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim.comparison import Comparison
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.load import Load

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from slopolicy.core.slo import SLOTargets
+from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim.records import RequestRecord, SimOutcome
 
 __all__ = (

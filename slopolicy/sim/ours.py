@@ -20,10 +20,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from slopolicy.config import PolicyConfig
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Defer, Reject
+from slopolicy.core.health.signals import EngineSignals
 from slopolicy.core.policy import Policy
-from slopolicy.core.signals import EngineSignals
-from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling
 from slopolicy.sim.scheduler import Admission, EngineView, Release, Released

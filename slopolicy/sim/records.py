@@ -3,7 +3,7 @@
 Definitions (DistServe; ``SIMULATOR.md``): TTFT counts from arrival, so
 queueing is included; TPOT is ``(t_last - t_first) / (n_out - 1)``, 0 for one
 token; a request **attains** its SLO iff it completed and met its lane's
-targets (:meth:`~slopolicy.core.slo.SLOTargets.attains`).
+targets (:meth:`~slopolicy.core.slo.targets.SLOTargets.attains`).
 """
 
 from __future__ import annotations

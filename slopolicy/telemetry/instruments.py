@@ -27,10 +27,10 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 from opentelemetry.util.types import AttributeValue
 
+from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.lifecycle import PolicyStatistics
-from slopolicy.core.overload import OverloadState
 from slopolicy.core.policy import Policy
-from slopolicy.core.tracker import SLOSnapshot
+from slopolicy.core.slo.tracker import SLOSnapshot
 from slopolicy.telemetry import names as n
 
 __all__ = ("GaugeSource", "Instruments", "Readings", "instruments_for")

@@ -27,8 +27,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from slopolicy.config import PolicyConfig
 from slopolicy.config.ladder import RUNGS
+from slopolicy.core.health.signals import EngineSignals
 from slopolicy.core.request import REASONING_EFFORTS, Message, Request
-from slopolicy.core.signals import EngineSignals
 from slopolicy.sim import arrivals, lengths
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.profiles import PROFILES

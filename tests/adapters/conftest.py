@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from slopolicy import EngineSignals, Gate, Policy, PolicyConfig
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 from tests.adapters.servers import Recorder, ServerThread
 from tests.adapters.tgi_server import TGIApp
 from tests.adapters.vllm_server import VLLMApp

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from slopolicy import Gate, Policy, Reason, Rejected
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.testing.clock import ManualClock
 from tests.backends.conftest import NO_REDIS_PY
 from tests.runtime.conftest import assert_clean, config, make_request

@@ -17,8 +17,8 @@ import pytest
 from slopolicy import Gate, Policy, Reason, Rejected
 from slopolicy.backends import CircuitBreaker, FailClosed, FailOpen, MemoryQuotaStore
 from slopolicy.backends._scripts import tenant_keys
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.specs import TierSpec
-from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.testing.clock import ManualClock
 from slopolicy.testing.redis_server import RedisServer
 from slopolicy.testing.store_contract import granted, refused

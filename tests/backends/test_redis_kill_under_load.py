@@ -22,7 +22,7 @@ import pytest
 from slopolicy import Gate, Policy, Reason, Rejected
 from slopolicy.backends import CircuitBreaker, FailClosed, FailOpen
 from slopolicy.backends._scripts import tenant_keys
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.testing.clock import ManualClock
 from slopolicy.testing.redis_server import RedisServer
 from slopolicy.testing.store_contract import granted

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from slopolicy.core.estimator import CostEstimator
+from slopolicy.core.cost.estimator import CostEstimator
+from slopolicy.core.cost.tokens import TiktokenCounter, TokenCounter
 from slopolicy.core.request import Request
-from slopolicy.core.tokens import TiktokenCounter, TokenCounter
 
 
 @pytest.fixture(scope="session")

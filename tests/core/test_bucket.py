@@ -16,7 +16,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from slopolicy.core.bucket import BucketStatistics, TokenBucket
+from slopolicy.core.quota.bucket import BucketStatistics, TokenBucket
 from slopolicy.errors import UsageError
 
 # 10**400 is finite but too large for a float: it used to pass the checks and

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from slopolicy.core.budget import LatencyBudget
 from slopolicy.core.outcome import STAGES
-from slopolicy.core.slo import SLOTargets
-from slopolicy.core.tracker import SLOTracker
+from slopolicy.core.slo.budget import LatencyBudget
+from slopolicy.core.slo.targets import SLOTargets
+from slopolicy.core.slo.tracker import SLOTracker
 from slopolicy.errors import UsageError
 from tests.core.records import finished
 

@@ -7,14 +7,14 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from slopolicy.core.burn import (
+from slopolicy.core.slo.burn import (
     DEFAULT_BURN_RULES,
     AlertSeverity,
     BurnRate,
     BurnRule,
     BurnWindows,
 )
-from slopolicy.core.slo import Objective
+from slopolicy.core.slo.targets import Objective
 from slopolicy.errors import UsageError
 
 GOALS = ((Objective.SUCCESS, 0.99), (Objective.TTFT_P95, 0.95))

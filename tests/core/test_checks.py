@@ -30,7 +30,6 @@ from slopolicy.core import (
     TrackerSet,
     default_triggers,
 )
-from slopolicy.core.burn import BurnWindows
 from slopolicy.core.checks import (
     MAX_COUNT,
     MAX_NOW,
@@ -40,11 +39,12 @@ from slopolicy.core.checks import (
     shown,
     time_problem,
 )
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Admit, Reason
-from slopolicy.core.quotas import QuotaLease
-from slopolicy.core.rungs import Rung
-from slopolicy.core.slo import Objective
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.ladder.rungs import Rung
+from slopolicy.core.quota.tenants import QuotaLease
+from slopolicy.core.slo.burn import BurnWindows
+from slopolicy.core.slo.targets import Objective
 from slopolicy.errors import UsageError
 from tests.core.records import finished
 

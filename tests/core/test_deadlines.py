@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from slopolicy import Request
-from slopolicy.core.deadlines import Deadlines
 from slopolicy.core.lifecycle import Entry, Phase
+from slopolicy.core.queueing.deadlines import Deadlines
 
 _LANES = {"fast": 2.0, "slow": 10.0, "open": math.inf}
 _MIN_REBUILD = 4

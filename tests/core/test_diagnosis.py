@@ -4,13 +4,13 @@ from typing import Any
 
 import pytest
 
-from slopolicy.core.diagnosis import diagnose
-from slopolicy.core.findings import DiagnosisThresholds, Finding, FindingCode, Severity
+from slopolicy.core.health.diagnosis import diagnose
+from slopolicy.core.health.findings import DiagnosisThresholds, Finding, FindingCode, Severity
+from slopolicy.core.health.signals import EngineSignals
 from slopolicy.core.outcome import Outcome
-from slopolicy.core.signals import EngineSignals
-from slopolicy.core.slo import SLOTargets
-from slopolicy.core.tracker import SLOSnapshot
-from slopolicy.core.trackers import TrackerSet
+from slopolicy.core.slo.targets import SLOTargets
+from slopolicy.core.slo.tracker import SLOSnapshot
+from slopolicy.core.slo.tracker_set import TrackerSet
 from tests.core.records import finished
 
 LANE = "interactive"

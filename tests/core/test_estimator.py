@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slopolicy import CostEstimator, CostWeights, Message, Request
-from slopolicy.core.tokens import TiktokenCounter
+from slopolicy.core.cost.tokens import TiktokenCounter
 
 _tokens = st.integers(0, 10**7)
 _risk = st.floats(0, 1)

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slopolicy import Message, Request
-from slopolicy.core.estimator import CostEstimator, TokenEstimate
-from slopolicy.core.sampling import _SEARCH_CHARS, sample_tokens
-from slopolicy.core.tokens import TiktokenCounter
+from slopolicy.core.cost.estimator import CostEstimator, TokenEstimate
+from slopolicy.core.cost.sampling import _SEARCH_CHARS, sample_tokens
+from slopolicy.core.cost.tokens import TiktokenCounter
 from tests.core.conftest import RecordingCounter
 
 # The sampler's windows are at most 32 characters (16 in wide scripts), and a

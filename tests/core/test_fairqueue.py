@@ -16,8 +16,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from slopolicy.core import fairqueue
-from slopolicy.core.fairqueue import FairQueue, FairQueueStatistics
+from slopolicy.core.queueing import fairqueue
+from slopolicy.core.queueing.fairqueue import FairQueue, FairQueueStatistics
 from slopolicy.errors import UsageError
 from tests.core.jobs import Job
 

@@ -4,11 +4,11 @@ import math
 
 import pytest
 
-from slopolicy.core.ladder import FallbackLadder
-from slopolicy.core.ladder_events import LadderCause, LadderDirection, LadderEvent, LadderVerdict
-from slopolicy.core.pressure import Pressure, Reading, Trigger
+from slopolicy.core.ladder.events import LadderCause, LadderDirection, LadderEvent, LadderVerdict
+from slopolicy.core.ladder.ladder import FallbackLadder
+from slopolicy.core.ladder.pressure import Pressure, Reading, Trigger
+from slopolicy.core.ladder.rungs import AdmissionAction, Rung, Transform, default_rungs
 from slopolicy.core.request import Request
-from slopolicy.core.rungs import AdmissionAction, Rung, Transform, default_rungs
 from slopolicy.errors import UsageError
 
 TTFT = Trigger("ttft_p95_fraction", 0.8, 0.6)

@@ -8,12 +8,12 @@ climb; the load ends at t=64 and the signals settle by t=70.
 
 from __future__ import annotations
 
-from slopolicy.core.ladder import FallbackLadder
-from slopolicy.core.ladder_events import LadderCause, LadderDirection, LadderEvent
-from slopolicy.core.overload import OverloadState, overload_state
-from slopolicy.core.pressure import Pressure, default_triggers
+from slopolicy.core.ladder.events import LadderCause, LadderDirection, LadderEvent
+from slopolicy.core.ladder.ladder import FallbackLadder
+from slopolicy.core.ladder.overload import OverloadState, overload_state
+from slopolicy.core.ladder.pressure import Pressure, default_triggers
+from slopolicy.core.ladder.rungs import AdmissionAction, default_rungs
 from slopolicy.core.request import Request
-from slopolicy.core.rungs import AdmissionAction, default_rungs
 
 LOAD_ENDS = 64
 SETTLED = 70

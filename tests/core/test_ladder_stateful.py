@@ -16,10 +16,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from slopolicy.core.ladder import FallbackLadder
-from slopolicy.core.ladder_events import LadderCause, LadderDirection, LadderEvent
-from slopolicy.core.pressure import Pressure, Trigger
-from slopolicy.core.rungs import Rung
+from slopolicy.core.ladder.events import LadderCause, LadderDirection, LadderEvent
+from slopolicy.core.ladder.ladder import FallbackLadder
+from slopolicy.core.ladder.pressure import Pressure, Trigger
+from slopolicy.core.ladder.rungs import Rung
 
 ENTER, EXIT = 0.8, 0.6
 # Values on, around and between the thresholds, and unknown.

@@ -17,7 +17,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from slopolicy.core.lanes import LaneScheduler
+from slopolicy.core.queueing.scheduler import LaneScheduler
 from slopolicy.errors import UsageError
 from tests.core.jobs import Job
 

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from slopolicy.core.ladder import FallbackLadder
-from slopolicy.core.overload import OverloadState, overload_state, rung_state
-from slopolicy.core.pressure import Pressure, Trigger
-from slopolicy.core.rungs import Rung, default_rungs
+from slopolicy.core.ladder.ladder import FallbackLadder
+from slopolicy.core.ladder.overload import OverloadState, overload_state, rung_state
+from slopolicy.core.ladder.pressure import Pressure, Trigger
+from slopolicy.core.ladder.rungs import Rung, default_rungs
 
 TTFT = Trigger("ttft_p95_fraction", 0.8, 0.6)
 HOT = Pressure(ttft_p95_fraction=1.0)

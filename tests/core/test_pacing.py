@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from slopolicy import ConfigError, Policy, PolicyConfig, Request
 from slopolicy.config.describe import describe
-from slopolicy.core.pacing import DispatchPace
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
+from slopolicy.core.queueing.pacing import DispatchPace
 from slopolicy.errors import UsageError
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from slopolicy import Admit, Defer, Demote, Policy, PolicyConfig, Reason, Reject, Request
 from slopolicy.core.checks import shown
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.outcome import Outcome
-from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.errors import UsageError
 
 

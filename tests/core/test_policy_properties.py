@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from slopolicy import Policy, PolicyConfig, Request
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.errors import UsageError
 
 _CONFIG = PolicyConfig.from_dict(

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from slopolicy.config.ladder import LadderConfig
-from slopolicy.core.pressure import (
+from slopolicy.core.ladder.pressure import (
     SIGNALS,
     Pressure,
     Reading,

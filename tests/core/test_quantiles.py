@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slopolicy.core.quantiles import QuantileSketch
+from slopolicy.core.slo.quantiles import QuantileSketch
 from slopolicy.errors import UsageError
 
 # Float rounding in log() can put a value on a bucket edge into the neighbour,

@@ -17,7 +17,7 @@ from hypothesis.stateful import (
 )
 
 from slopolicy.core.decisions import Reason
-from slopolicy.core.quotas import QuotaLease, QuotaRefusal, TenantQuotas
+from slopolicy.core.quota.tenants import QuotaLease, QuotaRefusal, TenantQuotas
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 from slopolicy.errors import UsageError
 

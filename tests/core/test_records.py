@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slopolicy import Admit, Defer, Demote, Finished, Outcome, Reason, Reject, Request
-from slopolicy.core.estimator import TokenEstimate
+from slopolicy.core.cost.estimator import TokenEstimate
 from slopolicy.core.lifecycle import Dispatch, Started
 from slopolicy.core.records import fast_init
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slopolicy import InvalidRequest, Message, Policy, PolicyConfig, Request
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.testing.strategies import requests
 
 

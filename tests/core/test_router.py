@@ -17,9 +17,9 @@ from slopolicy import (
     RoutingError,
     Verdict,
 )
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.router import RouteContext
 from slopolicy.core.specs import LaneSpec, OverBudget, TierSpec, TierTable
-from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.testing.strategies import policy_configs, requests
 
 _ESTIMATOR = CostEstimator(counter=HeuristicCounter())

@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slopolicy.config.ladder import RUNGS
-from slopolicy.core.request import Request
-from slopolicy.core.rungs import (
+from slopolicy.core.ladder.rungs import (
     BUILTIN_RUNGS,
     AdmissionAction,
     CapMaxNewTokens,
@@ -18,6 +17,7 @@ from slopolicy.core.rungs import (
     UseModel,
     default_rungs,
 )
+from slopolicy.core.request import Request
 from slopolicy.errors import UsageError
 from slopolicy.testing.strategies import requests
 

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.corpora import CORPORA, corpus, slice_tokens
-from slopolicy.core.estimator import CostEstimator
-from slopolicy.core.sampling import _BOUNDARY, _BOUNDARY_ASCII, sample_tokens
-from slopolicy.core.tokens import TiktokenCounter
+from slopolicy.core.cost.estimator import CostEstimator
+from slopolicy.core.cost.sampling import _BOUNDARY, _BOUNDARY_ASCII, sample_tokens
+from slopolicy.core.cost.tokens import TiktokenCounter
 from tests.core.conftest import RecordingCounter
 
 _alphabet = st.sampled_from(

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slopolicy.core.signals import DecodeBaseline, EngineSignals, SignalBoard
+from slopolicy.core.health.signals import DecodeBaseline, EngineSignals, SignalBoard
 from slopolicy.errors import UsageError
 
 

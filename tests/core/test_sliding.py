@@ -7,8 +7,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from slopolicy.core.sliding import SlidingQuantiles, SlidingSketches
-from slopolicy.core.windows import SlidingCounts, SlidingRing
+from slopolicy.core.slo.sketches import SlidingQuantiles, SlidingSketches
+from slopolicy.core.slo.windows import SlidingCounts, SlidingRing
 from slopolicy.errors import UsageError
 from tests.core.test_quantiles import QS, assert_within, exact
 

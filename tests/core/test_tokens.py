@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.corpora import CORPORA, slice_tokens
-from slopolicy.core.tokens import (
+from slopolicy.core.cost.tokens import (
     CallableCounter,
     HeuristicCounter,
     TiktokenCounter,

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slopolicy.core.burn import AlertSeverity
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.slo import Objective, SLOTargets
-from slopolicy.core.tracker import SLOTracker
+from slopolicy.core.slo.burn import AlertSeverity
+from slopolicy.core.slo.targets import Objective, SLOTargets
+from slopolicy.core.slo.tracker import SLOTracker
 from slopolicy.errors import UsageError
 from tests.core.records import finished
 

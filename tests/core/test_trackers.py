@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from slopolicy.core.outcome import Outcome
-from slopolicy.core.slo import SLOTargets
-from slopolicy.core.trackers import FOLD_AFTER, TrackerSet
+from slopolicy.core.slo.targets import SLOTargets
+from slopolicy.core.slo.tracker_set import FOLD_AFTER, TrackerSet
 from slopolicy.errors import UsageError
 from tests.core.records import finished
 

@@ -13,7 +13,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from slopolicy.core.fairqueue import FairQueue
+from slopolicy.core.queueing.fairqueue import FairQueue
 from tests.core.jobs import Job
 
 TENANTS = ("a", "b", "c", "d", "e")

@@ -6,8 +6,8 @@ import pytest
 from trio.testing import MockClock
 
 from slopolicy import Gate, Policy, PolicyConfig, Request
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.lifecycle import Dispatch
-from slopolicy.core.tokens import HeuristicCounter
 from slopolicy.testing.virtual_loop import virtual_event_loop
 
 

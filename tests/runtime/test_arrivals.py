@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from slopolicy import Expired, Gate, Outcome, Policy, Rejected, Request, UsageError
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.runtime import ArrivalLog, ArrivalRecord
 from slopolicy.testing.fake_engine import EngineError, FakeEngine
 from tests.core.conftest import RecordingCounter, estimate_calls

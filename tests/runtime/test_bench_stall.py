@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.bench_stall import cases, measure, table
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from slopolicy import (
     Request,
     UsageError,
 )
-from slopolicy.core.signals import EngineSignals
+from slopolicy.core.health.signals import EngineSignals
 from slopolicy.runtime import ArrivalRecord, Ticket
 from tests.runtime.conftest import Dispatches, assert_clean, config, policy
 from tests.runtime.conftest import make_request as _request

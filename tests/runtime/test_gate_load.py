@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from slopolicy import Gate, Policy
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.testing.load import load_config, run_load
 from tests.runtime.conftest import assert_clean
 

@@ -11,7 +11,7 @@ import pytest
 
 from slopolicy import Gate, GateClosed, Outcome, Reason, Rejected, UsageError
 from slopolicy.backends import Lease, MemoryQuotaStore, QuotaStore
-from slopolicy.core.quotas import QuotaRefusal
+from slopolicy.core.quota.tenants import QuotaRefusal
 from slopolicy.core.specs import TierSpec
 from tests.runtime.conftest import assert_clean, policy
 from tests.runtime.conftest import make_request as _request

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from slopolicy.core.slo import SLOTargets
+from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim import RequestRecord, SimOutcome, SimRequest, jain_index, quantile, report
 from slopolicy.sim.metrics import fallback_summary
 

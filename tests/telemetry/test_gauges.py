@@ -39,7 +39,7 @@ def _from_another_thread(otel: Otel) -> dict[str, Metric]:
 
 
 def _policy() -> WatchedPolicy:
-    from slopolicy.core.tokens import HeuristicCounter
+    from slopolicy.core.cost.tokens import HeuristicCounter
 
     watched = WatchedPolicy(config(), counter=HeuristicCounter())
     watched.threads = set()

@@ -8,7 +8,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from slopolicy import Expired, Finished, Gate, Outcome, Policy, Rejected, Request
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.telemetry import TopLabels
 from slopolicy.telemetry import names as n
 from tests.core.conftest import RecordingCounter, estimate_calls

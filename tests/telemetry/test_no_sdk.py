@@ -33,7 +33,7 @@ NO_SDK = textwrap.dedent(
     from opentelemetry import metrics, trace
 
     from slopolicy import Gate, Policy, PolicyConfig, Request
-    from slopolicy.core.tokens import HeuristicCounter
+    from slopolicy.core.cost.tokens import HeuristicCounter
     from slopolicy.telemetry import default_telemetry
 
     async def main():

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from slopolicy import Policy, PolicyConfig, Request
-from slopolicy.core.tokens import HeuristicCounter
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.errors import UsageError
 from slopolicy.testing import ManualClock, assert_no_leaks, leaks
 

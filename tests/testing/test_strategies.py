@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from slopolicy.core.signals import EngineSignals
+from slopolicy.core.health.signals import EngineSignals
 from slopolicy.sim import EngineSpec, SimRequest, Workload
 from slopolicy.testing.strategies import (
     engine_specs,

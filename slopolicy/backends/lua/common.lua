@@ -1,7 +1,7 @@
 -- slopolicy quota store: shared prelude, prepended to every script.
 --
 -- The clock, number formatting and token-bucket arithmetic. The bucket code
--- mirrors slopolicy.core.bucket.TokenBucket operation for operation (Lua
+-- mirrors slopolicy.core.quota.bucket.TokenBucket operation for operation (Lua
 -- numbers are IEEE doubles, evaluated one operation at a time), so a bucket
 -- here and one in memory given the same times and costs hold the same floats.
 --

@@ -26,9 +26,9 @@ What counts where (``F`` = a :class:`~slopolicy.core.outcome.Finished`):
   seconds the window covers: from the later of the window's start and the
   tracker's start, at least one slice.
 
-Windows follow :mod:`slopolicy.core.windows`: the short window (default 60 s
+Windows follow :mod:`slopolicy.core.slo.windows`: the short window (default 60 s
 in 12 slices) covers between 55 and 60 s. Quantiles are within ``alpha``
-relative error (:mod:`slopolicy.core.quantiles`).
+relative error (:mod:`slopolicy.core.slo.quantiles`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slopolicy.core.budget import (
+from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
+from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.slo.budget import (
     STAGE_FIELDS,
     STAGE_METRICS,
     Breakdown,
@@ -45,11 +47,9 @@ from slopolicy.core.budget import (
     check_stages,
     stage_breakdown,
 )
-from slopolicy.core.burn import DEFAULT_BURN_RULES, Alert, BurnRate, BurnRule, BurnWindows
-from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
-from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.sliding import FOLD_AT, SlidingSketches
-from slopolicy.core.slo import Objective, SLOTargets, Summary
+from slopolicy.core.slo.burn import DEFAULT_BURN_RULES, Alert, BurnRate, BurnRule, BurnWindows
+from slopolicy.core.slo.sketches import FOLD_AT, SlidingSketches
+from slopolicy.core.slo.targets import Objective, SLOTargets, Summary
 from slopolicy.errors import UsageError
 
 __all__ = ("CostModel", "SLOSnapshot", "SLOTracker", "charged_cost")
@@ -398,7 +398,7 @@ class SLOTracker:
         return () if self._burn is None else self._burn._rates(self._see(now))
 
     def alerts(self, now: float) -> tuple[Alert, ...]:
-        """The multi-window burn-rate alerts firing at ``now`` (see :mod:`slopolicy.core.burn`)."""
+        """The multi-window burn-rate alerts at ``now`` (see :mod:`slopolicy.core.slo.burn`)."""
         return () if self._burn is None else self._burn._alerts(self._see(now))
 
     def _see(self, now: float) -> float:

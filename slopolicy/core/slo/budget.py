@@ -10,7 +10,7 @@ in view the same shares are also computed over only the **slow** requests,
 those with TTFT above ``slow_after`` (the lane's TTFT target), so "TTFT bad,
 and queueing is 80% of it" reads directly as ``slow_share == 0.8``.
 
-Window semantics are those of :mod:`slopolicy.core.windows`.
+Window semantics are those of :mod:`slopolicy.core.slo.windows`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.core.outcome import STAGES
-from slopolicy.core.sliding import Slice, SlidingSketches
+from slopolicy.core.slo.sketches import Slice, SlidingSketches
 from slopolicy.errors import UsageError
 
 __all__ = (

@@ -1,10 +1,10 @@
 """Quantile sketches over sliding windows of time.
 
 A window of ``window_s`` seconds is a ring of ``slices`` slices (see
-:mod:`slopolicy.core.windows` for the exact semantics: values older than
+:mod:`slopolicy.core.slo.windows` for the exact semantics: values older than
 ``window_s`` are gone, values younger than ``window_s - window_s/slices`` are
 counted, and an answer covers between the two). Each slice holds one
-:class:`~slopolicy.core.quantiles.QuantileSketch` per metric, so quantiles
+:class:`~slopolicy.core.slo.quantiles.QuantileSketch` per metric, so quantiles
 keep the sketch's relative-error bound: merging sketches loses nothing.
 """
 
@@ -14,8 +14,8 @@ import math
 from collections.abc import Sequence
 
 from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
-from slopolicy.core.quantiles import QuantileSketch
-from slopolicy.core.windows import SlidingRing
+from slopolicy.core.slo.quantiles import QuantileSketch
+from slopolicy.core.slo.windows import SlidingRing
 from slopolicy.errors import UsageError
 
 __all__ = ("FOLD_AT", "Slice", "SlidingQuantiles", "SlidingSketches")
@@ -78,7 +78,7 @@ FOLD_AT = 256
 class SlidingSketches:
     """``metrics`` quantile sketches and ``fields`` sums per slice of a sliding window.
 
-    Window semantics are those of :mod:`slopolicy.core.windows`: values older
+    Window semantics are those of :mod:`slopolicy.core.slo.windows`: values older
     than ``window_s`` are gone; values younger than ``window_s - window_s/slices``
     are counted; an answer covers between the two. Keeping several metrics in
     one ring costs one slice lookup per recorded request, not one per metric.

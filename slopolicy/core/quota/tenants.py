@@ -1,6 +1,6 @@
 """Per-tenant quotas: a token bucket in cost units, concurrency caps, lane splits.
 
-Each tenant gets a :class:`~slopolicy.core.bucket.TokenBucket` built from its
+Each tenant gets a :class:`~slopolicy.core.quota.bucket.TokenBucket` built from its
 :class:`~slopolicy.core.specs.TierSpec` (none when the tier's ``rate`` is
 ``None``), a concurrency cap, and for each lane in the tier's ``lane_quotas`` a
 bucket with that ``share`` of the tier's rate and burst and an optional cap of
@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from slopolicy.core._quota_state import TenantState, TierPlan
-from slopolicy.core.bucket import BucketStatistics, TokenBucket
 from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.core.decisions import Reason
+from slopolicy.core.quota.bucket import BucketStatistics, TokenBucket
+from slopolicy.core.quota.plan import TenantState, TierPlan
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 

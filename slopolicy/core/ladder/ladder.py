@@ -2,7 +2,7 @@
 
 Level 0 is normal; level ``k`` means rungs ``1..k`` are active. Each
 :meth:`FallbackLadder.update` classifies every trigger's value as hot, warm,
-cool or unknown (see :mod:`slopolicy.core.pressure`) and moves at most one
+cool or unknown (see :mod:`slopolicy.core.ladder.pressure`) and moves at most one
 rung. Time is the caller's monotonic ``now`` in seconds; a ``now`` earlier
 than one already seen counts as the latest.
 
@@ -27,7 +27,7 @@ Hysteresis, precisely:
   causes a step down; a trigger that stays unknown pins the level.
 
 Consecutive moves, in either direction, are always at least ``dwell`` apart.
-Every move is returned as a :class:`~slopolicy.core.ladder_events.LadderEvent`.
+Every move is returned as a :class:`~slopolicy.core.ladder.events.LadderEvent`.
 :meth:`FallbackLadder.apply` runs the active rungs' request transforms and
 :meth:`FallbackLadder.admission` answers for the admission rungs.
 """
@@ -38,16 +38,16 @@ import math
 from collections.abc import Sequence
 
 from slopolicy.core.checks import check_now
-from slopolicy.core.ladder_events import (
+from slopolicy.core.ladder.events import (
     LadderCause,
     LadderDirection,
     LadderEvent,
     LadderStatistics,
     LadderVerdict,
 )
-from slopolicy.core.pressure import Pressure, Reading, Trigger, Zone
+from slopolicy.core.ladder.pressure import Pressure, Reading, Trigger, Zone
+from slopolicy.core.ladder.rungs import AdmissionAction, Rung
 from slopolicy.core.request import Request
-from slopolicy.core.rungs import AdmissionAction, Rung
 from slopolicy.errors import UsageError
 
 __all__ = ("FallbackLadder",)

@@ -1,6 +1,6 @@
 """The values a diagnosis produces: finding codes, severities, findings, thresholds.
 
-See :mod:`slopolicy.core.diagnosis` for how symptoms map to findings.
+See :mod:`slopolicy.core.health.diagnosis` for how symptoms map to findings.
 """
 
 from __future__ import annotations

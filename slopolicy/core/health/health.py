@@ -21,18 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from slopolicy.core.diagnosis import diagnose
-from slopolicy.core.findings import Finding
-from slopolicy.core.ladder import FallbackLadder
-from slopolicy.core.ladder_events import LadderEvent
+from slopolicy.core.health.diagnosis import diagnose
+from slopolicy.core.health.findings import Finding
+from slopolicy.core.health.signals import DecodeBaseline, EngineSignals, SignalBoard
+from slopolicy.core.ladder.events import LadderEvent
+from slopolicy.core.ladder.ladder import FallbackLadder
+from slopolicy.core.ladder.overload import OverloadState, overload_state
+from slopolicy.core.ladder.pressure import Pressure
+from slopolicy.core.ladder.rungs import AdmissionAction
 from slopolicy.core.outcome import Finished
-from slopolicy.core.overload import OverloadState, overload_state
-from slopolicy.core.pressure import Pressure
-from slopolicy.core.rungs import AdmissionAction
-from slopolicy.core.signals import DecodeBaseline, EngineSignals, SignalBoard
-from slopolicy.core.slo import SLOTargets
-from slopolicy.core.tracker import CostModel, SLOSnapshot
-from slopolicy.core.trackers import TrackerSet
+from slopolicy.core.slo.targets import SLOTargets
+from slopolicy.core.slo.tracker import CostModel, SLOSnapshot
+from slopolicy.core.slo.tracker_set import TrackerSet
 
 __all__ = ("Health",)
 

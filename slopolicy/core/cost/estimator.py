@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slopolicy.core.checks import MAX_AMOUNT, is_number, shown
+from slopolicy.core.cost.sampling import sample_tokens
+from slopolicy.core.cost.tokens import TokenCounter, load_counter
 from slopolicy.core.records import fast_init
 from slopolicy.core.request import Message, Request
-from slopolicy.core.sampling import sample_tokens
-from slopolicy.core.tokens import TokenCounter, load_counter
 from slopolicy.errors import UsageError
 
 __all__ = ("CostEstimate", "CostEstimator", "CostWeights", "TokenEstimate")
@@ -80,7 +80,7 @@ class CostEstimator:
     role) goes into one budget: when they total at most ``exact_max_chars``
     characters in at most ``exact_max_texts`` texts they are counted exactly;
     otherwise they are estimated together from rounds of ``sample_windows``
-    windows spread over them (see :mod:`slopolicy.core.sampling`), adding rounds
+    windows spread over them (see :mod:`slopolicy.core.cost.sampling`), adding rounds
     while the relative standard error exceeds ``target_rel_error``, up to
     ``max_rounds``. The tokenizer's work is thus bounded whatever the request:
     a 10 MB prompt, role or name costs about as much as a 50 kB one, and a

@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
-from slopolicy.core.burn import DEFAULT_BURN_RULES, BurnRule
 from slopolicy.core.checks import check_now
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.slo import SLOTargets
-from slopolicy.core.tracker import CostModel, SLOSnapshot, SLOTracker, _Judged
+from slopolicy.core.slo.burn import DEFAULT_BURN_RULES, BurnRule
+from slopolicy.core.slo.targets import SLOTargets
+from slopolicy.core.slo.tracker import CostModel, SLOSnapshot, SLOTracker, _Judged
 from slopolicy.errors import UsageError
 
 __all__ = ("FOLD_AFTER", "TrackerSet")

@@ -20,7 +20,7 @@ import enum
 import math
 from dataclasses import dataclass
 
-from slopolicy.core.quantiles import QuantileSketch
+from slopolicy.core.slo.quantiles import QuantileSketch
 from slopolicy.errors import UsageError
 
 __all__ = ("Objective", "SLOTargets", "Summary")

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import enum
 
-from slopolicy.core.ladder import FallbackLadder
-from slopolicy.core.rungs import Rung
+from slopolicy.core.ladder.ladder import FallbackLadder
+from slopolicy.core.ladder.rungs import Rung
 
 __all__ = ("OverloadState", "overload_state", "rung_state")
 

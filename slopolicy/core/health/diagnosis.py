@@ -15,7 +15,7 @@ A metric is **bad** when its measured quantile is over its target (p95 TTFT
 over ``ttft_p95`` or p99 over ``ttft_p99``; p95 TPOT over ``tpot_p95``) with
 at least ``min_requests`` values in the window; a metric without a target is
 never bad. Engine signals should come from
-:meth:`~slopolicy.core.signals.SignalBoard.current`, so stale ones are
+:meth:`~slopolicy.core.health.signals.SignalBoard.current`, so stale ones are
 ``None``: a missing signal is reported as missing (``SIGNALS_MISSING``),
 never read as healthy.
 """
@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from slopolicy.core.findings import DiagnosisThresholds, Finding, FindingCode, Severity
-from slopolicy.core.signals import EngineSignals
-from slopolicy.core.tracker import SLOSnapshot
+from slopolicy.core.health.findings import DiagnosisThresholds, Finding, FindingCode, Severity
+from slopolicy.core.health.signals import EngineSignals
+from slopolicy.core.slo.tracker import SLOSnapshot
 
 __all__ = ("diagnose",)
 

@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
-from slopolicy.core.fairqueue import (
+from slopolicy.core.queueing.fairqueue import (
     FairQueue,
     _charged,
     _check_cost,

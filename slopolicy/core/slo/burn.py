@@ -14,10 +14,10 @@ page      6 h     30 min  6
 ticket    3 d     6 h     1
 ========  ======  ======  =========
 
-Each distinct window is a :class:`~slopolicy.core.windows.SlidingCounts` of
+Each distinct window is a :class:`~slopolicy.core.slo.windows.SlidingCounts` of
 ``buckets`` slices (default 60), so a window covers between
 ``window * (1 - 1/buckets)`` and ``window`` seconds (see
-:mod:`slopolicy.core.windows`) and memory is bounded: five windows of 60
+:mod:`slopolicy.core.slo.windows`) and memory is bounded: five windows of 60
 slices, whatever the traffic. A window with no events has no rate (``None``)
 and fires nothing. With a goal of 1 any error burns at ``inf``.
 """
@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slopolicy.core.checks import check_now
-from slopolicy.core.slo import Objective
-from slopolicy.core.windows import SlidingCounts
+from slopolicy.core.slo.targets import Objective
+from slopolicy.core.slo.windows import SlidingCounts
 from slopolicy.errors import UsageError
 
 __all__ = ("DEFAULT_BURN_RULES", "Alert", "AlertSeverity", "BurnRate", "BurnRule", "BurnWindows")

@@ -1,11 +1,11 @@
-"""Internal state of :class:`~slopolicy.core.quotas.TenantQuotas`: validated
+"""Internal state of :class:`~slopolicy.core.quota.tenants.TenantQuotas`: validated
 tier plans and per-tenant buckets and counters. Not public API."""
 
 from __future__ import annotations
 
 import math
 
-from slopolicy.core.bucket import TokenBucket
+from slopolicy.core.quota.bucket import TokenBucket
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 

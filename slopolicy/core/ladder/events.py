@@ -1,7 +1,7 @@
 """Values the fallback ladder returns: its moves, admission verdicts and statistics.
 
 All are frozen; times are monotonic seconds on the clock of the ``now``
-given to :meth:`slopolicy.core.ladder.FallbackLadder.update`.
+given to :meth:`slopolicy.core.ladder.ladder.FallbackLadder.update`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from slopolicy.core.pressure import Reading
-from slopolicy.core.rungs import AdmissionAction
+from slopolicy.core.ladder.pressure import Reading
+from slopolicy.core.ladder.rungs import AdmissionAction
 
 __all__ = (
     "LadderCause",
