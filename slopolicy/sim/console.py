@@ -1,7 +1,7 @@
 """Comparisons as rich tables, and a progress bar for the runs.
 
-Used by ``slopolicy demo`` and ``slopolicy simulate``; the progress bar is the
-only place in the simulator that reads the wall clock.
+Used by ``slopolicy demo`` and ``slopolicy simulate`` (``--sweep`` too); the
+progress bar is the only place in the simulator that reads the wall clock.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from slopolicy.sim.claims import Claim
 from slopolicy.sim.comparison import CompareProgress, Comparison
 from slopolicy.sim.load import Load
 from slopolicy.sim.metrics import LaneReport, PolicyReport
+from slopolicy.sim.sweep import NoHarm, Sweep
 
-__all__ = ("make_console", "print_claims", "print_comparison", "progress_bar")
+__all__ = ("make_console", "print_claims", "print_comparison", "print_sweep", "progress_bar")
 
 
 def make_console() -> Console:
@@ -67,10 +68,12 @@ def _table(title: str, headers: Sequence[str]) -> Table:
 
 def _summary(reports: Sequence[PolicyReport]) -> Table:
     table = _table(
-        "Every lane together (rates per second; attainment counts refused requests as missed)",
+        "Every lane together (rates per second; attainment counts refused requests as missed; "
+        "degraded: answers cut short or downgraded, within target)",
         (
             "policy",
             "goodput",
+            "degraded",
             "throughput",
             "attain",
             "done",
@@ -86,6 +89,7 @@ def _summary(reports: Sequence[PolicyReport]) -> Table:
         table.add_row(
             report.name,
             f"{report.goodput_rps:.2f}",
+            f"{report.degraded_goodput_rps:.2f}",
             f"{report.throughput_rps:.2f}",
             _pct(report.attainment),
             f"{report.completed:,}",
@@ -120,10 +124,13 @@ def _lane_table(lane: str, reports: Sequence[PolicyReport]) -> Table:
             "policy",
             "attain",
             "goodput",
+            "degraded",
             "TTFT p50",
             "p95",
             "p99",
             "TPOT p95",
+            "TBT p99",
+            "stalls",
             "done",
             "refused",
             "expired",
@@ -138,10 +145,13 @@ def _lane_table(lane: str, reports: Sequence[PolicyReport]) -> Table:
             report.name,
             _pct(row.attainment),
             f"{row.goodput_rps:.2f}",
+            f"{row.degraded_goodput_rps:.2f}",
             _s(row.ttft_p50_s),
             _s(row.ttft_p95_s),
             _s(row.ttft_p99_s),
             _s(row.tpot_p95_s),
+            _s(row.tbt_p99_s),
+            f"{row.tbt_stalls:,}",
             f"{row.completed:,}",
             f"{row.rejected:,}",
             f"{row.expired:,}",
@@ -197,3 +207,49 @@ def print_claims(claims: Sequence[Claim], console: Console) -> None:
     for claim in claims:
         mark = "[green]✔[/]" if claim.holds else "[red]✘[/]"
         console.print(f"{mark} {claim.text}")
+
+
+def print_sweep(sweep: Sweep, console: Console) -> None:
+    """Each policy's capacity (and as a fraction of the limit), no harm
+    against the reference, and attainment at every coarse grid point."""
+    engine = sweep.engine
+    console.print(
+        f"[bold]{sweep.workload}[/]: {sweep.requests:,} requests on {engine.profile.name} "
+        f"(max_num_seqs {engine.max_num_seqs}, max_num_batched_tokens "
+        f"{engine.max_num_batched_tokens:,}, long_prefill_token_threshold "
+        f"{engine.long_prefill_token_threshold:,}); limit {sweep.limit:.3g}x "
+        f"(saturated cost throughput / offered cost rate / {sweep.target:g})"
+    )
+    harm = f"no harm vs {sweep.reference}" if sweep.reference else "no harm"
+    table = _table(
+        f"Goodput capacity: the highest rate scale with attainment >= {sweep.target:.0%} "
+        f"(grid √2 apart, {sweep.refine} bisections, interpolated)",
+        ("policy", "capacity", "of limit", "x best other", harm, "runs"),
+    )
+    for name, policy in sweep.policies.items():
+        others = [p.capacity.scale for n, p in sweep.policies.items() if n != name]
+        best = max(others, default=None)
+        no_harm = sweep.no_harm.get(name)
+        table.add_row(
+            name,
+            str(policy.capacity),
+            f"{policy.capacity.scale / sweep.limit:.0%}",
+            "-" if not best else f"{policy.capacity.scale / best:.2f}",
+            _harm(no_harm),
+            str(len(policy.points)),
+        )
+    console.print(table)
+    grid = _table(
+        "Attainment by rate scale (coarse grid; · not run there)",
+        ("rate scale", *sweep.policies),
+    )
+    for scale in sweep.grid:
+        cells = [policy.attainment(scale) for policy in sweep.policies.values()]
+        grid.add_row(f"{scale:.3g}x", *("·" if a is None else f"{a:.1%}" for a in cells))
+    console.print(grid)
+
+
+def _harm(found: NoHarm | None) -> str:
+    if found is None or found.worst is None or found.at is None:
+        return "-"
+    return f"{found.worst:+.3f} at {found.at:.3g}x ({found.low:.3g}-{found.high:.3g}x)"

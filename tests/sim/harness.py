@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slopolicy.sim.engine import Engine
 from slopolicy.sim.engine_spec import EngineSpec
+from slopolicy.sim.gaps import TBTSummary
 from tests.sim.reference import Reference, Req
 
 
@@ -25,6 +27,8 @@ class Outcome:
     finished: float | None = None
     output: int = 0
     preemptions: int = 0
+    gaps: list[float] = field(default_factory=list)  # the reference's, exact
+    tbt: TBTSummary | None = None  # the engine's, each request its own group
 
 
 def run_engine(
@@ -54,7 +58,7 @@ def run_engine(
             now = arrival
             while index < len(arrivals) and arrivals[index].at == arrival:
                 a = arrivals[index]
-                assert engine.add(a.id, a.prompt, a.output, a.priority)
+                assert engine.add(a.id, a.prompt, a.output, a.priority, group=a.id)
                 index += 1
         max_used = max(max_used, engine.used_blocks)
         assert engine.used_blocks <= spec.blocks
@@ -62,6 +66,8 @@ def run_engine(
             following = arrivals[index].at if index < len(arrivals) else math.inf
             end = engine.start(now, now if not bulk else following)
     assert engine.idle
+    for request_id, summary in engine.tbt().items():
+        found[request_id].tbt = summary
     return found
 
 
@@ -88,4 +94,13 @@ def run_reference(
             ref.add(reqs[arrivals[index].id])
             index += 1
         now = end
-    return {rid: Outcome(r.first, r.finished, r.out, r.preemptions) for rid, r in reqs.items()}
+    return {
+        rid: Outcome(
+            r.first,
+            r.finished,
+            r.out,
+            r.preemptions,
+            [b - a for a, b in itertools.pairwise(r.times)],
+        )
+        for rid, r in reqs.items()
+    }
