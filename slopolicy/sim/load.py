@@ -29,6 +29,7 @@ from slopolicy.errors import UsageError
 from slopolicy.sim.baselines import FCFS
 from slopolicy.sim.engine import EngineSpec
 from slopolicy.sim.records import RequestRecord, SimOutcome
+from slopolicy.sim.scheduler import EngineView, Released, Scheduler
 from slopolicy.sim.simulator import simulate
 from slopolicy.sim.workload import SimRequest, Workload
 
@@ -68,8 +69,26 @@ def capacity(requests: Sequence[SimRequest], engine: EngineSpec, *, sample: int 
     return (high - low) / (finishes[high] - finishes[low])
 
 
-def _saturated(picked: Sequence[SimRequest], engine: EngineSpec) -> tuple[RequestRecord, ...]:
-    """``picked``, all waiting at 0 (outputs capped at ``max_new_tokens``), through FCFS."""
+class _Capped(FCFS):
+    """FCFS holding requests while ``cap`` run or wait in the engine."""
+
+    name = "capped"
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def dispatch(self, now: float, engine: EngineView) -> Released:
+        room = max(0, self.cap - engine.running - engine.waiting)
+        started, self._pending = tuple(self._pending[:room]), self._pending[room:]
+        return Released(started)
+
+
+def _saturated(
+    picked: Sequence[SimRequest], engine: EngineSpec, scheduler: Scheduler | None = None
+) -> tuple[RequestRecord, ...]:
+    """``picked``, all waiting at 0 (outputs capped at ``max_new_tokens``),
+    through ``scheduler`` (default FCFS)."""
     backlog = tuple(
         dataclasses.replace(
             r,
@@ -80,7 +99,8 @@ def _saturated(picked: Sequence[SimRequest], engine: EngineSpec) -> tuple[Reques
         )
         for i, r in enumerate(picked)
     )
-    return simulate(Workload(backlog, 0.0, "capacity"), FCFS(), engine, report_every=0).records
+    chosen = FCFS() if scheduler is None else scheduler
+    return simulate(Workload(backlog, 0.0, "capacity"), chosen, engine, report_every=0).records
 
 
 def _output(request: SimRequest) -> int:
@@ -105,20 +125,26 @@ def saturated_cost_rate(
     """Tokens (prompt plus output) per second ``engine`` serves from a backlog of this mix.
 
     ``sample`` requests picked evenly over ``requests`` (so the backlog has the
-    whole workload's mix; cycled when there are fewer) all wait at 0 under
-    FCFS; the rate is the cost of the requests whose first token comes
-    between the 20th and the 80th percentile first token, over that time.
-    Counting by start (FCFS starts in arrival order) rather than by finish
-    keeps the window's mix the backlog's, whatever finishes first.
+    whole workload's mix; cycled when there are fewer) all wait at 0 and start
+    in order while at most ``C`` run or wait in the engine; the rate is the
+    cost of the requests whose first token comes between the 20th and the
+    80th percentile first token, over that time (counting by start keeps the
+    window's mix the backlog's, whatever finishes first). It is the best over
+    ``C`` = 32, 64, 128 and ``max_num_seqs``: with a full KV cache FCFS
+    preempts by recompute and wastes work, which a cap avoids, so the best cap
+    stands in for a perfect work-conserving order.
     """
     if not requests:
         raise UsageError("the limit needs at least one request")
     count = max(sample, 50)
     picked = [requests[(i * len(requests)) // count % len(requests)] for i in range(count)]
+    caps = sorted({min(c, engine.max_num_seqs) for c in (32, 64, 128, engine.max_num_seqs)})
+    return max(_window_rate(_saturated(picked, engine, _Capped(cap))) for cap in caps)
+
+
+def _window_rate(records: Sequence[RequestRecord]) -> float:
     firsts = sorted(
-        (r.first_token_at, _cost(r.request))
-        for r in _saturated(picked, engine)
-        if r.first_token_at is not None
+        (r.first_token_at, _cost(r.request)) for r in records if r.first_token_at is not None
     )
     times = [t for t, _ in firsts]
     low, high = _window(times, "the saturated cost rate")

@@ -22,6 +22,7 @@ from slopolicy.config.loading import load_file, parse_text
 from slopolicy.errors import ConfigError, FieldError, SimulationError
 from slopolicy.sim.comparison import POLICIES, CompareProgress, Comparison, compare
 from slopolicy.sim.engine_spec import EngineSpec
+from slopolicy.sim.policies import PolicySpec
 from slopolicy.sim.scenario_models import ScenarioModel, TraceModel
 from slopolicy.sim.simulator import Client
 from slopolicy.sim.streams import build_workload
@@ -206,10 +207,11 @@ def _trace(trace: TraceModel, folder: Path) -> Workload:
 def run_scenario(
     scenario: Scenario,
     *,
-    policies: Sequence[str] = POLICIES,
+    policies: Sequence[PolicySpec] = POLICIES,
     progress: CompareProgress | None = None,
 ) -> Comparison:
-    """Compare ``policies`` on ``scenario`` with its own settings."""
+    """Compare ``policies`` (as :func:`~slopolicy.sim.comparison.compare`
+    takes them) on ``scenario`` with its own settings."""
     return compare(
         scenario.workload,
         scenario.policy,

@@ -4,9 +4,12 @@ capacity, and the limit, on one workload (``slopolicy simulate ... --sweep``).
 The workload is replayed at rate scales on the coarse grid of
 :mod:`slopolicy.sim.capacity` (√2 apart) and bisection points near each
 policy's knee; each run is a fresh scheduler over the whole workload,
-compressed in time by the scale. The walk starts an eighth of the
-:func:`~slopolicy.sim.load.limit` below it (lower where the no-harm range
-needs it) and may go down to 1/256 of it or up to 4x.
+compressed in time by the scale. The reference's walk starts at half the
+:func:`~slopolicy.sim.load.limit`, every other policy's at the low end of the
+no-harm range (a quarter of the limit without a reference); a walk goes down
+to 1/32 of the limit at most (a policy that misses there is reported as below
+it: its capacity is under 3% of what the engine can serve, and runs at such
+rates take long) and up to 4x.
 
 **No harm** (against ``reference``, FCFS by default): on the coarse grid
 points from a quarter of the reference's capacity up to it, the worst of a
@@ -169,8 +172,7 @@ def sweep(
     )
     ceiling = limit(workload, engine, target=target)
     runner = _Runner(workload, config, engine, drain, client, progress)
-    lowest, highest = grid_index(ceiling / 256), grid_index(ceiling * 4) + 1
-    start = grid_index(ceiling / 8)
+    lowest, highest = grid_index(ceiling / 32), grid_index(ceiling * 4) + 1
     capacities: dict[str, Capacity] = {}
 
     def run(factory: PolicyFactory, begin: int) -> None:
@@ -186,7 +188,10 @@ def sweep(
     ordered = sorted(factories, key=lambda f: f.name != reference)
     span: tuple[int, int] | None = None
     for factory in ordered:
-        begin = start if span is None else min(start, span[0])
+        if span is not None:
+            begin = span[0]  # run there anyway
+        else:
+            begin = grid_index(ceiling / (2 if factory.name == reference else 4))
         run(factory, begin)
         if factory.name == reference:
             span = _no_harm_span(capacities[factory.name])
