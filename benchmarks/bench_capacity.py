@@ -137,6 +137,12 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.3f}"
 
 
+def _capacity(policy: Mapping[str, Any]) -> str:
+    capacity = policy["capacity"]
+    prefix = {"found": "", "above": ">=", "below": "<"}[capacity["bound"]]
+    return f"{prefix}{capacity['scale']:.3g}x"
+
+
 def print_trace(data: Mapping[str, Any], seconds: float) -> None:
     """One trace's capacities."""
     policies = data["policies"]
@@ -148,15 +154,13 @@ def print_trace(data: Mapping[str, Any], seconds: float) -> None:
     print(f"  {'policy':<11}{'capacity':>10}{'of limit':>10}{'/ best base':>12}{'no harm':>9}")
     baselines = {n: p["capacity"]["scale"] for n, p in policies.items() if n != OURS}
     for name, policy in policies.items():
-        capacity = policy["capacity"]
-        others = [s for n, s in baselines.items() if n != name]
-        best = max(others, default=None)
-        prefix = {"found": "", "above": ">=", "below": "<"}[capacity["bound"]]
+        scale = policy["capacity"]["scale"]
+        best = max((s for n, s in baselines.items() if n != name), default=None)
         harm = policy["no_harm"]
         print(
-            f"  {name:<11}{prefix + format(capacity['scale'], '.3g') + 'x':>10}"
+            f"  {name:<11}{_capacity(policy):>10}"
             f"{policy['capacity_of_limit']:>10.0%}"
-            f"{'-' if not best else format(capacity['scale'] / best, '.2f'):>12}"
+            f"{'-' if not best else format(scale / best, '.2f'):>12}"
             f"{_pct(None if harm is None else harm['worst']):>9}"
         )
 
@@ -164,21 +168,19 @@ def print_trace(data: Mapping[str, Any], seconds: float) -> None:
 def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
     """Ours against the bar, one line per trace."""
     print(
-        f"\n{'trace':<14}{'limit':>7}{'ours':>8}{'fcfs':>8}  {'best baseline':<17}"
+        f"\n{'trace':<14}{'limit':>7}{'ours':>11}{'fcfs':>8}  {'best baseline':<18}"
         f"{'ours/best':>10}{'ours/limit':>11}{'no harm':>9}  bar"
     )
     for data in results:
         found, policies = data["verdict"], data["policies"]
         if found is None:
             continue
-        fcfs = policies.get("fcfs", {}).get("capacity", {}).get("scale")
-        best = policies[found["best_baseline"]]["capacity"]["scale"]
+        fcfs = _capacity(policies["fcfs"]) if "fcfs" in policies else "-"
+        best = found["best_baseline"] + " " + _capacity(policies[found["best_baseline"]])
         bar = "pass" if found["wins"] and found["not_below_best"] and found["no_harm"] else "FAIL"
         print(
-            f"{data['trace']:<14}{data['limit']:>6.3g}x"
-            f"{policies[OURS]['capacity']['scale']:>7.3g}x"
-            f"{'-' if fcfs is None else format(fcfs, '.3g') + 'x':>8}  "
-            f"{found['best_baseline'] + ' ' + format(best, '.3g') + 'x':<17}"
+            f"{data['trace']:<14}{data['limit']:>6.3g}x{_capacity(policies[OURS]):>11}"
+            f"{fcfs:>8}  {best:<18}"
             f"{found['ratio_to_best']:>10.2f}{found['of_limit']:>11.0%}"
             f"{_pct(found['no_harm_worst']):>9}  {bar}"
         )

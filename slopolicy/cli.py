@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser(
-        "demo", help="the seed incident under ours and four baselines, side by side"
+        "demo", help="the seed incident under ours and every baseline, side by side"
     )
     demo.add_argument("--quick", action="store_true", help="a half-length run")
     demo.add_argument("--json", metavar="OUT", help="write the report as JSON")

@@ -164,12 +164,8 @@ def _sweep(
             policies=policies,
             target=options.sweep_target,
             refine=options.sweep_refine,
-            rpm_limit=scenario.rpm_limit,
-            drain=scenario.drain_s,
-            client=scenario.client,
-            signals=scenario.signals,
-            engine_priority=scenario.engine_priority,
             progress=tell,
+            **scenario.run_settings(),
         )
 
     if options.progress:

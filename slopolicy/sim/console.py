@@ -60,7 +60,13 @@ def progress_bar(console: Console, policies: Sequence[str]) -> Iterator[CompareP
 
 
 def _table(title: str, headers: Sequence[str]) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     for index, header in enumerate(headers):
         table.add_column(header, justify="left" if index == 0 else "right", no_wrap=True)
     return table
@@ -69,12 +75,12 @@ def _table(title: str, headers: Sequence[str]) -> Table:
 def _summary(reports: Sequence[PolicyReport]) -> Table:
     table = _table(
         "Every lane together (rates per second; attainment counts refused requests as missed; "
-        "degraded: answers cut short or downgraded, within target)",
+        "degraded: answers cut short or downgraded, within target; done/s: throughput)",
         (
             "policy",
             "goodput",
             "degraded",
-            "throughput",
+            "done/s",
             "attain",
             "done",
             "refused",
@@ -129,8 +135,6 @@ def _lane_table(lane: str, reports: Sequence[PolicyReport]) -> Table:
             "p95",
             "p99",
             "TPOT p95",
-            "TBT p99",
-            "stalls",
             "done",
             "refused",
             "expired",
@@ -150,13 +154,31 @@ def _lane_table(lane: str, reports: Sequence[PolicyReport]) -> Table:
             _s(row.ttft_p95_s),
             _s(row.ttft_p99_s),
             _s(row.tpot_p95_s),
-            _s(row.tbt_p99_s),
-            f"{row.tbt_stalls:,}",
             f"{row.completed:,}",
             f"{row.rejected:,}",
             f"{row.expired:,}",
             _s(row.drain_s),
         )
+    return table
+
+
+def _gaps_table(reports: Sequence[PolicyReport]) -> Table:
+    lanes = list(reports[0].lanes)
+    headers = ["policy"]
+    for lane in lanes:
+        headers += [f"{lane} p99", "max", "stalls"]
+    table = _table(
+        "Time between tokens per lane: p99, largest gap, stalls (gaps >= 200 ms)", headers
+    )
+    for report in reports:
+        cells = [report.name]
+        for lane in lanes:
+            row = report.lanes.get(lane)
+            if row is None:
+                cells += ["-", "-", "-"]
+            else:
+                cells += [_s(row.tbt_p99_s), _s(row.tbt_max_s), f"{row.tbt_stalls:,}"]
+        table.add_row(*cells)
     return table
 
 
@@ -180,6 +202,7 @@ def print_comparison(comparison: Comparison, console: Console, *, load: Load | N
     console.print(_summary(reports))
     for lane in reports[0].lanes:
         console.print(_lane_table(lane, reports))
+    console.print(_gaps_table(reports))
     for report in reports:
         _print_timeline(report, console)
 

@@ -26,8 +26,9 @@ Definitions (``docs/simulator.md`` has the full list):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from slopolicy.core.slo import SLOTargets
 from slopolicy.sim.gaps import TBTSummary
@@ -66,6 +67,20 @@ def jain_index(values: Iterable[float]) -> float | None:
     return sum(found) ** 2 / (len(found) * squares)
 
 
+class _Fields(TypedDict):
+    """What lane, tenant and total reports share, from :meth:`_Counts.fields`."""
+
+    offered: int
+    completed: int
+    rejected: int
+    expired: int
+    attained: int
+    attainment: float | None
+    goodput_rps: float
+    degraded: int
+    degraded_goodput_rps: float
+
+
 @dataclass(frozen=True, slots=True)
 class _Counts:
     offered: int
@@ -78,23 +93,21 @@ class _Counts:
     degraded_attained: int
 
     @classmethod
-    def of(
-        cls, records: Sequence[RequestRecord], targets: Callable[[RequestRecord], SLOTargets]
-    ) -> _Counts:
+    def of(cls, judged: Sequence[tuple[RequestRecord, bool]]) -> _Counts:
+        """Counts over ``(record, within its targets)`` pairs."""
         counts = dict.fromkeys(SimOutcome, 0)
         attained = degraded = degraded_attained = 0
-        for record in records:
+        for record, within in judged:
             counts[record.outcome] += 1
             if record.outcome is not SimOutcome.COMPLETED:
                 continue
-            within = targets(record).attains(record.ttft, record.tpot, record.e2e)
             if record.degraded:
                 degraded += 1
                 degraded_attained += within
             else:
                 attained += within
         return cls(
-            len(records),
+            len(judged),
             counts[SimOutcome.COMPLETED],
             counts[SimOutcome.REJECTED],
             counts[SimOutcome.EXPIRED],
@@ -102,6 +115,20 @@ class _Counts:
             attained,
             degraded,
             degraded_attained,
+        )
+
+    def fields(self, duration: float) -> _Fields:
+        """The counts and rates over ``duration`` seconds every report has."""
+        return _Fields(
+            offered=self.offered,
+            completed=self.completed,
+            rejected=self.rejected,
+            expired=self.expired,
+            attained=self.attained,
+            attainment=self.attained / self.offered if self.offered else None,
+            goodput_rps=self.attained / duration,
+            degraded=self.degraded,
+            degraded_goodput_rps=self.degraded_attained / duration,
         )
 
 
@@ -199,12 +226,13 @@ class PolicyReport:
 
 def _lane(
     lane: str,
-    records: list[RequestRecord],
+    judged: list[tuple[RequestRecord, bool]],
     targets: SLOTargets,
     duration: float,
     tbt: TBTSummary | None,
 ) -> LaneReport:
-    counts = _Counts.of(records, lambda _: targets)
+    counts = _Counts.of(judged)
+    records = [record for record, _ in judged]
     ttfts = [t for r in records if (t := r.ttft) is not None]
     tpots = [t for r in records if (t := r.tpot) is not None]
     e2es = [t for r in records if (t := r.e2e) is not None]
@@ -214,14 +242,8 @@ def _lane(
     return LaneReport(
         lane=lane,
         targets=targets,
-        offered=counts.offered,
-        completed=counts.completed,
-        rejected=counts.rejected,
-        expired=counts.expired,
+        **counts.fields(duration),
         unfinished=counts.unfinished,
-        attained=counts.attained,
-        attainment=counts.attained / counts.offered if counts.offered else None,
-        goodput_rps=counts.attained / duration,
         throughput_rps=counts.completed / duration,
         ttft_p50_s=quantile(ttfts, 0.50),
         ttft_p95_s=quantile(ttfts, 0.95),
@@ -230,30 +252,14 @@ def _lane(
         e2e_p95_s=quantile(e2es, 0.95),
         drain_s=None if last_finish is None else max(0.0, last_finish - last_arrival),
         last_finish_s=last_finish,
-        degraded=counts.degraded,
-        degraded_goodput_rps=counts.degraded_attained / duration,
         tbt_p99_s=None if tbt is None else tbt.p99_s,
         tbt_max_s=None if tbt is None else tbt.max_s,
         tbt_stalls=0 if tbt is None else tbt.stalls,
     )
 
 
-def _tenant(
-    tenant: str, records: list[RequestRecord], targets: Mapping[str, SLOTargets], duration: float
-) -> TenantReport:
-    counts = _Counts.of(records, lambda r: targets.get(r.lane, SLOTargets()))
-    return TenantReport(
-        tenant=tenant,
-        offered=counts.offered,
-        completed=counts.completed,
-        rejected=counts.rejected,
-        expired=counts.expired,
-        attained=counts.attained,
-        attainment=counts.attained / counts.offered,
-        goodput_rps=counts.attained / duration,
-        degraded=counts.degraded,
-        degraded_goodput_rps=counts.degraded_attained / duration,
-    )
+def _tenant(tenant: str, judged: list[tuple[RequestRecord, bool]], duration: float) -> TenantReport:
+    return TenantReport(tenant=tenant, **_Counts.of(judged).fields(duration))
 
 
 def report(
@@ -271,33 +277,34 @@ def report(
     none), rates over ``duration`` seconds (> 0), ``tbt`` each lane's token
     gaps (:attr:`SimulationResult.tbt <slopolicy.sim.simulator.SimulationResult.tbt>`)."""
     duration = max(duration, 1e-9)
-    by_lane: dict[str, list[RequestRecord]] = {}
-    by_tenant: dict[str, list[RequestRecord]] = {}
-    for record in records:
-        by_lane.setdefault(record.lane, []).append(record)
-        by_tenant.setdefault(record.request.tenant, []).append(record)
+    none = SLOTargets()
+    judged = [
+        (
+            r,
+            r.outcome is SimOutcome.COMPLETED
+            and targets.get(r.lane, none).attains(r.ttft, r.tpot, r.e2e),
+        )
+        for r in records
+    ]
+    by_lane: dict[str, list[tuple[RequestRecord, bool]]] = {}
+    by_tenant: dict[str, list[tuple[RequestRecord, bool]]] = {}
+    for pair in judged:
+        by_lane.setdefault(pair[0].lane, []).append(pair)
+        by_tenant.setdefault(pair[0].request.tenant, []).append(pair)
     gaps = tbt or {}
     lanes = {
         lane: _lane(lane, found, targets.get(lane, SLOTargets()), duration, gaps.get(lane))
         for lane, found in by_lane.items()
     }
-    tenants = {
-        tenant: _tenant(tenant, found, targets, duration) for tenant, found in by_tenant.items()
-    }
-    total = _Counts.of(records, lambda r: targets.get(r.lane, SLOTargets()))
+    tenants = {tenant: _tenant(tenant, found, duration) for tenant, found in by_tenant.items()}
+    total = _Counts.of(judged)
     worst = min(tenants.values(), key=lambda t: (t.attainment or 0.0, t.tenant), default=None)
     return PolicyReport(
         name=name,
         duration_s=duration,
         end_s=end,
-        offered=total.offered,
-        completed=total.completed,
-        rejected=total.rejected,
-        expired=total.expired,
+        **total.fields(duration),
         unfinished=total.unfinished,
-        attained=total.attained,
-        attainment=total.attained / total.offered if total.offered else None,
-        goodput_rps=total.attained / duration,
         throughput_rps=total.completed / duration,
         jain_attainment=jain_index(t.attainment or 0.0 for t in tenants.values()),
         worst_tenant=None if worst is None else worst.tenant,
@@ -306,8 +313,6 @@ def report(
         lanes=lanes,
         tenants=tenants,
         fallback=fallback,
-        degraded=total.degraded,
-        degraded_goodput_rps=total.degraded_attained / duration,
     )
 
 

@@ -93,10 +93,13 @@ def make_scheduler(
     """A fresh built-in scheduler called ``name`` (one of :data:`POLICIES`);
     ours is ``Policy(config)`` (``signals`` and ``engine_priority`` as in
     :class:`PolicyScheduler`), and the lane-aware baselines use ``config``'s lanes."""
-    build = _BUILTIN.get(name) if isinstance(name, str) else None
-    if build is None:
+    if not isinstance(name, str) or name not in _BUILTIN:
         raise UsageError(f"unknown policy {name!r}; policies are {', '.join(POLICIES)}")
-    return build(_Settings(config, rpm_limit, signals, engine_priority))
+    return _builtin(name, _Settings(config, rpm_limit, signals, engine_priority)).make()
+
+
+def _builtin(name: str, settings: _Settings) -> PolicyFactory:
+    return PolicyFactory(name, lambda: _BUILTIN[name](settings))
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +131,7 @@ def resolve(
     import path that does not import, or an object that is not a scheduler."""
     if isinstance(spec, str):
         if spec in _BUILTIN:
-            settings = _Settings(config, rpm_limit, signals, engine_priority)
-            return PolicyFactory(spec, lambda: _BUILTIN[spec](settings))
+            return _builtin(spec, _Settings(config, rpm_limit, signals, engine_priority))
         if ":" not in spec:
             known = ", ".join(POLICIES)
             raise UsageError(

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import ValidationError
 
@@ -59,6 +59,27 @@ class Scenario:
     drain_s: float = 3600.0
     signals: tuple[str, ...] = ("kv_usage", "waiting", "running")
     engine_priority: bool = True
+
+    def run_settings(self) -> RunSettings:
+        """Its settings as :func:`~slopolicy.sim.comparison.compare` and
+        :func:`~slopolicy.sim.sweep.sweep` take them (keyword arguments)."""
+        return RunSettings(
+            rpm_limit=self.rpm_limit,
+            drain=self.drain_s,
+            client=self.client,
+            signals=self.signals,
+            engine_priority=self.engine_priority,
+        )
+
+
+class RunSettings(TypedDict):
+    """A scenario's settings of a run (see :meth:`Scenario.run_settings`)."""
+
+    rpm_limit: int
+    drain: float
+    client: Client
+    signals: tuple[str, ...]
+    engine_priority: bool
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -217,10 +238,6 @@ def run_scenario(
         scenario.policy,
         scenario.engine,
         policies=policies,
-        rpm_limit=scenario.rpm_limit,
-        drain=scenario.drain_s,
-        client=scenario.client,
-        signals=scenario.signals,
-        engine_priority=scenario.engine_priority,
         progress=progress,
+        **scenario.run_settings(),
     )

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from slopolicy.sim.engine import Engine
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.gaps import TBTSummary
+from slopolicy.sim.profiles import profile
+from slopolicy.sim.scheduler import Released
+from slopolicy.sim.view import EngineView
+from slopolicy.sim.workload import SimRequest
 from tests.sim.reference import Reference, Req
 
 
@@ -104,3 +108,26 @@ def run_reference(
         )
         for rid, r in reqs.items()
     }
+
+
+def engine_view(seats: int = 256, blocks: int | None = None) -> tuple[Engine, EngineView]:
+    """An empty Llama-3-8B/H100 engine with ``seats`` and ``blocks``, and its view."""
+    engine = Engine(EngineSpec(profile("llama3-8b/h100"), max_num_seqs=seats, num_blocks=blocks))
+    return engine, EngineView(engine)
+
+
+def sim_request(
+    rid: str,
+    tenant: str = "t",
+    *,
+    prompt: int = 100,
+    lane: str | None = None,
+    arrival: float = 0.0,
+) -> SimRequest:
+    """A request generating 10 tokens of the 20 it may."""
+    return SimRequest(rid, arrival, tenant, prompt, 10, 20, lane)
+
+
+def started_ids(released: Released) -> list[str]:
+    """The ids ``released`` starts, in order."""
+    return [r.id for r in released.started]

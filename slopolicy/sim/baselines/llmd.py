@@ -78,7 +78,8 @@ class LlmdFlowControl(FCFS):
         name: str = "llm-d",
     ) -> None:
         super().__init__()
-        if ttl != "ttft" and not (isinstance(ttl, int | float) and math.isfinite(ttl) and ttl > 0):
+        seconds = isinstance(ttl, int | float) and not isinstance(ttl, bool)
+        if ttl != "ttft" and not (seconds and math.isfinite(ttl) and ttl > 0):
             raise UsageError(f"ttl must be seconds > 0 or 'ttft', got {ttl!r}")
         if not (queue_depth_threshold > 0 and 0 < kv_threshold <= 1 and band_capacity >= 1):
             raise UsageError("thresholds must be > 0 (kv_threshold at most 1), capacity >= 1")
