@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser(
-        "demo", help="the seed incident under ours and four baselines, side by side"
+        "demo", help="the seed incident under ours and every baseline, side by side"
     )
     demo.add_argument("--quick", action="store_true", help="a half-length run")
     demo.add_argument("--json", metavar="OUT", help="write the report as JSON")
@@ -73,13 +73,23 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     sim.add_argument("--policy", metavar="POLICY.yaml", help="our policy file")
     sim.add_argument(
         "--compare",
-        default="fcfs,priority,vtc,rpm",
-        help="baselines to run besides ours, comma-separated ('' for none)",
+        help="policies to run besides ours, comma-separated: built-in baselines (default: "
+        "all of fcfs, priority, vtc, rpm, llm-d, llm-d-slo, dynamo, vllm-queue) or import "
+        "paths package.module:Name of your own schedulers ('' for none)",
     )
     sim.add_argument("--json", metavar="OUT", help="write the report as JSON")
     sim.add_argument("--plot", metavar="OUT.png", help="write plots (needs slopolicy[plot])")
     sim.add_argument("--claims", choices=["seed", "overload"], help="check a set of claims")
     sim.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sim.add_argument(
+        "--sweep",
+        action="store_true",
+        help="sweep the rate scale: each policy's goodput capacity, the limit, attainment by rate",
+    )
+    sim.add_argument(
+        "--sweep-target", type=float, default=0.9, help="attainment the capacity keeps"
+    )
+    sim.add_argument("--sweep-refine", type=int, default=3, help="bisections near each knee")
     traces = sim.add_argument_group("traces")
     traces.add_argument("--time-col", help="arrival time column")
     traces.add_argument("--input-col", help="prompt tokens column")
@@ -152,6 +162,7 @@ def _silence_stdout() -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from slopolicy.sim.baselines import BASELINES
     from slopolicy.sim.commands import SimulateOptions, TraceOptions, simulate
 
     for name in ("max_new_tokens", "retries", "rpm_limit", "max_num_seqs"):
@@ -181,7 +192,9 @@ def _simulate(args: argparse.Namespace) -> int:
         traces=tuple(args.trace),
         trace=trace,
         policy=args.policy,
-        compare=tuple(name.strip() for name in args.compare.split(",") if name.strip()),
+        compare=BASELINES
+        if args.compare is None
+        else tuple(name.strip() for name in args.compare.split(",") if name.strip()),
         rate_scale=args.rate_scale,
         duration=args.duration,
         engine=args.engine,
@@ -193,6 +206,9 @@ def _simulate(args: argparse.Namespace) -> int:
         json_path=args.json,
         plot_path=args.plot,
         progress=not args.no_progress,
+        sweep=args.sweep,
+        sweep_target=args.sweep_target,
+        sweep_refine=args.sweep_refine,
     )
     return simulate(options)
 

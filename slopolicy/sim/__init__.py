@@ -4,10 +4,12 @@ A discrete-event model of a continuous-batching engine (vLLM v1's scheduler
 and a calibrated cost model) runs a workload (synthetic streams, or a
 recorded trace) under the real :class:`~slopolicy.Policy` and under the
 baselines people run today (FCFS, static lane priority, VTC, requests per
-minute), and reports TTFT, TPOT, attainment, goodput and fairness per policy,
-lane and tenant, computed exactly from every request's record. Nothing of the
-policy is re-implemented; nothing reads the wall clock. See
-``docs/simulator.md``.
+minute, llm-d's flow control, Dynamo's router queue, vLLM's queue limits) or
+your own schedulers, and reports TTFT, TPOT, TBT, attainment, goodput
+(degraded answers apart) and fairness per policy, lane and tenant, computed
+exactly from every request's record; :func:`sweep` finds each policy's
+goodput capacity. Nothing of the policy is re-implemented; nothing reads the
+wall clock. See ``docs/simulator.md``.
 
 Quick start::
 
@@ -35,7 +37,12 @@ from slopolicy.sim.baselines import BASELINES as BASELINES
 from slopolicy.sim.baselines import FCFS as FCFS
 from slopolicy.sim.baselines import RPM as RPM
 from slopolicy.sim.baselines import VTC as VTC
+from slopolicy.sim.baselines import DynamoRouter as DynamoRouter
 from slopolicy.sim.baselines import LanePriority as LanePriority
+from slopolicy.sim.baselines import LlmdFlowControl as LlmdFlowControl
+from slopolicy.sim.baselines import VLLMQueueLimits as VLLMQueueLimits
+from slopolicy.sim.capacity import Capacity as Capacity
+from slopolicy.sim.capacity import find_capacity as find_capacity
 from slopolicy.sim.claims import Claim as Claim
 from slopolicy.sim.claims import overload_claims as overload_claims
 from slopolicy.sim.claims import seed_claims as seed_claims
@@ -52,7 +59,11 @@ from slopolicy.sim.engine_spec import EngineSpec as EngineSpec
 from slopolicy.sim.engine_spec import EngineStatistics as EngineStatistics
 from slopolicy.sim.engine_spec import StepResult as StepResult
 from slopolicy.sim.export import SCHEMA as SCHEMA
+from slopolicy.sim.export import SWEEP_SCHEMA as SWEEP_SCHEMA
+from slopolicy.sim.export import sweep_to_json as sweep_to_json
 from slopolicy.sim.export import to_json as to_json
+from slopolicy.sim.gaps import STALL_S as STALL_S
+from slopolicy.sim.gaps import TBTSummary as TBTSummary
 from slopolicy.sim.lengths import Constant as Constant
 from slopolicy.sim.lengths import Empirical as Empirical
 from slopolicy.sim.lengths import LengthDistribution as LengthDistribution
@@ -60,7 +71,9 @@ from slopolicy.sim.lengths import LogNormal as LogNormal
 from slopolicy.sim.lengths import Uniform as Uniform
 from slopolicy.sim.load import Load as Load
 from slopolicy.sim.load import capacity as capacity
+from slopolicy.sim.load import limit as limit
 from slopolicy.sim.load import load_outside_bursts as load_outside_bursts
+from slopolicy.sim.load import saturated_cost_rate as saturated_cost_rate
 from slopolicy.sim.metrics import FallbackSummary as FallbackSummary
 from slopolicy.sim.metrics import LaneReport as LaneReport
 from slopolicy.sim.metrics import PolicyReport as PolicyReport
@@ -70,6 +83,9 @@ from slopolicy.sim.metrics import quantile as quantile
 from slopolicy.sim.metrics import report as report
 from slopolicy.sim.ours import LadderMove as LadderMove
 from slopolicy.sim.ours import PolicyScheduler as PolicyScheduler
+from slopolicy.sim.policies import PolicyFactory as PolicyFactory
+from slopolicy.sim.policies import PolicySpec as PolicySpec
+from slopolicy.sim.policies import resolve as resolve
 from slopolicy.sim.profiles import PROFILES as PROFILES
 from slopolicy.sim.profiles import EngineProfile as EngineProfile
 from slopolicy.sim.profiles import profile as profile
@@ -84,7 +100,6 @@ from slopolicy.sim.scenario import scenario_from_dict as scenario_from_dict
 from slopolicy.sim.scenario import seed_scenario as seed_scenario
 from slopolicy.sim.scenario_models import ScenarioModel as ScenarioModel
 from slopolicy.sim.scheduler import Admission as Admission
-from slopolicy.sim.scheduler import EngineView as EngineView
 from slopolicy.sim.scheduler import Release as Release
 from slopolicy.sim.scheduler import Released as Released
 from slopolicy.sim.scheduler import Scheduler as Scheduler
@@ -94,12 +109,18 @@ from slopolicy.sim.simulator import simulate as simulate
 from slopolicy.sim.streams import Stream as Stream
 from slopolicy.sim.streams import Tenants as Tenants
 from slopolicy.sim.streams import build_workload as build_workload
+from slopolicy.sim.sweep import NoHarm as NoHarm
+from slopolicy.sim.sweep import PolicySweep as PolicySweep
+from slopolicy.sim.sweep import Sweep as Sweep
+from slopolicy.sim.sweep import SweepPoint as SweepPoint
+from slopolicy.sim.sweep import sweep as sweep
 from slopolicy.sim.traces import AZURE_2023 as AZURE_2023
 from slopolicy.sim.traces import GATE_LOG as GATE_LOG
 from slopolicy.sim.traces import TraceFormat as TraceFormat
 from slopolicy.sim.traces import azure_2023 as azure_2023
 from slopolicy.sim.traces import read_trace as read_trace
 from slopolicy.sim.traces import read_traces as read_traces
+from slopolicy.sim.view import EngineView as EngineView
 from slopolicy.sim.workload import SimRequest as SimRequest
 from slopolicy.sim.workload import Workload as Workload
 
@@ -114,14 +135,18 @@ __all__ = (
     "PROFILES",
     "RPM",
     "SCHEMA",
+    "STALL_S",
+    "SWEEP_SCHEMA",
     "VTC",
     "Admission",
     "ArrivalProcess",
     "Burst",
+    "Capacity",
     "Claim",
     "Client",
     "Comparison",
     "Constant",
+    "DynamoRouter",
     "Empirical",
     "Engine",
     "EngineProfile",
@@ -134,12 +159,17 @@ __all__ = (
     "LanePriority",
     "LaneReport",
     "LengthDistribution",
+    "LlmdFlowControl",
     "Load",
     "LogNormal",
+    "NoHarm",
     "OnOff",
     "Poisson",
+    "PolicyFactory",
     "PolicyReport",
     "PolicyScheduler",
+    "PolicySpec",
+    "PolicySweep",
     "Ramp",
     "Release",
     "Released",
@@ -153,11 +183,15 @@ __all__ = (
     "SimulationResult",
     "StepResult",
     "Stream",
+    "Sweep",
+    "SweepPoint",
+    "TBTSummary",
     "TenantReport",
     "Tenants",
     "TraceError",
     "TraceFormat",
     "Uniform",
+    "VLLMQueueLimits",
     "Workload",
     "azure_2023",
     "build_workload",
@@ -166,8 +200,10 @@ __all__ = (
     "classify",
     "compare",
     "evaluate",
+    "find_capacity",
     "jain_index",
     "lane_targets",
+    "limit",
     "load_outside_bursts",
     "load_scenario",
     "make_scheduler",
@@ -177,10 +213,14 @@ __all__ = (
     "read_trace",
     "read_traces",
     "report",
+    "resolve",
     "run_scenario",
+    "saturated_cost_rate",
     "scenario_from_dict",
     "seed_claims",
     "seed_scenario",
     "simulate",
+    "sweep",
+    "sweep_to_json",
     "to_json",
 )

@@ -26,7 +26,9 @@ class Seq:
     ``prefill_len`` is what must be computed before the next token: the
     prompt, or prompt plus outputs after a preemption by recompute.
     While decoding, ``base``/``out_base`` hold the context and outputs minus
-    the pool's step counter (see the module docstring).
+    the pool's step counter (see the module docstring). ``group`` names whose
+    token gaps it adds to (the lane); ``last_token`` is when its last token
+    came out before a preemption (seconds).
     """
 
     __slots__ = (
@@ -34,7 +36,9 @@ class Seq:
         "blocks",
         "computed",
         "decoding",
+        "group",
         "id",
+        "last_token",
         "order",
         "out",
         "out_base",
@@ -46,13 +50,21 @@ class Seq:
     )
 
     def __init__(
-        self, request_id: str, prompt: int, target: int, priority: int, order: int
+        self,
+        request_id: str,
+        prompt: int,
+        target: int,
+        priority: int,
+        order: int,
+        group: str = "",
     ) -> None:
         self.id = request_id
         self.prompt = prompt
         self.target = target
         self.priority = priority
         self.order = order
+        self.group = group
+        self.last_token = 0.0
         self.out = 0
         self.computed = 0
         self.prefill_len = prompt

@@ -1,11 +1,12 @@
-"""What ``slopolicy demo`` and ``slopolicy simulate`` do (``slopolicy.cli`` parses)."""
+"""What ``slopolicy demo`` and ``slopolicy simulate`` do (``slopolicy.cli`` parses):
+compare policies on a scenario, or sweep their capacity (``--sweep``)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,12 +15,20 @@ from rich.console import Console
 from slopolicy.config import PolicyConfig
 from slopolicy.errors import SimulationError, UsageError
 from slopolicy.sim.baselines import BASELINES
+from slopolicy.sim.capacity import REFINE
 from slopolicy.sim.claims import Claim, overload_claims, seed_claims
 from slopolicy.sim.comparison import OURS, Comparison
-from slopolicy.sim.console import make_console, print_claims, print_comparison, progress_bar
+from slopolicy.sim.console import (
+    make_console,
+    print_claims,
+    print_comparison,
+    print_sweep,
+    progress_bar,
+)
 from slopolicy.sim.engine_spec import EngineSpec
-from slopolicy.sim.export import to_json
+from slopolicy.sim.export import sweep_to_json, to_json
 from slopolicy.sim.load import Load, load_outside_bursts
+from slopolicy.sim.policies import resolve_all
 from slopolicy.sim.profiles import profile
 from slopolicy.sim.scenario import (
     BUILTIN_SCENARIOS,
@@ -29,6 +38,7 @@ from slopolicy.sim.scenario import (
     run_scenario,
     seed_scenario,
 )
+from slopolicy.sim.sweep import Sweep, sweep
 from slopolicy.sim.traces import TimeUnit, TraceFormat, azure_2023, read_traces
 from slopolicy.sim.workload import Workload
 
@@ -110,22 +120,28 @@ class SimulateOptions:
     json_path: str | None = None
     plot_path: str | None = None
     progress: bool = True
+    sweep: bool = False
+    sweep_target: float = 0.9
+    sweep_refine: int = REFINE
 
 
 def simulate(options: SimulateOptions, console: Console | None = None) -> int:
-    """Build the scenario the options describe, compare, print and write."""
+    """Build the scenario the options describe, compare (or sweep), print and write."""
     console = console or make_console()
-    unknown = [name for name in options.compare if name not in BASELINES]
-    if unknown:
-        raise SimulationError(
-            f"unknown baseline(s) {', '.join(unknown)}; baselines are {', '.join(BASELINES)}",
-            source="--compare",
-        )
     if options.claims == "overload" and "fcfs" not in options.compare:
         raise SimulationError("overload claims need fcfs in --compare", source="--claims")
+    if options.sweep and options.claims is not None:
+        raise SimulationError("claims are checked on a comparison, not a sweep", source="--claims")
     _check_outputs(options.json_path, options.plot_path)
     scenario = _scenario(options)
-    comparison, load = _run(scenario, (OURS, *options.compare), options.progress, console)
+    policies = (OURS, *options.compare)
+    try:
+        names = [f.name for f in resolve_all(policies, scenario.policy)]
+    except UsageError as error:
+        raise SimulationError(str(error), source="--compare") from error
+    if options.sweep:
+        return _sweep(scenario, policies, options, console)
+    comparison, load = _run(scenario, policies, options.progress, console, names)
     print_comparison(comparison, console, load=load)
     claims: tuple[Claim, ...] = ()
     if options.claims == "seed":
@@ -134,6 +150,42 @@ def simulate(options: SimulateOptions, console: Console | None = None) -> int:
         claims = overload_claims(comparison)
     print_claims(claims, console)
     _outputs(comparison, load, scenario.description, options.json_path, options.plot_path, console)
+    return 0
+
+
+def _sweep(
+    scenario: Scenario, policies: Sequence[str], options: SimulateOptions, console: Console
+) -> int:
+    if not 0 < options.sweep_target <= 1 or options.sweep_refine < 0:
+        raise SimulationError("--sweep-target must be in (0, 1] and --sweep-refine >= 0")
+
+    def run(tell: Callable[[str, float, float], None] | None) -> Sweep:
+        return sweep(
+            scenario.workload,
+            scenario.policy,
+            scenario.engine,
+            policies=policies,
+            target=options.sweep_target,
+            refine=options.sweep_refine,
+            progress=tell,
+            **scenario.run_settings(),
+        )
+
+    if options.progress:
+        with console.status("sweeping") as status:
+            found = run(lambda n, s, a: status.update(f"sweeping: {n} at {s:.3g}x, {a:.1%}"))
+    else:
+        found = run(None)
+    print_sweep(found, console)
+    if options.json_path is not None:
+        text = json.dumps(sweep_to_json(found), indent=2) + "\n"
+        Path(options.json_path).write_text(text, encoding="utf-8")
+        console.print(f"wrote {options.json_path}")
+    if options.plot_path is not None:
+        from slopolicy.sim.plot import plot_sweep
+
+        plot_sweep(found, options.plot_path)
+        console.print(f"wrote {options.plot_path}")
     return 0
 
 
@@ -212,14 +264,19 @@ def _engine(spec: EngineSpec, options: SimulateOptions) -> EngineSpec:
 
 
 def _run(
-    scenario: Scenario, policies: Sequence[str], progress: bool, console: Console
+    scenario: Scenario,
+    policies: Sequence[str],
+    progress: bool,
+    console: Console,
+    names: Sequence[str] | None = None,
 ) -> tuple[Comparison, Load | None]:
+    """Compare ``policies``; ``names`` are their names in reports (default: the specs)."""
     load = None
     if scenario.workload.bursts:
         load = load_outside_bursts(scenario.workload, scenario.engine)
     if not progress:
         return run_scenario(scenario, policies=policies), load
-    with progress_bar(console, policies) as advance:
+    with progress_bar(console, names or policies) as advance:
         return run_scenario(scenario, policies=policies, progress=advance), load
 
 

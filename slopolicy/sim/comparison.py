@@ -15,10 +15,11 @@ from slopolicy.config import PolicyConfig
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
-from slopolicy.sim.baselines import BASELINES, FCFS, RPM, VTC, LanePriority, lane_of
+from slopolicy.sim.baselines import lane_of
 from slopolicy.sim.engine import EngineSpec
 from slopolicy.sim.metrics import PolicyReport, fallback_summary, report
 from slopolicy.sim.ours import DEFAULT_SIGNALS, PolicyScheduler
+from slopolicy.sim.policies import OURS, POLICIES, PolicySpec, make_scheduler, resolve_all
 from slopolicy.sim.scheduler import Scheduler
 from slopolicy.sim.simulator import Client, Progress, SimulationResult, simulate
 from slopolicy.sim.workload import Workload
@@ -34,11 +35,6 @@ __all__ = (
     "make_scheduler",
 )
 
-#: Our policy's name in reports.
-OURS = "slopolicy"
-#: Every policy :func:`compare` knows, ours first.
-POLICIES = (OURS, *BASELINES)
-
 #: Told ``(policy name, fraction done)`` as each policy's run advances.
 CompareProgress = Callable[[str, float], None]
 
@@ -52,30 +48,6 @@ class Comparison:
     config: PolicyConfig
     results: Mapping[str, SimulationResult]
     reports: Mapping[str, PolicyReport]
-
-
-def make_scheduler(
-    name: str,
-    config: PolicyConfig,
-    *,
-    rpm_limit: int = 60,
-    signals: Collection[str] = DEFAULT_SIGNALS,
-    engine_priority: bool = True,
-) -> Scheduler:
-    """A fresh scheduler called ``name`` (one of :data:`POLICIES`); ours is
-    ``Policy(config)`` (``signals`` and ``engine_priority`` as in
-    :class:`PolicyScheduler`), and ``priority`` ranks lanes as ``config`` orders them."""
-    if name == OURS:
-        return PolicyScheduler(config, signals=signals, engine_priority=engine_priority)
-    if name == "fcfs":
-        return FCFS()
-    if name == "priority":
-        return LanePriority(config)
-    if name == "vtc":
-        return VTC()
-    if name == "rpm":
-        return RPM(rpm_limit)
-    raise UsageError(f"unknown policy {name!r}; policies are {', '.join(POLICIES)}")
 
 
 def classify(workload: Workload, config: PolicyConfig) -> dict[str, str]:
@@ -127,6 +99,7 @@ def evaluate(
         end=result.end,
         preemptions=result.engine.preemptions,
         fallback=summary,
+        tbt=result.tbt,
     )
     return result, summary_report
 
@@ -154,7 +127,7 @@ def compare(
     config: PolicyConfig,
     engine: EngineSpec,
     *,
-    policies: Sequence[str] = POLICIES,
+    policies: Sequence[PolicySpec] = POLICIES,
     rpm_limit: int = 60,
     report_every: float = 1.0,
     drain: float = 3600.0,
@@ -163,21 +136,20 @@ def compare(
     engine_priority: bool = True,
     progress: CompareProgress | None = None,
 ) -> Comparison:
-    """Run each of ``policies`` over ``workload`` on ``engine``; see the module
-    doc, :func:`make_scheduler` and :func:`~slopolicy.sim.simulator.simulate`."""
-    if not policies or len(set(policies)) != len(policies):
-        raise UsageError("give at least one policy, each once")
-    for name in policies:
-        if name not in POLICIES:
-            raise UsageError(f"unknown policy {name!r}; policies are {', '.join(POLICIES)}")
+    """Run each of ``policies`` over ``workload`` on ``engine``: built-in
+    names, import paths ``package.module:Name`` or your own schedulers (see
+    :mod:`slopolicy.sim.policies`); results and reports are keyed by each
+    scheduler's name. See the module doc and
+    :func:`~slopolicy.sim.simulator.simulate`."""
+    factories = resolve_all(
+        policies, config, rpm_limit=rpm_limit, signals=signals, engine_priority=engine_priority
+    )
     check_workload(workload, config)
     lanes = classify(workload, config)
     results: dict[str, SimulationResult] = {}
     reports: dict[str, PolicyReport] = {}
-    for name in policies:
-        chosen = make_scheduler(
-            name, config, rpm_limit=rpm_limit, signals=signals, engine_priority=engine_priority
-        )
+    for factory in factories:
+        chosen, name = factory.first(), factory.name
 
         def tell(fraction: float, name: str = name) -> None:
             if progress is not None:

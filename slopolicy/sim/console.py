@@ -1,7 +1,7 @@
 """Comparisons as rich tables, and a progress bar for the runs.
 
-Used by ``slopolicy demo`` and ``slopolicy simulate``; the progress bar is the
-only place in the simulator that reads the wall clock.
+Used by ``slopolicy demo`` and ``slopolicy simulate`` (``--sweep`` too); the
+progress bar is the only place in the simulator that reads the wall clock.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from slopolicy.sim.claims import Claim
 from slopolicy.sim.comparison import CompareProgress, Comparison
 from slopolicy.sim.load import Load
 from slopolicy.sim.metrics import LaneReport, PolicyReport
+from slopolicy.sim.sweep import NoHarm, Sweep
 
-__all__ = ("make_console", "print_claims", "print_comparison", "progress_bar")
+__all__ = ("make_console", "print_claims", "print_comparison", "print_sweep", "progress_bar")
 
 
 def make_console() -> Console:
@@ -59,7 +60,13 @@ def progress_bar(console: Console, policies: Sequence[str]) -> Iterator[CompareP
 
 
 def _table(title: str, headers: Sequence[str]) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     for index, header in enumerate(headers):
         table.add_column(header, justify="left" if index == 0 else "right", no_wrap=True)
     return table
@@ -67,11 +74,13 @@ def _table(title: str, headers: Sequence[str]) -> Table:
 
 def _summary(reports: Sequence[PolicyReport]) -> Table:
     table = _table(
-        "Every lane together (rates per second; attainment counts refused requests as missed)",
+        "Every lane together (rates per second; attainment counts refused requests as missed; "
+        "degraded: answers cut short or downgraded, within target; done/s: throughput)",
         (
             "policy",
             "goodput",
-            "throughput",
+            "degraded",
+            "done/s",
             "attain",
             "done",
             "refused",
@@ -86,6 +95,7 @@ def _summary(reports: Sequence[PolicyReport]) -> Table:
         table.add_row(
             report.name,
             f"{report.goodput_rps:.2f}",
+            f"{report.degraded_goodput_rps:.2f}",
             f"{report.throughput_rps:.2f}",
             _pct(report.attainment),
             f"{report.completed:,}",
@@ -120,6 +130,7 @@ def _lane_table(lane: str, reports: Sequence[PolicyReport]) -> Table:
             "policy",
             "attain",
             "goodput",
+            "degraded",
             "TTFT p50",
             "p95",
             "p99",
@@ -138,6 +149,7 @@ def _lane_table(lane: str, reports: Sequence[PolicyReport]) -> Table:
             report.name,
             _pct(row.attainment),
             f"{row.goodput_rps:.2f}",
+            f"{row.degraded_goodput_rps:.2f}",
             _s(row.ttft_p50_s),
             _s(row.ttft_p95_s),
             _s(row.ttft_p99_s),
@@ -147,6 +159,26 @@ def _lane_table(lane: str, reports: Sequence[PolicyReport]) -> Table:
             f"{row.expired:,}",
             _s(row.drain_s),
         )
+    return table
+
+
+def _gaps_table(reports: Sequence[PolicyReport]) -> Table:
+    lanes = list(reports[0].lanes)
+    headers = ["policy"]
+    for lane in lanes:
+        headers += [f"{lane} p99", "max", "stalls"]
+    table = _table(
+        "Time between tokens per lane: p99, largest gap, stalls (gaps >= 200 ms)", headers
+    )
+    for report in reports:
+        cells = [report.name]
+        for lane in lanes:
+            row = report.lanes.get(lane)
+            if row is None:
+                cells += ["-", "-", "-"]
+            else:
+                cells += [_s(row.tbt_p99_s), _s(row.tbt_max_s), f"{row.tbt_stalls:,}"]
+        table.add_row(*cells)
     return table
 
 
@@ -170,6 +202,7 @@ def print_comparison(comparison: Comparison, console: Console, *, load: Load | N
     console.print(_summary(reports))
     for lane in reports[0].lanes:
         console.print(_lane_table(lane, reports))
+    console.print(_gaps_table(reports))
     for report in reports:
         _print_timeline(report, console)
 
@@ -197,3 +230,49 @@ def print_claims(claims: Sequence[Claim], console: Console) -> None:
     for claim in claims:
         mark = "[green]✔[/]" if claim.holds else "[red]✘[/]"
         console.print(f"{mark} {claim.text}")
+
+
+def print_sweep(sweep: Sweep, console: Console) -> None:
+    """Each policy's capacity (and as a fraction of the limit), no harm
+    against the reference, and attainment at every coarse grid point."""
+    engine = sweep.engine
+    console.print(
+        f"[bold]{sweep.workload}[/]: {sweep.requests:,} requests on {engine.profile.name} "
+        f"(max_num_seqs {engine.max_num_seqs}, max_num_batched_tokens "
+        f"{engine.max_num_batched_tokens:,}, long_prefill_token_threshold "
+        f"{engine.long_prefill_token_threshold:,}); limit {sweep.limit:.3g}x "
+        f"(saturated cost throughput / offered cost rate / {sweep.target:g})"
+    )
+    harm = f"no harm vs {sweep.reference}" if sweep.reference else "no harm"
+    table = _table(
+        f"Goodput capacity: the highest rate scale with attainment >= {sweep.target:.0%} "
+        f"(grid √2 apart, {sweep.refine} bisections, interpolated)",
+        ("policy", "capacity", "of limit", "x best other", harm, "runs"),
+    )
+    for name, policy in sweep.policies.items():
+        others = [p.capacity.scale for n, p in sweep.policies.items() if n != name]
+        best = max(others, default=None)
+        no_harm = sweep.no_harm.get(name)
+        table.add_row(
+            name,
+            str(policy.capacity),
+            f"{policy.capacity.scale / sweep.limit:.0%}",
+            "-" if not best else f"{policy.capacity.scale / best:.2f}",
+            _harm(no_harm),
+            str(len(policy.points)),
+        )
+    console.print(table)
+    grid = _table(
+        "Attainment by rate scale (coarse grid; · not run there)",
+        ("rate scale", *sweep.policies),
+    )
+    for scale in sweep.grid:
+        cells = [policy.attainment(scale) for policy in sweep.policies.values()]
+        grid.add_row(f"{scale:.3g}x", *("·" if a is None else f"{a:.1%}" for a in cells))
+    console.print(grid)
+
+
+def _harm(found: NoHarm | None) -> str:
+    if found is None or found.worst is None or found.at is None:
+        return "-"
+    return f"{found.worst:+.3f} at {found.at:.3g}x ({found.low:.3g}-{found.high:.3g}x)"

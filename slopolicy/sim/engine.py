@@ -14,6 +14,8 @@ latest admitted request under FCFS, the lowest priority (then latest arrival)
 under priority scheduling. No request is admitted in an iteration that
 preempted. The iteration that computes a prompt's last chunk samples its first
 token. Times come from :class:`~slopolicy.sim.profiles.EngineProfile`.
+Every request's token gaps are added to its group's
+:class:`~slopolicy.sim.gaps.Gaps` (see :mod:`slopolicy.sim.gaps`).
 
 **Speed.** While no request is prefilling and the waiting queue's head cannot
 start, every iteration is pure decode and the batch only changes when a
@@ -43,6 +45,7 @@ from slopolicy.sim.engine_spec import (
     StepResult,
     check_int,
 )
+from slopolicy.sim.gaps import Gaps, TBTSummary
 
 __all__ = ("Engine", "EngineSpec", "EngineStatistics", "Scheduling", "StepResult")
 
@@ -67,6 +70,10 @@ class Engine:
         self._prefilling: list[Seq] = []
         self._prefill_blocks = 0
         self._waiting = WaitingQueue(priority=scheduling == "priority")
+        self._waiting_blocks = 0  # the blocks of every waiting prompt (and its first token)
+        self._waiting_tokens = 0  # every waiting request's tokens to prefill
+        self._gaps: dict[str, Gaps] = {}
+        self._decoding: dict[str, int] = {}  # decoding requests per group
         self._live: dict[str, Seq] = {}
         self._orders = 0
         self._pending: StepResult | None = None
@@ -79,9 +86,16 @@ class Engine:
     # -- requests -------------------------------------------------------------
 
     def add(
-        self, request_id: str, prompt_tokens: int, output_tokens: int, priority: int = 0
+        self,
+        request_id: str,
+        prompt_tokens: int,
+        output_tokens: int,
+        priority: int = 0,
+        *,
+        group: str = "",
     ) -> bool:
-        """Queue a request that will generate ``output_tokens`` tokens (>= 1).
+        """Queue a request that will generate ``output_tokens`` tokens (>= 1);
+        its token gaps count in ``group`` (see :meth:`tbt`).
 
         Returns ``False``, queueing nothing, when prompt plus output exceed
         ``max_model_len`` (the engine would answer 400). A live id raises.
@@ -93,10 +107,20 @@ class Engine:
         if prompt_tokens + output_tokens > self.spec.model_len:
             return False
         self._orders += 1
-        seq = Seq(request_id, prompt_tokens, output_tokens, priority, self._orders)
+        seq = Seq(request_id, prompt_tokens, output_tokens, priority, self._orders, group)
         self._live[request_id] = seq
+        self._gaps.setdefault(group, Gaps())
+        self._decoding.setdefault(group, 0)
         self._waiting.add(seq)
+        self._count_waiting(seq, 1)
         return True
+
+    def _prompt_blocks(self, tokens: int) -> int:
+        return -(-(tokens + 1) // self._size)
+
+    def _count_waiting(self, seq: Seq, sign: int) -> None:
+        self._waiting_blocks += sign * self._prompt_blocks(seq.prefill_len)
+        self._waiting_tokens += sign * seq.prefill_len
 
     def output_tokens(self, request_id: str) -> int:
         """Tokens ``request_id`` has generated so far (0 if unknown or not started)."""
@@ -105,15 +129,18 @@ class Engine:
             return 0
         return self._pool.outputs(seq) if seq.decoding else seq.out
 
-    def admissible(self, prompt_tokens: int) -> bool:
-        """Whether a request with this prompt would start at the next iteration
-        after everything already waiting (a seat and KV for its prompt)."""
-        seats = self.spec.max_num_seqs - len(self._running) - self.waiting
-        if seats <= 0:
-            return False
-        waiting = sum(-(-(s.prefill_len + 1) // self._size) for s in self._waiting.seqs())
-        need = -(-(prompt_tokens + 1) // self._size)
-        return need <= self.free_blocks - self._pool.new_blocks(1) - waiting
+    def spare_blocks(self) -> int:
+        """KV blocks free after the decoding requests' next token and every
+        waiting request's prompt (and first token)."""
+        return self.free_blocks - self._pool.new_blocks(1) - self._waiting_blocks
+
+    def prompt_blocks(self, prompt_tokens: int) -> int:
+        """KV blocks a prompt of this length and its first token take."""
+        return self._prompt_blocks(prompt_tokens)
+
+    def tbt(self) -> dict[str, TBTSummary]:
+        """Each group's token gaps so far (see :mod:`slopolicy.sim.gaps`)."""
+        return {group: gaps.summary() for group, gaps in self._gaps.items()}
 
     # -- views ------------------------------------------------------------------
 
@@ -126,6 +153,11 @@ class Engine:
     def waiting(self) -> int:
         """Requests waiting in the engine's own queue."""
         return len(self._waiting)
+
+    @property
+    def waiting_tokens(self) -> int:
+        """Tokens the waiting requests must prefill (prompts, and outputs of preempted ones)."""
+        return self._waiting_tokens
 
     @property
     def used_blocks(self) -> int:
@@ -215,9 +247,8 @@ class Engine:
             if chunk:
                 chunks.append((seq, chunk))
                 budget -= chunk
-        need, preempted = self._make_room(chunks)
-        if not preempted:
-            self._admit(budget, cap, chunks, need)
+        need, preempted = self._make_room(chunks, now)
+        admitted = 0 if preempted else self._admit(budget, cap, chunks, need)
         prompt = sum(c for _, c in chunks)
         if not pool.count and not prompt:
             return None
@@ -227,24 +258,27 @@ class Engine:
         self._busy += seconds
         self._prefill_tokens += prompt
         self._decode_tokens += pool.count
-        first, finished = self._apply(chunks)
-        return StepResult(now + seconds, 1, first, finished, preempted)
+        for group, count in self._decoding.items():
+            if count:
+                self._gaps[group].add(seconds, count)
+        first, finished = self._apply(chunks, now + seconds)
+        return StepResult(now + seconds, 1, first, finished, preempted, admitted)
 
     def _chunk_blocks(self, seq: Seq, chunk: int) -> int:
         # The chunk that completes the prompt also holds the sampled token.
         tokens = seq.computed + chunk + (1 if seq.computed + chunk == seq.prefill_len else 0)
         return -(-tokens // self._size) - seq.blocks
 
-    def _make_room(self, chunks: list[tuple[Seq, int]]) -> tuple[int, tuple[str, ...]]:
+    def _make_room(self, chunks: list[tuple[Seq, int]], now: float) -> tuple[int, tuple[str, ...]]:
         """Preempt until the running requests' new blocks fit; the blocks they
-        need and the ids preempted."""
+        need and the ids preempted (at ``now``, when the iteration starts)."""
         preempted: list[str] = []
         while True:
             need = self._pool.new_blocks(1) + sum(self._chunk_blocks(s, c) for s, c in chunks)
             if need <= self.free_blocks or not self._running:
                 return need, tuple(preempted)
             victim = self._victim()
-            self._preempt(victim)
+            self._preempt(victim, now)
             chunks[:] = [(s, c) for s, c in chunks if s is not victim]
             preempted.append(victim.id)
 
@@ -253,10 +287,13 @@ class Engine:
             return max(self._running, key=lambda s: (s.priority, s.order))
         return self._running[-1]
 
-    def _preempt(self, seq: Seq) -> None:
+    def _preempt(self, seq: Seq, now: float) -> None:
         self._running.remove(seq)
         if seq.decoding:
+            # Its last token came out when the previous iteration ended, now.
+            seq.last_token = now
             self._pool.remove(seq)
+            self._decoding[seq.group] -= 1
         else:
             self._prefilling.remove(seq)
             self._prefill_blocks -= seq.blocks
@@ -264,26 +301,32 @@ class Engine:
         seq.prefill_len = seq.prompt + seq.out
         self._preemptions += 1
         self._waiting.put_back(seq)
+        self._count_waiting(seq, 1)
 
-    def _admit(self, budget: int, cap: int, chunks: list[tuple[Seq, int]], need: int) -> None:
+    def _admit(self, budget: int, cap: int, chunks: list[tuple[Seq, int]], need: int) -> int:
+        """Start waiting requests while they fit; how many started."""
         free = self.free_blocks - need
+        started = 0
         while budget > 0 and len(self._running) < self.spec.max_num_seqs:
             seq = self._waiting.head()
             if seq is None:
-                return
+                break
             chunk = min(seq.prefill_len, cap, budget)
             blocks = self._chunk_blocks(seq, chunk)
             if blocks > free:
-                return
+                break
             self._waiting.pop()
+            self._count_waiting(seq, -1)
             self._running.append(seq)
             self._prefilling.append(seq)
             chunks.append((seq, chunk))
             budget -= chunk
             free -= blocks
+            started += 1
+        return started
 
     def _apply(
-        self, chunks: list[tuple[Seq, int]]
+        self, chunks: list[tuple[Seq, int]], end: float
     ) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
         pool = self._pool
         ready: list[Seq] = []
@@ -300,6 +343,8 @@ class Engine:
         for seq in ready:
             self._prefilling.remove(seq)
             self._prefill_blocks -= seq.blocks
+            if seq.out:  # resumed after a preemption: one long gap
+                self._gaps[seq.group].add(end - seq.last_token)
             seq.out += 1
             if seq.out == 1:
                 first.append(seq.id)
@@ -309,12 +354,14 @@ class Engine:
                 finished.append((seq.id, seq.out))
             else:
                 pool.add(seq)  # takes over its blocks: prompt + out tokens
+                self._decoding[seq.group] += 1
         finished.extend(self._retire(done))
         return tuple(first), tuple(finished)
 
     def _retire(self, done: list[Seq]) -> list[tuple[str, int]]:
         for seq in done:
             self._running.remove(seq)
+            self._decoding[seq.group] -= 1
             del self._live[seq.id]
         return [(seq.id, seq.out) for seq in done]
 
@@ -348,5 +395,9 @@ class Engine:
         self._iterations += k
         self._busy += seconds
         self._decode_tokens += n * k
+        first, step = profile.decode_time(1, n, context), profile.beta_d * n
+        for group, count in self._decoding.items():
+            if count:
+                self._gaps[group].add_run(first, step, k, count)
         finished = self._retire(pool.step(k))
         return StepResult(now + seconds, k, (), tuple(finished), ())

@@ -68,7 +68,8 @@ class StepResult:
     """What one iteration (or run of decode iterations) produced, at ``end`` seconds.
 
     ``finished`` pairs each finished request with its output tokens;
-    ``preempted`` lists requests preempted by recompute at its start.
+    ``preempted`` lists requests preempted by recompute at its start;
+    ``admitted`` counts the requests it started from the waiting queue.
     """
 
     end: float
@@ -76,6 +77,7 @@ class StepResult:
     first_tokens: tuple[str, ...]
     finished: tuple[tuple[str, int], ...]
     preempted: tuple[str, ...]
+    admitted: int = 0
 
 
 @dataclass(frozen=True, slots=True)

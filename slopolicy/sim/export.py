@@ -1,4 +1,5 @@
-"""A comparison as JSON-ready data (schema ``slopolicy.sim/1``, documented in
+"""Comparisons and capacity sweeps as JSON-ready data (schemas
+``slopolicy.sim/2`` and ``slopolicy.sweep/1``, documented in
 ``docs/simulator.md``). Times are seconds, rates requests per second,
 attainments fractions 0-1; a value that does not exist (a percentile of no
 requests) is ``null``."""
@@ -8,15 +9,20 @@ from __future__ import annotations
 from typing import Any
 
 from slopolicy.core.slo.targets import SLOTargets
+from slopolicy.sim.capacity import STEP
 from slopolicy.sim.comparison import Comparison
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.load import Load
 from slopolicy.sim.metrics import FallbackSummary, LaneReport, PolicyReport, TenantReport
+from slopolicy.sim.sweep import NoHarm, Sweep
 
-__all__ = ("SCHEMA", "to_json")
+__all__ = ("SCHEMA", "SWEEP_SCHEMA", "sweep_to_json", "to_json")
 
-#: The schema name written into every report.
-SCHEMA = "slopolicy.sim/1"
+#: The schema name written into every report (2: goodput counts full answers
+#: only, degraded goodput and TBT beside it).
+SCHEMA = "slopolicy.sim/2"
+#: The schema name of a capacity sweep.
+SWEEP_SCHEMA = "slopolicy.sweep/1"
 
 
 def to_json(
@@ -70,6 +76,7 @@ def _load(load: Load) -> dict[str, Any]:
 def _policy(report: PolicyReport) -> dict[str, Any]:
     return {
         "goodput_rps": report.goodput_rps,
+        "degraded_goodput_rps": report.degraded_goodput_rps,
         "throughput_rps": report.throughput_rps,
         "attainment": report.attainment,
         "offered": report.offered,
@@ -78,6 +85,7 @@ def _policy(report: PolicyReport) -> dict[str, Any]:
         "expired": report.expired,
         "unfinished": report.unfinished,
         "attained": report.attained,
+        "degraded": report.degraded,
         "jain_attainment": report.jain_attainment,
         "worst_tenant": report.worst_tenant,
         "worst_tenant_attainment": report.worst_tenant_attainment,
@@ -106,13 +114,18 @@ def _lane(lane: LaneReport) -> dict[str, Any]:
         "expired": lane.expired,
         "unfinished": lane.unfinished,
         "attained": lane.attained,
+        "degraded": lane.degraded,
         "attainment": lane.attainment,
         "goodput_rps": lane.goodput_rps,
+        "degraded_goodput_rps": lane.degraded_goodput_rps,
         "throughput_rps": lane.throughput_rps,
         "ttft_p50_s": lane.ttft_p50_s,
         "ttft_p95_s": lane.ttft_p95_s,
         "ttft_p99_s": lane.ttft_p99_s,
         "tpot_p95_s": lane.tpot_p95_s,
+        "tbt_p99_s": lane.tbt_p99_s,
+        "tbt_max_s": lane.tbt_max_s,
+        "tbt_stalls": lane.tbt_stalls,
         "e2e_p95_s": lane.e2e_p95_s,
         "drain_s": lane.drain_s,
         "last_finish_s": lane.last_finish_s,
@@ -127,8 +140,10 @@ def _tenant(tenant: TenantReport) -> dict[str, Any]:
         "rejected": tenant.rejected,
         "expired": tenant.expired,
         "attained": tenant.attained,
+        "degraded": tenant.degraded,
         "attainment": tenant.attainment,
         "goodput_rps": tenant.goodput_rps,
+        "degraded_goodput_rps": tenant.degraded_goodput_rps,
     }
 
 
@@ -143,3 +158,46 @@ def _fallback(summary: FallbackSummary) -> dict[str, Any]:
             for at, level, rung, state in summary.timeline
         ],
     }
+
+
+def sweep_to_json(sweep: Sweep) -> dict[str, Any]:
+    """A capacity sweep as plain data (schema :data:`SWEEP_SCHEMA`)."""
+    return {
+        "schema": SWEEP_SCHEMA,
+        "workload": {"name": sweep.workload, "requests": sweep.requests},
+        "engine": _engine(sweep.engine),
+        "target": sweep.target,
+        "grid_step": STEP,
+        "refine": sweep.refine,
+        "limit": sweep.limit,
+        "reference": sweep.reference,
+        "policies": {
+            name: {
+                "capacity": {
+                    "scale": policy.capacity.scale,
+                    "bound": policy.capacity.bound,
+                    "low": policy.capacity.low,
+                    "high": policy.capacity.high,
+                },
+                "capacity_of_limit": policy.capacity.scale / sweep.limit,
+                "no_harm": _no_harm(sweep.no_harm.get(name)),
+                "points": [
+                    {
+                        "scale": point.scale,
+                        "attainment": point.attainment,
+                        "goodput_rps": point.goodput_rps,
+                        "degraded_goodput_rps": point.degraded_goodput_rps,
+                        "coarse": point.coarse,
+                    }
+                    for point in policy.points
+                ],
+            }
+            for name, policy in sweep.policies.items()
+        },
+    }
+
+
+def _no_harm(found: NoHarm | None) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    return {"worst": found.worst, "at": found.at, "low": found.low, "high": found.high}

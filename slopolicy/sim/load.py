@@ -9,6 +9,14 @@ of a stream of traffic is its arrival rate over the capacity for its own mix:
 below 1 the engine keeps up on average; the seed scenario keeps the traffic
 outside its bursts well below 0.7, so what goes wrong there comes from mixing
 unlike work, not from plain overload.
+
+The **limit** of a workload (:func:`limit`) is the rate scale at which even
+a perfect work-conserving order would leave ``1 - target`` of the offered
+cost unserved: the engine's saturated cost throughput for the workload's own
+mix (:func:`saturated_cost_rate`) over the offered cost rate, over
+``target``. Cost is tokens, prompt plus output (as the engine would
+generate them under ``max_new_tokens``). Request-count attainment can sit
+slightly above it (small requests are cheaper to serve).
 """
 
 from __future__ import annotations
@@ -20,11 +28,12 @@ from dataclasses import dataclass
 from slopolicy.errors import UsageError
 from slopolicy.sim.baselines import FCFS
 from slopolicy.sim.engine import EngineSpec
-from slopolicy.sim.records import SimOutcome
+from slopolicy.sim.records import RequestRecord, SimOutcome
+from slopolicy.sim.scheduler import EngineView, Released, Scheduler
 from slopolicy.sim.simulator import simulate
 from slopolicy.sim.workload import SimRequest, Workload
 
-__all__ = ("Load", "capacity", "load_outside_bursts")
+__all__ = ("Load", "capacity", "limit", "load_outside_bursts", "saturated_cost_rate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,26 +59,110 @@ def capacity(requests: Sequence[SimRequest], engine: EngineSpec, *, sample: int 
     if not requests:
         raise UsageError("capacity needs at least one request")
     picked = [requests[i % len(requests)] for i in range(max(sample, 50))]
+    records = _saturated(picked, engine)
+    finishes = sorted(
+        r.finished_at
+        for r in records
+        if r.outcome is SimOutcome.COMPLETED and r.finished_at is not None
+    )
+    low, high = _window(finishes, "capacity")
+    return (high - low) / (finishes[high] - finishes[low])
+
+
+class _Capped(FCFS):
+    """FCFS holding requests while ``cap`` run or wait in the engine."""
+
+    name = "capped"
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def dispatch(self, now: float, engine: EngineView) -> Released:
+        room = max(0, self.cap - engine.running - engine.waiting)
+        started, self._pending = tuple(self._pending[:room]), self._pending[room:]
+        return Released(started)
+
+
+def _saturated(
+    picked: Sequence[SimRequest], engine: EngineSpec, scheduler: Scheduler | None = None
+) -> tuple[RequestRecord, ...]:
+    """``picked``, all waiting at 0 (outputs capped at ``max_new_tokens``),
+    through ``scheduler`` (default FCFS)."""
     backlog = tuple(
         dataclasses.replace(
             r,
             id=f"capacity-{i}",
             arrival=0.0,
             retries=0,
-            output_tokens=min(r.output_tokens, r.max_new_tokens),
+            output_tokens=_output(r),
         )
         for i, r in enumerate(picked)
     )
-    result = simulate(Workload(backlog, 0.0, "capacity"), FCFS(), engine, report_every=0)
-    finishes = sorted(
-        r.finished_at
-        for r in result.records
-        if r.outcome is SimOutcome.COMPLETED and r.finished_at is not None
+    chosen = FCFS() if scheduler is None else scheduler
+    return simulate(Workload(backlog, 0.0, "capacity"), chosen, engine, report_every=0).records
+
+
+def _output(request: SimRequest) -> int:
+    return min(request.output_tokens, request.max_new_tokens)
+
+
+def _cost(request: SimRequest) -> int:
+    return request.prompt_tokens + _output(request)
+
+
+def _window(times: Sequence[float], what: str) -> tuple[int, int]:
+    """The indices of the 20th and 80th percentile of sorted ``times``."""
+    low, high = int(0.2 * len(times)), int(0.8 * len(times))
+    if high <= low or high >= len(times) or times[high] <= times[low]:
+        raise UsageError(f"too few requests to measure {what}")
+    return low, high
+
+
+def saturated_cost_rate(
+    requests: Sequence[SimRequest], engine: EngineSpec, *, sample: int = 2000
+) -> float:
+    """Tokens (prompt plus output) per second ``engine`` serves from a backlog of this mix.
+
+    ``sample`` requests picked evenly over ``requests`` (so the backlog has the
+    whole workload's mix; cycled when there are fewer) all wait at 0 and start
+    in order while at most ``C`` run or wait in the engine; the rate is the
+    cost of the requests whose first token comes between the 20th and the
+    80th percentile first token, over that time (counting by start keeps the
+    window's mix the backlog's, whatever finishes first). It is the best over
+    ``C`` = 32, 64, 128 and ``max_num_seqs``: with a full KV cache FCFS
+    preempts by recompute and wastes work, which a cap avoids, so the best cap
+    stands in for a perfect work-conserving order.
+    """
+    if not requests:
+        raise UsageError("the limit needs at least one request")
+    count = max(sample, 50)
+    picked = [requests[(i * len(requests)) // count % len(requests)] for i in range(count)]
+    caps = sorted({min(c, engine.max_num_seqs) for c in (32, 64, 128, engine.max_num_seqs)})
+    return max(_window_rate(_saturated(picked, engine, _Capped(cap))) for cap in caps)
+
+
+def _window_rate(records: Sequence[RequestRecord]) -> float:
+    firsts = sorted(
+        (r.first_token_at, _cost(r.request)) for r in records if r.first_token_at is not None
     )
-    low, high = int(0.2 * len(finishes)), int(0.8 * len(finishes))
-    if high <= low or finishes[high] <= finishes[low]:
-        raise UsageError("too few completions to measure capacity")
-    return (high - low) / (finishes[high] - finishes[low])
+    times = [t for t, _ in firsts]
+    low, high = _window(times, "the saturated cost rate")
+    served = sum(cost for _, cost in firsts[low:high])
+    return served / (times[high] - times[low])
+
+
+def limit(
+    workload: Workload, engine: EngineSpec, *, target: float = 0.9, sample: int = 2000
+) -> float:
+    """The rate scale of ``workload`` past which even a perfect work-conserving
+    order leaves ``1 - target`` of the offered cost unserved (see the module doc)."""
+    if not 0 < target <= 1:
+        raise UsageError(f"target must be in (0, 1], got {target!r}")
+    if not len(workload) or workload.duration <= 0:
+        raise UsageError("the limit needs requests arriving over a positive duration")
+    offered = sum(_cost(r) for r in workload) / workload.duration
+    return saturated_cost_rate(workload.requests, engine, sample=sample) / offered / target
 
 
 def load_outside_bursts(workload: Workload, engine: EngineSpec, *, sample: int = 2000) -> Load:

@@ -6,10 +6,16 @@ Definitions (``docs/simulator.md`` has the full list):
   that arrived, refused and expired ones included, so a policy cannot raise
   its attainment by turning work away; a request attains iff it completed
   within its lane's targets (TTFT <= ``ttft_p95`` (else ``ttft_p99``),
-  TPOT <= ``tpot_p95``, end-to-end <= ``e2e_p95``; unset targets pass).
-* **goodput** = attained / the workload's duration, **throughput** =
-  completed / the same duration (requests per second), so every policy is
-  divided by the same time.
+  TPOT <= ``tpot_p95``, end-to-end <= ``e2e_p95``; unset targets pass) with
+  a full answer: a **degraded** request (its answer truncated or its model
+  switched by the scheduler, :attr:`RequestRecord.degraded`) does not attain.
+* **goodput** = attained / the workload's duration, **degraded goodput** =
+  degraded requests within their targets / the same duration,
+  **throughput** = completed / the same duration (requests per second), so
+  every policy is divided by the same time.
+* **TBT** per lane: the p99 and largest gap between two tokens of a
+  request, and **stalls**, the gaps of at least 0.2 s
+  (:mod:`slopolicy.sim.gaps`).
 * Latency quantiles interpolate linearly between order statistics; TTFT
   over requests with a first token, TPOT and end-to-end over completed ones.
 * **Jain's index** over tenants' attainment: ``(Σx)² / (n·Σx²)``, 1 when
@@ -22,8 +28,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from slopolicy.core.slo.targets import SLOTargets
+from slopolicy.sim.gaps import TBTSummary
 from slopolicy.sim.records import RequestRecord, SimOutcome
 
 __all__ = (
@@ -59,6 +67,20 @@ def jain_index(values: Iterable[float]) -> float | None:
     return sum(found) ** 2 / (len(found) * squares)
 
 
+class _Fields(TypedDict):
+    """What lane, tenant and total reports share, from :meth:`_Counts.fields`."""
+
+    offered: int
+    completed: int
+    rejected: int
+    expired: int
+    attained: int
+    attainment: float | None
+    goodput_rps: float
+    degraded: int
+    degraded_goodput_rps: float
+
+
 @dataclass(frozen=True, slots=True)
 class _Counts:
     offered: int
@@ -66,24 +88,56 @@ class _Counts:
     rejected: int
     expired: int
     unfinished: int
+    attained: int
+    degraded: int
+    degraded_attained: int
 
     @classmethod
-    def of(cls, records: Sequence[RequestRecord]) -> _Counts:
+    def of(cls, judged: Sequence[tuple[RequestRecord, bool]]) -> _Counts:
+        """Counts over ``(record, within its targets)`` pairs."""
         counts = dict.fromkeys(SimOutcome, 0)
-        for record in records:
+        attained = degraded = degraded_attained = 0
+        for record, within in judged:
             counts[record.outcome] += 1
+            if record.outcome is not SimOutcome.COMPLETED:
+                continue
+            if record.degraded:
+                degraded += 1
+                degraded_attained += within
+            else:
+                attained += within
         return cls(
-            len(records),
+            len(judged),
             counts[SimOutcome.COMPLETED],
             counts[SimOutcome.REJECTED],
             counts[SimOutcome.EXPIRED],
             counts[SimOutcome.UNFINISHED],
+            attained,
+            degraded,
+            degraded_attained,
+        )
+
+    def fields(self, duration: float) -> _Fields:
+        """The counts and rates over ``duration`` seconds every report has."""
+        return _Fields(
+            offered=self.offered,
+            completed=self.completed,
+            rejected=self.rejected,
+            expired=self.expired,
+            attained=self.attained,
+            attainment=self.attained / self.offered if self.offered else None,
+            goodput_rps=self.attained / duration,
+            degraded=self.degraded,
+            degraded_goodput_rps=self.degraded_attained / duration,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class LaneReport:
-    """One lane under one policy; latencies in seconds, rates per second."""
+    """One lane under one policy; latencies in seconds, rates per second.
+    ``degraded`` counts completed requests whose answer was cut short or
+    whose model was switched, ``degraded_goodput_rps`` those of them within
+    the targets; ``tbt_stalls`` counts token gaps of at least 0.2 s."""
 
     lane: str
     targets: SLOTargets
@@ -103,6 +157,11 @@ class LaneReport:
     e2e_p95_s: float | None
     drain_s: float | None
     last_finish_s: float | None
+    degraded: int = 0
+    degraded_goodput_rps: float = 0.0
+    tbt_p99_s: float | None = None
+    tbt_max_s: float | None = None
+    tbt_stalls: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +176,8 @@ class TenantReport:
     attained: int
     attainment: float | None
     goodput_rps: float
+    degraded: int = 0
+    degraded_goodput_rps: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,19 +220,19 @@ class PolicyReport:
     lanes: Mapping[str, LaneReport] = field(default_factory=dict)
     tenants: Mapping[str, TenantReport] = field(default_factory=dict)
     fallback: FallbackSummary | None = None
-
-
-def _attains(record: RequestRecord, targets: SLOTargets) -> bool:
-    if record.outcome is not SimOutcome.COMPLETED:
-        return False
-    return targets.attains(record.ttft, record.tpot, record.e2e)
+    degraded: int = 0
+    degraded_goodput_rps: float = 0.0
 
 
 def _lane(
-    lane: str, records: list[RequestRecord], targets: SLOTargets, duration: float
+    lane: str,
+    judged: list[tuple[RequestRecord, bool]],
+    targets: SLOTargets,
+    duration: float,
+    tbt: TBTSummary | None,
 ) -> LaneReport:
-    attained = sum(1 for r in records if _attains(r, targets))
-    counts = _Counts.of(records)
+    counts = _Counts.of(judged)
+    records = [record for record, _ in judged]
     ttfts = [t for r in records if (t := r.ttft) is not None]
     tpots = [t for r in records if (t := r.tpot) is not None]
     e2es = [t for r in records if (t := r.e2e) is not None]
@@ -179,42 +240,26 @@ def _lane(
     last_finish = max((t for t in finishes if t is not None), default=None)
     last_arrival = max(r.request.arrival for r in records)
     return LaneReport(
-        lane,
-        targets,
-        counts.offered,
-        counts.completed,
-        counts.rejected,
-        counts.expired,
-        counts.unfinished,
-        attained,
-        attained / counts.offered if counts.offered else None,
-        attained / duration,
-        counts.completed / duration,
-        quantile(ttfts, 0.50),
-        quantile(ttfts, 0.95),
-        quantile(ttfts, 0.99),
-        quantile(tpots, 0.95),
-        quantile(e2es, 0.95),
-        None if last_finish is None else max(0.0, last_finish - last_arrival),
-        last_finish,
+        lane=lane,
+        targets=targets,
+        **counts.fields(duration),
+        unfinished=counts.unfinished,
+        throughput_rps=counts.completed / duration,
+        ttft_p50_s=quantile(ttfts, 0.50),
+        ttft_p95_s=quantile(ttfts, 0.95),
+        ttft_p99_s=quantile(ttfts, 0.99),
+        tpot_p95_s=quantile(tpots, 0.95),
+        e2e_p95_s=quantile(e2es, 0.95),
+        drain_s=None if last_finish is None else max(0.0, last_finish - last_arrival),
+        last_finish_s=last_finish,
+        tbt_p99_s=None if tbt is None else tbt.p99_s,
+        tbt_max_s=None if tbt is None else tbt.max_s,
+        tbt_stalls=0 if tbt is None else tbt.stalls,
     )
 
 
-def _tenant(
-    tenant: str, records: list[RequestRecord], targets: Mapping[str, SLOTargets], duration: float
-) -> TenantReport:
-    attained = sum(1 for r in records if _attains(r, targets.get(r.lane, SLOTargets())))
-    counts = _Counts.of(records)
-    return TenantReport(
-        tenant,
-        counts.offered,
-        counts.completed,
-        counts.rejected,
-        counts.expired,
-        attained,
-        attained / counts.offered,
-        attained / duration,
-    )
+def _tenant(tenant: str, judged: list[tuple[RequestRecord, bool]], duration: float) -> TenantReport:
+    return TenantReport(tenant=tenant, **_Counts.of(judged).fields(duration))
 
 
 def report(
@@ -226,45 +271,48 @@ def report(
     end: float,
     preemptions: int = 0,
     fallback: FallbackSummary | None = None,
+    tbt: Mapping[str, TBTSummary] | None = None,
 ) -> PolicyReport:
     """The report of one run: ``targets`` per lane (lanes missing from it have
-    none), rates over ``duration`` seconds (> 0)."""
+    none), rates over ``duration`` seconds (> 0), ``tbt`` each lane's token
+    gaps (:attr:`SimulationResult.tbt <slopolicy.sim.simulator.SimulationResult.tbt>`)."""
     duration = max(duration, 1e-9)
-    by_lane: dict[str, list[RequestRecord]] = {}
-    by_tenant: dict[str, list[RequestRecord]] = {}
-    for record in records:
-        by_lane.setdefault(record.lane, []).append(record)
-        by_tenant.setdefault(record.request.tenant, []).append(record)
+    none = SLOTargets()
+    judged = [
+        (
+            r,
+            r.outcome is SimOutcome.COMPLETED
+            and targets.get(r.lane, none).attains(r.ttft, r.tpot, r.e2e),
+        )
+        for r in records
+    ]
+    by_lane: dict[str, list[tuple[RequestRecord, bool]]] = {}
+    by_tenant: dict[str, list[tuple[RequestRecord, bool]]] = {}
+    for pair in judged:
+        by_lane.setdefault(pair[0].lane, []).append(pair)
+        by_tenant.setdefault(pair[0].request.tenant, []).append(pair)
+    gaps = tbt or {}
     lanes = {
-        lane: _lane(lane, found, targets.get(lane, SLOTargets()), duration)
+        lane: _lane(lane, found, targets.get(lane, SLOTargets()), duration, gaps.get(lane))
         for lane, found in by_lane.items()
     }
-    tenants = {
-        tenant: _tenant(tenant, found, targets, duration) for tenant, found in by_tenant.items()
-    }
-    attained = sum(lane.attained for lane in lanes.values())
-    total = _Counts.of(records)
+    tenants = {tenant: _tenant(tenant, found, duration) for tenant, found in by_tenant.items()}
+    total = _Counts.of(judged)
     worst = min(tenants.values(), key=lambda t: (t.attainment or 0.0, t.tenant), default=None)
     return PolicyReport(
-        name,
-        duration,
-        end,
-        total.offered,
-        total.completed,
-        total.rejected,
-        total.expired,
-        total.unfinished,
-        attained,
-        attained / total.offered if total.offered else None,
-        attained / duration,
-        total.completed / duration,
-        jain_index(t.attainment or 0.0 for t in tenants.values()),
-        None if worst is None else worst.tenant,
-        None if worst is None else worst.attainment,
-        preemptions,
-        lanes,
-        tenants,
-        fallback,
+        name=name,
+        duration_s=duration,
+        end_s=end,
+        **total.fields(duration),
+        unfinished=total.unfinished,
+        throughput_rps=total.completed / duration,
+        jain_attainment=jain_index(t.attainment or 0.0 for t in tenants.values()),
+        worst_tenant=None if worst is None else worst.tenant,
+        worst_tenant_attainment=None if worst is None else worst.attainment,
+        preemptions=preemptions,
+        lanes=lanes,
+        tenants=tenants,
+        fallback=fallback,
     )
 
 

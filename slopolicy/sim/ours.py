@@ -121,7 +121,12 @@ class PolicyScheduler:
             self.moves.append(LadderMove(now, event.to_level, event.rung, state.value, why))
         ranks = self._ranks
         started = tuple(
-            Release(s.id, s.request.max_new_tokens * s.request.sequences, ranks[s.lane])
+            Release(
+                s.id,
+                s.request.max_new_tokens * s.request.sequences,
+                ranks[s.lane],
+                s.request.model,  # set only by the ladder's cheaper_model rung
+            )
             for s in result.started
         )
         return Released(started, tuple(f.id for f in result.expired))

@@ -2,8 +2,11 @@
 
 Definitions (DistServe; ``SIMULATOR.md``): TTFT counts from arrival, so
 queueing is included; TPOT is ``(t_last - t_first) / (n_out - 1)``, 0 for one
-token; a request **attains** its SLO iff it completed and met its lane's
-targets (:meth:`~slopolicy.core.slo.targets.SLOTargets.attains`).
+token; a request **attains** its SLO iff it completed, met its lane's
+targets (:meth:`~slopolicy.core.slo.SLOTargets.attains`) and was not
+**degraded**: its answer cut short by the scheduler (run under a
+``max_new_tokens`` below what it would have generated within the client's own
+limit) or its model switched.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class RequestRecord:
             fallbacks), or ``None`` if it never started.
         preemptions: times the engine preempted it.
         attempts: times the client sent it (1 + retries after refusals).
+        model: the model the scheduler switched it to, or ``None``.
     """
 
     request: SimRequest
@@ -56,6 +60,21 @@ class RequestRecord:
     max_new_tokens: int | None
     preemptions: int
     attempts: int = 1
+    model: str | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """Whether it ran under an output limit below what it would have
+        generated within the client's own ``max_new_tokens``."""
+        if self.max_new_tokens is None:
+            return False
+        wanted = min(self.request.output_tokens, self.request.max_new_tokens)
+        return self.max_new_tokens < wanted
+
+    @property
+    def degraded(self) -> bool:
+        """Whether its answer was truncated or its model switched by the scheduler."""
+        return self.truncated or self.model is not None
 
     @property
     def ttft(self) -> float | None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import ValidationError
 
@@ -28,6 +28,7 @@ from slopolicy.sim.comparison import (
     compare,
 )
 from slopolicy.sim.engine_spec import EngineSpec
+from slopolicy.sim.policies import PolicySpec
 from slopolicy.sim.scenario_models import ScenarioModel, TraceModel
 from slopolicy.sim.simulator import Client
 from slopolicy.sim.streams import build_workload
@@ -64,6 +65,27 @@ class Scenario:
     drain_s: float = 3600.0
     signals: tuple[str, ...] = ("kv_usage", "waiting", "running")
     engine_priority: bool = True
+
+    def run_settings(self) -> RunSettings:
+        """Its settings as :func:`~slopolicy.sim.comparison.compare` and
+        :func:`~slopolicy.sim.sweep.sweep` take them (keyword arguments)."""
+        return RunSettings(
+            rpm_limit=self.rpm_limit,
+            drain=self.drain_s,
+            client=self.client,
+            signals=self.signals,
+            engine_priority=self.engine_priority,
+        )
+
+
+class RunSettings(TypedDict):
+    """A scenario's settings of a run (see :meth:`Scenario.run_settings`)."""
+
+    rpm_limit: int
+    drain: float
+    client: Client
+    signals: tuple[str, ...]
+    engine_priority: bool
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -201,19 +223,16 @@ def _trace(trace: TraceModel, folder: Path) -> Workload:
 def run_scenario(
     scenario: Scenario,
     *,
-    policies: Sequence[str] = POLICIES,
+    policies: Sequence[PolicySpec] = POLICIES,
     progress: CompareProgress | None = None,
 ) -> Comparison:
-    """Compare ``policies`` on ``scenario`` with its own settings."""
+    """Compare ``policies`` (as :func:`~slopolicy.sim.comparison.compare`
+    takes them) on ``scenario`` with its own settings."""
     return compare(
         scenario.workload,
         scenario.policy,
         scenario.engine,
         policies=policies,
-        rpm_limit=scenario.rpm_limit,
-        drain=scenario.drain_s,
-        client=scenario.client,
-        signals=scenario.signals,
-        engine_priority=scenario.engine_priority,
         progress=progress,
+        **scenario.run_settings(),
     )

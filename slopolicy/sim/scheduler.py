@@ -2,11 +2,14 @@
 
 The simulator drives a :class:`Scheduler` exactly as a gateway drives a
 policy: ``submit`` on arrival, ``dispatch`` whenever something changed (an
-arrival, a finish, a timer the scheduler asked for with ``wakeup``), then
-``first_token`` / ``tokens`` / ``finish`` as the engine produces output.
-Released requests go to the engine's own queue. Ours wraps the real
-:class:`~slopolicy.Policy` (:mod:`slopolicy.sim.ours`); the baselines are small
-objects in :mod:`slopolicy.sim.baselines`.
+arrival, a finish, the engine starting requests from its queue, a timer the
+scheduler asked for with ``wakeup``), then ``first_token`` / ``tokens`` /
+``finish`` as the engine produces output. Released requests go to the
+engine's own queue; the :class:`~slopolicy.sim.view.EngineView` shows a
+scheduler the engine's seats, KV and queue, counting what it releases in the
+dispatch under way. Ours wraps the real :class:`~slopolicy.Policy`
+(:mod:`slopolicy.sim.ours`); the baselines are small objects in
+:mod:`slopolicy.sim.baselines`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from slopolicy.sim.engine import Scheduling
+from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("Admission", "EngineView", "Release", "Released", "Scheduler")
@@ -41,11 +45,13 @@ class Admission:
 @dataclass(frozen=True, slots=True)
 class Release:
     """A request handed to the engine, with the output limit it runs under
-    (after caps and fallbacks) and its engine priority (lower runs first)."""
+    (after caps and fallbacks), its engine priority (lower runs first) and
+    the model it was switched to (``None``: the one it asked for)."""
 
     id: str
     max_new_tokens: int
     priority: int = 0
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,32 +61,6 @@ class Released:
 
     started: tuple[Release, ...] = ()
     expired: tuple[str, ...] = ()
-
-
-class EngineView(Protocol):
-    """What a scheduler may read from the engine (a real gateway sees as much
-    from the engine's metrics)."""
-
-    @property
-    def running(self) -> int: ...
-
-    @property
-    def waiting(self) -> int: ...
-
-    @property
-    def free_blocks(self) -> int: ...
-
-    def admissible(self, prompt_tokens: int) -> bool:
-        """Whether a request with this prompt would start at the next iteration."""
-        ...
-
-    def kv_usage(self) -> float:
-        """Fraction of KV blocks in use, 0-1."""
-        ...
-
-    def decode_tokens(self) -> int:
-        """Decode tokens computed since the start."""
-        ...
 
 
 class Scheduler(Protocol):

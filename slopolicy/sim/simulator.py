@@ -3,8 +3,10 @@
 Three sources of events, taken in time order: arrivals (``submit``), the
 engine's iterations (first tokens, finishes, preemptions) and the scheduler's
 own timers (``wakeup``: ladder ticks, queue deadlines). After any event that
-can change what may start, the scheduler's ``dispatch`` runs and what it
-releases joins the engine's queue; an idle engine then starts its next
+can change what may start (an arrival, a finish, a preemption, the engine
+starting requests from its queue, a timer), the scheduler's ``dispatch`` runs
+with the run's :class:`~slopolicy.sim.view.EngineView` and what it releases
+joins the engine's queue; an idle engine then starts its next
 iteration, or a run of pure-decode iterations up to the next known event
 (see :mod:`slopolicy.sim.engine`). Output tokens reach the scheduler at the
 first engine boundary after each ``report_every`` seconds and at finish.
@@ -20,12 +22,14 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Engine, EngineSpec, EngineStatistics
+from slopolicy.sim.gaps import TBTSummary
 from slopolicy.sim.records import RequestRecord, SimOutcome
 from slopolicy.sim.scheduler import Scheduler
+from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest, Workload
 
 __all__ = ("SimulationResult", "simulate")
@@ -76,7 +80,7 @@ class SimulationResult:
 
     ``records`` follow the workload's order; ``end`` is the simulated time the
     run stopped (the last event, or ``duration + drain``); ``engine`` holds the
-    engine's counters.
+    engine's counters and ``tbt`` each lane's token gaps.
     """
 
     scheduler: str
@@ -84,6 +88,7 @@ class SimulationResult:
     duration: float
     end: float
     engine: EngineStatistics
+    tbt: Mapping[str, TBTSummary] = field(default_factory=dict)
 
 
 class _Live:
@@ -94,6 +99,7 @@ class _Live:
         "first",
         "lane",
         "max_new",
+        "model",
         "outcome",
         "output",
         "preemptions",
@@ -113,6 +119,7 @@ class _Live:
         self.output = 0
         self.reported = 0
         self.max_new: int | None = None
+        self.model: str | None = None
         self.preemptions = 0
         self.attempts = 1
 
@@ -129,6 +136,7 @@ class _Live:
             self.max_new,
             self.preemptions,
             self.attempts,
+            self.model,
         )
 
 
@@ -149,6 +157,7 @@ class _Run:
         self.sequence = itertools.count()
         self.random = random.Random(client.seed)
         self.engine = Engine(spec, scheduling=scheduler.scheduling)
+        self.view = EngineView(self.engine)
         self.lanes = lanes
         self.report_every = report_every
         self.next_report = report_every
@@ -181,18 +190,23 @@ class _Run:
         self.outstanding -= 1
 
     def dispatch(self, now: float) -> None:
-        released = self.scheduler.dispatch(now, self.engine)
+        released = self.scheduler.dispatch(now, self.view)
         for release in released.started:
             live = self.live[release.id]
             live.dispatched, live.max_new = now, release.max_new_tokens
+            live.model = release.model
             request = live.request
             target = min(request.output_tokens, release.max_new_tokens)
-            if self.engine.add(request.id, request.prompt_tokens, target, release.priority):
+            added = self.engine.add(
+                request.id, request.prompt_tokens, target, release.priority, group=live.lane
+            )
+            if added:
                 self.running[request.id] = live
             else:  # longer than the engine's max_model_len: vLLM answers 400
                 self.scheduler.finish(request.id, now, 0)
                 live.outcome, live.finished, live.reason = SimOutcome.REJECTED, now, "too_long"
                 self.outstanding -= 1
+        self.view.settle()
         for request_id in released.expired:
             live = self.live[request_id]
             live.outcome, live.finished = SimOutcome.EXPIRED, now
@@ -200,7 +214,7 @@ class _Run:
 
     def deliver(self, now: float) -> bool:
         """Hand the finished iteration's results to the scheduler; whether
-        anything that frees capacity happened."""
+        anything that frees capacity or the engine's queue happened."""
         result = self.engine.complete()
         self.end = None
         scheduler = self.scheduler
@@ -219,7 +233,7 @@ class _Run:
         if self.report_every and now >= self.next_report:
             self.report(now)
         # A first token may open a prefill gate (the prompt left the backlog).
-        return bool(result.finished or result.preempted or result.first_tokens)
+        return bool(result.finished or result.preempted or result.admitted or result.first_tokens)
 
     def report(self, now: float) -> None:
         for request_id, live in self.running.items():
@@ -257,7 +271,12 @@ def simulate(
     now = _loop(run, workload.requests, workload.duration + drain, progress)
     records = tuple(live.frozen() for live in run.order)
     return SimulationResult(
-        scheduler.name, records, workload.duration, now, run.engine.statistics()
+        scheduler.name,
+        records,
+        workload.duration,
+        now,
+        run.engine.statistics(),
+        run.engine.tbt(),
     )
 
 
@@ -291,7 +310,7 @@ def _loop(
                 run.arrive(heapq.heappop(retries)[2], now)
             run.dispatch(now)
         else:
-            scheduler.observe(engine, now)
+            scheduler.observe(run.view, now)
             run.dispatch(now)
             if _time(scheduler.wakeup()) <= now:
                 raise UsageError(f"{scheduler.name}: wakeup() did not move past {now}")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slopolicy.sim.engine import Engine
 from slopolicy.sim.engine_spec import EngineSpec
+from slopolicy.sim.gaps import TBTSummary
+from slopolicy.sim.profiles import profile
+from slopolicy.sim.scheduler import Released
+from slopolicy.sim.view import EngineView
+from slopolicy.sim.workload import SimRequest
 from tests.sim.reference import Reference, Req
 
 
@@ -25,6 +31,8 @@ class Outcome:
     finished: float | None = None
     output: int = 0
     preemptions: int = 0
+    gaps: list[float] = field(default_factory=list)  # the reference's, exact
+    tbt: TBTSummary | None = None  # the engine's, each request its own group
 
 
 def run_engine(
@@ -54,7 +62,7 @@ def run_engine(
             now = arrival
             while index < len(arrivals) and arrivals[index].at == arrival:
                 a = arrivals[index]
-                assert engine.add(a.id, a.prompt, a.output, a.priority)
+                assert engine.add(a.id, a.prompt, a.output, a.priority, group=a.id)
                 index += 1
         max_used = max(max_used, engine.used_blocks)
         assert engine.used_blocks <= spec.blocks
@@ -62,6 +70,8 @@ def run_engine(
             following = arrivals[index].at if index < len(arrivals) else math.inf
             end = engine.start(now, now if not bulk else following)
     assert engine.idle
+    for request_id, summary in engine.tbt().items():
+        found[request_id].tbt = summary
     return found
 
 
@@ -88,4 +98,36 @@ def run_reference(
             ref.add(reqs[arrivals[index].id])
             index += 1
         now = end
-    return {rid: Outcome(r.first, r.finished, r.out, r.preemptions) for rid, r in reqs.items()}
+    return {
+        rid: Outcome(
+            r.first,
+            r.finished,
+            r.out,
+            r.preemptions,
+            [b - a for a, b in itertools.pairwise(r.times)],
+        )
+        for rid, r in reqs.items()
+    }
+
+
+def engine_view(seats: int = 256, blocks: int | None = None) -> tuple[Engine, EngineView]:
+    """An empty Llama-3-8B/H100 engine with ``seats`` and ``blocks``, and its view."""
+    engine = Engine(EngineSpec(profile("llama3-8b/h100"), max_num_seqs=seats, num_blocks=blocks))
+    return engine, EngineView(engine)
+
+
+def sim_request(
+    rid: str,
+    tenant: str = "t",
+    *,
+    prompt: int = 100,
+    lane: str | None = None,
+    arrival: float = 0.0,
+) -> SimRequest:
+    """A request generating 10 tokens of the 20 it may."""
+    return SimRequest(rid, arrival, tenant, prompt, 10, 20, lane)
+
+
+def started_ids(released: Released) -> list[str]:
+    """The ids ``released`` starts, in order."""
+    return [r.id for r in released.started]

@@ -25,6 +25,7 @@ class Req:
     first: float | None = None
     finished: float | None = None
     preemptions: int = 0
+    times: list[float] = field(default_factory=list)  # when each token came out
 
     @property
     def context(self) -> int:
@@ -129,6 +130,7 @@ class Reference:
         end = now + seconds
         for req in decoders:
             req.out += 1
+            req.times.append(end)
             req.blocks = self.blocks(req.context)
         for req in list(self.running):
             if req.id not in chunks:
@@ -138,6 +140,7 @@ class Reference:
             req.computed += given
             if req.computed == req.prefill_len:
                 req.out += 1
+                req.times.append(end)
                 req.decoding = True
                 if req.out == 1:
                     req.first = end

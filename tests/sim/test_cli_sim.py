@@ -102,7 +102,10 @@ def test_simulate_checks_claims_on_a_scenario(capsys: pytest.CaptureFixture[str]
     ("args", "message"),
     [
         (["simulate"], "give a scenario file"),
-        (["simulate", "seed", "--compare", "fifo"], "unknown baseline(s) fifo"),
+        (["simulate", "seed", "--compare", "fifo"], "--compare: unknown policy 'fifo'"),
+        (["simulate", "seed", "--compare", "no.such:Thing"], "cannot import the policy"),
+        (["simulate", "seed", "--sweep", "--claims", "seed"], "not a sweep"),
+        (["simulate", "seed", "--sweep", "--sweep-target", "2"], "--sweep-target"),
         (["simulate", "seed", "--engine", "tpu"], "unknown engine profile"),
         (["simulate", "seed", "--rate-scale", "0"], "--rate-scale"),
         (["simulate", "seed", "--retries", "-1"], "--retries: must be >= 0"),
@@ -223,6 +226,75 @@ def test_the_plot_is_written(tmp_path: Path) -> None:
     ]
     assert main(args) == 0
     assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_every_panel_draws_a_policy_in_the_same_colour() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.colors import to_hex
+
+    from slopolicy.sim import run_scenario, seed_scenario
+    from slopolicy.sim.plot import _comparison_figure, _pyplot, colours
+
+    comparison = run_scenario(seed_scenario(short=True), policies=("slopolicy", "fcfs", "vtc"))
+    plt = _pyplot()
+    figure = _comparison_figure(plt, comparison)
+    palette = colours(comparison.results)
+    assert len(set(palette.values())) == 3
+    drawn = 0
+    for axes in figure.axes:
+        for artist in [*axes.lines, *axes.collections]:
+            label = artist.get_label()
+            if label in palette:
+                colour = (
+                    artist.get_color()
+                    if hasattr(artist, "get_xdata")
+                    else artist.get_facecolor()[0]
+                )
+                assert to_hex(colour) == palette[label], (axes.get_title(), label)
+                drawn += 1
+    plt.close(figure)
+    assert drawn == 3 * len(figure.axes)  # each policy in every CDF and in the timeline
+    assert colours(["mine", "fcfs"])["fcfs"] == palette["fcfs"]  # fixed per built-in name
+
+
+def test_simulate_sweeps_and_writes_json_and_a_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    out, plot = tmp_path / "sweep.json", tmp_path / "sweep.png"
+    args = [
+        "simulate",
+        "seed",
+        "--duration",
+        "40",
+        "--compare",
+        "fcfs,tests.sim.custom:Halving",
+        "--sweep",
+        "--sweep-refine",
+        "1",
+        "--no-progress",
+        "--json",
+        str(out),
+        "--plot",
+        str(plot),
+    ]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "Goodput capacity" in printed
+    assert "limit" in printed
+    data = json.loads(out.read_text())
+    assert data["schema"] == "slopolicy.sweep/1"
+    assert set(data["policies"]) == {"slopolicy", "fcfs", "halving"}
+    assert data["policies"]["halving"]["capacity"]["bound"] == "below"  # every answer degraded
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_simulate_compares_a_scheduler_named_by_import_path(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["simulate", "seed", "--duration", "10", "--compare", "tests.sim.custom:HALVING"]
+    assert main([*args, "--no-progress"]) == 0
+    assert "halving" in capsys.readouterr().out
 
 
 def test_an_output_that_fails_to_write_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,12 +32,44 @@ def _record(
     done: float | None = None,
     tokens: int = 11,
     lane: str = "chat",
+    would: int | None = None,
+    max_new: int = 100,
+    model: str | None = None,
 ) -> RequestRecord:
-    request = SimRequest(rid, arrival, tenant, 100, tokens, 100)
+    """``would``: what the model would have generated (default ``tokens``)."""
+    request = SimRequest(rid, arrival, tenant, 100, would or tokens, 100)
     dispatched = arrival if first is not None else None
     return RequestRecord(
-        request, lane, outcome, "admitted", dispatched, first, done, tokens, 100, 0
+        request, lane, outcome, "admitted", dispatched, first, done, tokens, max_new, 0, 1, model
     )
+
+
+def test_truncated_and_downgraded_answers_are_degraded_not_attained() -> None:
+    ok = SimOutcome.COMPLETED
+    records = [
+        _record("full", "a", ok, first=0.1, done=1.1),
+        # Capped at 11 by the scheduler where the model would have written 40.
+        _record("cut", "a", ok, first=0.1, done=1.1, would=40, max_new=11),
+        _record("cheap", "b", ok, first=0.1, done=1.1, model="small-model"),
+        # Degraded and over its TTFT target: neither goodput.
+        _record("cut_late", "b", ok, first=3.0, done=4.0, would=40, max_new=11),
+        # The client's own max_new_tokens (100) at the cap is a full answer.
+        _record("capped_by_client", "b", ok, first=0.1, done=1.1, tokens=100, would=500),
+        _record("refused", "b", SimOutcome.REJECTED, done=0.0),
+        _record("late", "b", SimOutcome.EXPIRED, done=5.0),
+    ]
+    assert [r.degraded for r in records] == [False, True, True, True, False, False, False]
+    targets = {"chat": SLOTargets(ttft_p95=0.5)}
+    result = report("x", records, targets, duration=10.0, end=5.0)
+    chat = result.lanes["chat"]
+    assert (chat.attained, chat.degraded, chat.completed) == (2, 3, 5)
+    assert chat.goodput_rps == pytest.approx(0.2)
+    assert chat.degraded_goodput_rps == pytest.approx(0.2)  # cut and cheap
+    assert chat.attainment == pytest.approx(2 / 7)
+    assert (result.attained, result.degraded) == (2, 3)
+    assert result.degraded_goodput_rps == pytest.approx(0.2)
+    assert (result.tenants["a"].attained, result.tenants["a"].degraded) == (1, 1)
+    assert result.tenants["b"].degraded_goodput_rps == pytest.approx(0.1)
 
 
 def test_attainment_counts_refused_requests_as_missed() -> None:

@@ -15,6 +15,7 @@ from slopolicy.sim import (
     EngineSpec,
     EngineView,
     PolicyScheduler,
+    Released,
     SimOutcome,
     SimRequest,
     Workload,
@@ -217,9 +218,18 @@ def test_every_request_ends_once_and_nothing_leaks(workload: Workload, engine: E
             assert_no_leaks(scheduler.policy)
 
 
-def test_the_engine_is_an_engine_view() -> None:
-    from slopolicy.sim import Engine
+def test_every_dispatch_and_observe_get_the_same_settled_view() -> None:
+    seen: list[tuple[EngineView, int]] = []
 
-    view: EngineView = Engine(H100)
-    assert view.admissible(100)
-    assert (view.running, view.waiting, view.kv_usage(), view.decode_tokens()) == (0, 0, 0.0, 0)
+    class Watching(FCFS):
+        name = "watching"
+
+        def dispatch(self, now: float, engine: EngineView) -> Released:
+            seen.append((engine, engine.waiting))
+            return super().dispatch(now, engine)
+
+    workload = Workload.of([SimRequest(f"r{i}", i * 0.01, "t", 100, 50, 50) for i in range(5)])
+    simulate(workload, Watching(), H100)
+    assert len({id(view) for view, _ in seen}) == 1
+    # Each dispatch starts from the engine's own queue: nothing left over from the last one.
+    assert all(waiting <= 1 for _, waiting in seen)

@@ -1,19 +1,13 @@
-"""What people run today, on the same engine model as ours.
+"""The baselines without a queue of their own: FCFS, static lane priority, a
+per-tenant requests-per-minute limit.
 
 - ``fcfs``: no admission control. Every request goes straight to the engine's
   FCFS queue (vLLM's default).
 - ``priority``: static lane priority. The engine's queue is ordered by lane,
   then arrival, and the lowest priority is preempted first (vLLM
   ``--scheduling-policy priority``).
-- ``vtc``: Virtual Token Counter fairness alone (Sheng et al., OSDI 2024).
-  Requests wait in a per-tenant fair queue and start, smallest counter first,
-  when the engine has a seat and KV for them; counters charge ``w_p·prompt``
-  at start and ``w_q`` per output token. No lanes, ladder or quotas.
 - ``rpm``: a per-tenant requests-per-minute limit (LiteLLM style: fixed
   one-minute windows, 429 above the limit), then FCFS.
-
-The VTC baseline uses the core's :class:`~slopolicy.core.queueing.fairqueue.FairQueue`
-(the same counters our policy uses inside a lane).
 """
 
 from __future__ import annotations
@@ -21,16 +15,15 @@ from __future__ import annotations
 import math
 
 from slopolicy.config import PolicyConfig
-from slopolicy.core.checks import MAX_COUNT
 from slopolicy.core.cost.tokens import HeuristicCounter
-from slopolicy.core.queueing.fairqueue import FairQueue
 from slopolicy.core.router import LaneRouter
+from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling
 from slopolicy.sim.scheduler import Admission, EngineView, Release, Released
 from slopolicy.sim.workload import SimRequest
 
-__all__ = ("BASELINES", "FCFS", "RPM", "VTC", "LanePriority", "lane_of")
+__all__ = ("FCFS", "RPM", "LanePriority", "Lanes", "lane_of")
 
 
 class FCFS:
@@ -89,6 +82,27 @@ def lane_of(router: LaneRouter, request: SimRequest) -> str:
     return request.lane or router.lanes[0].name
 
 
+class Lanes:
+    """What a baseline knows of a policy config's lanes: where a request
+    routes (:func:`lane_of`), each lane's rank (0: the most interactive), SLO
+    targets and fair-share weight."""
+
+    def __init__(self, config: PolicyConfig) -> None:
+        self.router = config.build_router(config.build_estimator(HeuristicCounter()))
+        self.targets: dict[str, SLOTargets] = {
+            lane.name: lane.slo.to_targets() for lane in config.lanes
+        }
+        self.weights: dict[str, float] = {lane.name: lane.weight for lane in config.lanes}
+
+    def lane(self, request: SimRequest) -> str:
+        """The lane ``request`` routes to."""
+        return lane_of(self.router, request)
+
+    def rank(self, lane: str) -> int:
+        """``lane``'s rank: 0 is the most interactive."""
+        return self.router.rank(lane)
+
+
 class LanePriority(FCFS):
     """FCFS with the engine's queue ordered by lane: the lane a request routes
     to under ``config`` is its priority (the most interactive lane first)."""
@@ -98,44 +112,10 @@ class LanePriority(FCFS):
 
     def __init__(self, config: PolicyConfig) -> None:
         super().__init__()
-        self._router = config.build_router(config.build_estimator(HeuristicCounter()))
+        self._lanes = Lanes(config)
 
     def _priority(self, request: SimRequest) -> int:
-        return self._router.rank(lane_of(self._router, request))
-
-
-class VTC(FCFS):
-    """Virtual Token Counters across tenants (weights 1), holding requests
-    until the engine can start them. ``prompt_weight``/``output_weight`` are
-    the paper's ``w_p``/``w_q``."""
-
-    name = "vtc"
-
-    def __init__(self, *, prompt_weight: float = 1.0, output_weight: float = 2.0) -> None:
-        super().__init__()
-        self._queue: FairQueue[SimRequest] = FairQueue(MAX_COUNT)  # unbounded
-        self._tenants: dict[str, str] = {}
-        self._prompt_weight = prompt_weight
-        self._output_weight = output_weight
-
-    def submit(self, request: SimRequest, now: float) -> Admission:
-        self._queue.push(request, request.tenant, 1.0)
-        self._tenants[request.id] = request.tenant
-        return Admission(True)
-
-    def dispatch(self, now: float, engine: EngineView) -> Released:
-        started: list[Release] = []
-        while (head := self._queue.peek()) is not None and engine.admissible(head.prompt_tokens):
-            self._queue.pop()
-            self._queue.charge(head.tenant, self._prompt_weight * head.prompt_tokens)
-            started.append(Release(head.id, head.max_new_tokens))
-        return Released(tuple(started))
-
-    def tokens(self, request_id: str, count: int, now: float) -> None:
-        self._queue.charge(self._tenants[request_id], self._output_weight * count)
-
-    def finish(self, request_id: str, now: float, output_tokens: int) -> None:
-        del self._tenants[request_id]
+        return self._lanes.rank(self._lanes.lane(request))
 
 
 class RPM(FCFS):
@@ -161,7 +141,3 @@ class RPM(FCFS):
             return Admission(False, None, "rate_limited", True, (window + 1) * 60.0 - now)
         self._windows[request.tenant] = (window, count + 1)
         return super().submit(request, now)
-
-
-#: The baseline names, in the order reports list them.
-BASELINES = ("fcfs", "priority", "vtc", "rpm")

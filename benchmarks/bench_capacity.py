@@ -1,0 +1,217 @@
+"""Goodput capacity of every policy on every trace: the measuring stick of issue 18.
+
+Run from the repository root::
+
+    python -m benchmarks.bench_capacity [--traces azure,seed] [--policies fcfs,vtc]
+                                        [--quick] [--jobs 2] [--json OUT]
+
+For each trace (``benchmarks/workloads.py`` builds them; ``--traces`` picks
+some), every policy in one run, ours being the default ``PolicyConfig()``,
+each judged against that config's lanes: a capacity sweep
+(:func:`slopolicy.sim.sweep`: the rate scale is swept on a √2 grid, each
+knee bisected three times and interpolated), the limit (the engine's
+saturated cost throughput on the trace's mix / the offered cost rate /
+0.9), each capacity as a fraction of the limit and against the best
+baseline, and no harm: the worst of ours' attainment minus FCFS's on the grid
+points from a quarter of FCFS's capacity up to it. Then the issue's bar for
+ours: at least 1.3x the best baseline, or within 5% of the limit where that
+would pass it, never below the best baseline by more than 3%, and no harm
+worse than -0.01.
+
+The engine is Llama-3-8B on one H100 (``llama3-8b/h100``, vLLM's default
+knobs), except for the built-in scenarios, which keep their own engine
+settings (the same profile; ``long_prefill_token_threshold`` 1,024). The
+``rpm`` baseline gives every tenant an equal share of the engine's saturated
+request rate at the trace's own rate (a per-tenant limit an operator would
+size to the engine). ``--quick`` halves every trace. One process per trace,
+``--jobs`` (2) at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.workloads import azure, long_context, multi_tenant, servegen
+from slopolicy import PolicyConfig
+from slopolicy.sim import (
+    OURS,
+    POLICIES,
+    EngineSpec,
+    Sweep,
+    Workload,
+    builtin_scenario,
+    limit,
+    profile,
+    sweep,
+    sweep_to_json,
+)
+
+TARGET = 0.9
+H100 = EngineSpec(profile("llama3-8b/h100"))
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A workload to judge on, and the engine it runs on."""
+
+    workload: Workload
+    engine: EngineSpec
+
+
+def _scenario(name: str, seconds: float) -> Trace:
+    scenario = builtin_scenario(name)
+    return Trace(scenario.workload.window(0.0, seconds), scenario.engine)
+
+
+#: Each trace, built at full length (``True``: ``--quick``, half of it).
+TRACES: dict[str, Callable[[bool], Trace]] = {
+    "azure": lambda quick: Trace(azure(1200.0, 150.0 if quick else 300.0), H100),
+    "servegen": lambda quick: Trace(servegen(0.0, 90.0 if quick else 180.0), H100),
+    "seed": lambda quick: _scenario("seed", 150.0 if quick else 300.0),
+    "long-prompts": lambda quick: _scenario("long-prompts", 150.0 if quick else 300.0),
+    "multi-tenant": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0), H100),
+    "long-context": lambda quick: Trace(long_context(150.0 if quick else 300.0), H100),
+}
+
+
+def rpm_share(workload: Workload, limit: float) -> int:
+    """Requests per minute per tenant: an equal share of the engine's
+    saturated request rate at the workload's own rate."""
+    saturated = limit * TARGET * len(workload) / workload.duration
+    return max(1, math.floor(60 * saturated / len(workload.tenants)))
+
+
+def run_trace(name: str, quick: bool, policies: Sequence[str]) -> tuple[dict[str, Any], float]:
+    """Sweep ``policies`` on one trace; its JSON and the seconds it took."""
+    started = time.perf_counter()
+    trace = TRACES[name](quick)
+    rpm = rpm_share(trace.workload, limit(trace.workload, trace.engine, target=TARGET))
+    found = sweep(
+        trace.workload,
+        PolicyConfig(),
+        trace.engine,
+        policies=policies,
+        target=TARGET,
+        rpm_limit=rpm,
+    )
+    data = sweep_to_json(found)
+    data["trace"] = name
+    data["rpm_limit"] = rpm
+    data["verdict"] = verdict(found)
+    return data, time.perf_counter() - started
+
+
+def verdict(found: Sweep) -> dict[str, Any] | None:
+    """The issue's bar for ours on ``found`` (``None`` when ours or a baseline is missing)."""
+    if OURS not in found.policies or len(found.policies) < 2:
+        return None
+    ours = found.policies[OURS].capacity.scale
+    best_name, best = max(
+        ((n, p.capacity.scale) for n, p in found.policies.items() if n != OURS),
+        key=lambda item: item[1],
+    )
+    wanted = min(1.3 * best, 0.95 * found.limit) if 1.3 * best > found.limit else 1.3 * best
+    harm = found.no_harm.get(OURS)
+    worst = None if harm is None else harm.worst
+    return {
+        "best_baseline": best_name,
+        "ratio_to_best": ours / best,
+        "of_limit": ours / found.limit,
+        "wanted": wanted,
+        "wins": ours >= wanted,
+        "not_below_best": ours >= 0.97 * best,
+        "no_harm_worst": worst,
+        "no_harm": worst is None or worst >= -0.01,
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
+
+
+def _capacity(policy: Mapping[str, Any]) -> str:
+    capacity = policy["capacity"]
+    prefix = {"found": "", "above": ">=", "below": "<"}[capacity["bound"]]
+    return f"{prefix}{capacity['scale']:.3g}x"
+
+
+def print_trace(data: Mapping[str, Any], seconds: float) -> None:
+    """One trace's capacities."""
+    policies = data["policies"]
+    print(
+        f"\n{data['trace']} ({data['workload']['name']}, {data['workload']['requests']:,} "
+        f"requests; rpm limit {data['rpm_limit']}/tenant): limit {data['limit']:.3g}x "
+        f"[{seconds:.0f} s]"
+    )
+    print(f"  {'policy':<11}{'capacity':>10}{'of limit':>10}{'/ best base':>12}{'no harm':>9}")
+    baselines = {n: p["capacity"]["scale"] for n, p in policies.items() if n != OURS}
+    for name, policy in policies.items():
+        scale = policy["capacity"]["scale"]
+        best = max((s for n, s in baselines.items() if n != name), default=None)
+        harm = policy["no_harm"]
+        print(
+            f"  {name:<11}{_capacity(policy):>10}"
+            f"{policy['capacity_of_limit']:>10.0%}"
+            f"{'-' if not best else format(scale / best, '.2f'):>12}"
+            f"{_pct(None if harm is None else harm['worst']):>9}"
+        )
+
+
+def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
+    """Ours against the bar, one line per trace."""
+    print(
+        f"\n{'trace':<14}{'limit':>7}{'ours':>11}{'fcfs':>8}  {'best baseline':<18}"
+        f"{'ours/best':>10}{'ours/limit':>11}{'no harm':>9}  bar"
+    )
+    for data in results:
+        found, policies = data["verdict"], data["policies"]
+        if found is None:
+            continue
+        fcfs = _capacity(policies["fcfs"]) if "fcfs" in policies else "-"
+        best = found["best_baseline"] + " " + _capacity(policies[found["best_baseline"]])
+        bar = "pass" if found["wins"] and found["not_below_best"] and found["no_harm"] else "FAIL"
+        print(
+            f"{data['trace']:<14}{data['limit']:>6.3g}x{_capacity(policies[OURS]):>11}"
+            f"{fcfs:>8}  {best:<18}"
+            f"{found['ratio_to_best']:>10.2f}{found['of_limit']:>11.0%}"
+            f"{_pct(found['no_harm_worst']):>9}  {bar}"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", default=",".join(TRACES), help="comma-separated")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
+    parser.add_argument("--quick", action="store_true", help="half of every trace")
+    parser.add_argument("--jobs", type=int, default=2, help="traces run in parallel")
+    parser.add_argument("--json", metavar="OUT", help="write every sweep as JSON")
+    args = parser.parse_args(argv)
+    names = [n for n in args.traces.split(",") if n]
+    unknown = sorted(set(names) - set(TRACES))
+    if unknown or args.jobs < 1:
+        parser.error(f"unknown traces {unknown}; traces are {', '.join(TRACES)}; --jobs >= 1")
+    policies = [p for p in args.policies.split(",") if p]
+    started = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_trace, n, args.quick, policies) for n in names]
+        results = []
+        for future in futures:
+            data, seconds = future.result()
+            print_trace(data, seconds)
+            results.append(data)
+    print_summary(results)
+    print(f"\n{time.perf_counter() - started:.0f} s in all")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
