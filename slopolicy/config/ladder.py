@@ -14,7 +14,7 @@ from slopolicy.core.ladder.pressure import default_triggers
 from slopolicy.core.ladder.rungs import default_rungs
 from slopolicy.core.request import Request
 
-__all__ = ("RUNGS", "LadderConfig", "RungName", "Threshold")
+__all__ = ("DEFAULT_RUNGS", "RUNGS", "LadderConfig", "RungName", "Threshold")
 
 RungName = Literal[
     "drop_optional_features",
@@ -26,6 +26,10 @@ RungName = Literal[
 ]
 #: The six rungs in the seed's order, mildest first (the core's ``BUILTIN_RUNGS``).
 RUNGS: tuple[RungName, ...] = get_args(RungName)
+#: The rungs a default ladder climbs: all but ``cap_max_new_tokens``, which
+#: truncates answers (a degraded answer is not an attained one); add it where
+#: a short answer is worth more to your users than a late or refused one.
+DEFAULT_RUNGS: tuple[RungName, ...] = tuple(r for r in RUNGS if r != "cap_max_new_tokens")
 
 
 class Threshold(ConfigModel):
@@ -84,7 +88,7 @@ class LadderConfig(ConfigModel):
     decode_tps_drop: Threshold | None = Threshold(enter=0.3, exit=0.15)
     tool_timeout_rate: Threshold | None = Threshold(enter=0.05, exit=0.02)
     watch_lane: LaneName | None = None
-    rungs: list[RungName] = list(RUNGS)
+    rungs: list[RungName] = list(DEFAULT_RUNGS)
     interactive_max_new_tokens: Annotated[int, Field(gt=0)] = 256
     cheaper_model: Annotated[str, Field(min_length=1)] | None = None
     downgrade_lanes: list[LaneName] | None = None

@@ -27,7 +27,7 @@ DEFAULT_LANES: tuple[LaneConfig, ...] = (
     LaneConfig(
         name="interactive",
         slo=LaneSLO(ttft_p95_s=0.5, ttft_p99_s=1.0, tpot_p95_s=0.1, success_rate=0.999),
-        max_new_tokens=1024,
+        max_new_tokens=None,
         max_prompt_tokens=8192,
         over_budget="demote",
         queue_capacity=256,
@@ -38,7 +38,7 @@ DEFAULT_LANES: tuple[LaneConfig, ...] = (
     LaneConfig(
         name="heavy",
         slo=LaneSLO(ttft_p95_s=15.0, ttft_p99_s=30.0, tpot_p95_s=0.15, success_rate=0.99),
-        max_new_tokens=4096,
+        max_new_tokens=None,
         max_prompt_tokens=131_072,
         over_budget="reject",
         queue_capacity=512,
@@ -48,7 +48,7 @@ DEFAULT_LANES: tuple[LaneConfig, ...] = (
     LaneConfig(
         name="background",
         slo=LaneSLO(e2e_p95_s=600.0, success_rate=0.99),
-        max_new_tokens=4096,
+        max_new_tokens=None,
         max_prompt_tokens=131_072,
         over_budget="reject",
         queue_capacity=4096,

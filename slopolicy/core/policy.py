@@ -155,7 +155,12 @@ class Policy:
         self.max_running = spec.max_running
         self.pace = spec.pace
         horizon = spec.prefill_horizon
-        self.prefill = None if horizon is None else PrefillGate(horizon)
+        #: Each lane's prefill gate (``None``: no gates). Per lane, so work of
+        #: one lane never holds another's starts back: an engine that honours
+        #: priorities computes the more urgent lane's prompts first anyway.
+        self.prefill: dict[str, PrefillGate] | None = (
+            None if horizon is None else {name: PrefillGate(horizon) for name in lanes}
+        )
         # The latency bound queued requests expire at, for lanes that ask for it.
         self._slo_bounds: dict[str, float] = {}
         for lane in spec.router.lanes:
@@ -397,13 +402,14 @@ class Policy:
         pace = self.pace
         if pace is not None and not pace._ready(now):
             return None  # the next start, whichever it is, waits for the rate
-        gate = self.prefill
-        if gate is not None and not gate.ready(now):
-            return None  # the engine has enough prompt work ahead; the order stays ours
+        gates = self.prefill
         for lane, entry in self._queues._candidates():  # its queues change only through it
             cap = self._lanes[lane].max_running
             if self.health.paused(lane) or (cap is not None and self._lane_running[lane] >= cap):
                 continue
+            gate = None if gates is None else gates[lane]
+            if gate is not None and not gate.ready(now):
+                continue  # the engine has enough of this lane's prompts; their order stays ours
             if self.kv._reserve(entry.id, lane, entry.kv_blocks, now):
                 self._queues._pop(lane)
                 # Fair-queue counters are charged what is known to be served:
@@ -435,11 +441,11 @@ class Policy:
         slot is free and the dispatch rate allows a start (queued heads, KV and
         paused lanes aside). A read."""
         check_now(now)
-        pace, gate = self.pace, self.prefill
+        pace, gates = self.pace, self.prefill
         return (
             self._running < self.max_running
             and (pace is None or pace._ready(now))
-            and (gate is None or gate.ready(now))
+            and (gates is None or any(gate.ready(now) for gate in gates.values()))
         )
 
     def next_start(self) -> float | None:
@@ -449,16 +455,21 @@ class Policy:
         ``None`` when neither does, with nothing queued, or with the engine
         full (a finish dispatches then). A first token may open the prefill
         gate earlier. Call :meth:`dispatch` at that time."""
-        pace, gate = self.pace, self.prefill
+        pace, gates = self.pace, self.prefill
         if (
-            (pace is None and gate is None)
+            (pace is None and gates is None)
             or len(self._entries) == self._running
             or self._running >= self.max_running
         ):
             return None
         ready = self._now if pace is None else pace._ready_at(self._now)
-        if gate is not None:
-            ready = max(ready, gate.ready_at(self._now))
+        if gates is not None:  # the first lane with waiting work whose gate opens
+            opens = [
+                gate.ready_at(self._now)
+                for lane, gate in gates.items()
+                if len(self._queues.queue(lane))
+            ]
+            ready = max(ready, min(opens, default=self._now))
         return ready if ready > self._now else None
 
     def _overdue(self, now: float) -> bool:
@@ -491,7 +502,7 @@ class Policy:
     def _first(self, entry: Entry, now: float) -> None:
         entry.first_token_at = now
         if self.prefill is not None:
-            self.prefill.first_token(entry.prompt_tokens, now)
+            self.prefill[entry.lane].first_token(entry.prompt_tokens, now)
 
     def mark(self, request_id: str, stage: str, now: float) -> None:
         """A TTFT stage of a started request ended: ``"schedule"`` (the engine
@@ -550,7 +561,7 @@ class Policy:
         )
         self.kv._release(entry.id, now)
         if self.prefill is not None and entry.first_token_at is None:
-            self.prefill.left(entry.prompt_tokens, now)
+            self.prefill[entry.lane].left(entry.prompt_tokens, now)
         self._settle(entry, cost, now)
         if self.pace is not None:
             self.pace.settle(entry.cost, cost)

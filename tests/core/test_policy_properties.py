@@ -216,20 +216,23 @@ class PolicyLifecycle(RuleBasedStateMachine):
             # Held back by the rate: a caller knows when to come back.
             assert (policy.next_start() is not None) == (queued > 0)
             return
-        gate = policy.prefill
-        if gate is not None and not gate.ready(self.now):
-            # Held back by the prefill gate: the engine has prompt work ahead
-            # (it is not idle), and a caller knows when to come back.
-            assert gate.uncomputed > 0
-            queued = sum(policy.statistics().queued.values())
-            assert (policy.next_start() is not None) == (queued > 0)
-            return
+        gates = policy.prefill
+        held = False
         for lane, entry in policy._queues.candidates():
             if policy._lane_running[lane] >= (policy._lanes[lane].max_running or 10**9):
                 continue  # the lane's own cap holds it
+            gate = None if gates is None else gates[lane]
+            if gate is not None and not gate.ready(self.now):
+                # Held back by its lane's prefill gate: the engine has that
+                # lane's prompt work ahead (it is not idle).
+                assert gate.uncomputed > 0
+                held = True
+                continue
             assert policy.kv.free_blocks(lane) < entry.kv_blocks, (
                 f"{entry.id} in {lane} fits but waits"
             )
+        if held:  # a caller knows when to come back
+            assert policy.next_start() is not None
 
     @invariant()
     def phases_match(self) -> None:

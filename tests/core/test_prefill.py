@@ -108,14 +108,14 @@ def _learn(policy: Policy, rate: float, now: float = 0.0) -> float:
         policy.first_token(started.id, now)
         policy.finish(started.id, now, output_tokens=1)
     assert policy.prefill is not None
-    assert policy.prefill.rate == pytest.approx(rate)
+    assert policy.prefill["chat"].rate == pytest.approx(rate)
     return now
 
 
 def test_the_default_horizon_is_half_the_tightest_ttft_target() -> None:
     policy = _policy()
     assert policy.prefill is not None
-    assert policy.prefill.horizon == 0.5
+    assert policy.prefill["chat"].horizon == 0.5
     assert _policy(prefill_horizon_s=0).prefill is None
 
 

@@ -22,7 +22,7 @@ async def _warm(gate: Gate) -> None:
         await anyio.sleep(0.3)
         ticket.tokens(1)
     assert gate.policy.prefill is not None
-    assert gate.policy.prefill.rate == pytest.approx(1000.0)
+    assert gate.policy.prefill["interactive"].rate == pytest.approx(1000.0)
 
 
 @pytest.mark.parametrize("first_token_at", [0.01, None])
