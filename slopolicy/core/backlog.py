@@ -76,14 +76,16 @@ class _Tenant(Generic[T]):
 class Places(Generic[T]):
     """Backlogged tenants by the place of their newest item, latest first.
 
-    ``stamps`` must never repeat for the life of the records (a queue's own
-    sequence): a record may outlive one :class:`Places` and be listed in the next.
+    ``stamps`` must only grow for the life of the records (a queue's own
+    sequence): a record may outlive one :class:`Places`, and its stamp from
+    an older one (below ``_first``) counts as not listed in this one.
     """
 
-    __slots__ = ("_heap", "_stamps")
+    __slots__ = ("_first", "_heap", "_stamps")
 
     def __init__(self, records: Iterable[_Tenant[T]], stamps: Iterator[int]) -> None:
         self._stamps = stamps
+        self._first = next(stamps)
         self._heap: list[tuple[float, int, _Tenant[T]]] = []
         for record in records:
             self._heap.append(self._entry(record))
@@ -92,7 +94,7 @@ class Places(Generic[T]):
     def grew(self, record: _Tenant[T], backlogged: int) -> None:
         """``record`` has one more item waiting (or a new weight); ``backlogged``
         tenants have items waiting."""
-        if record.place_stamp < 0 or record.live / record.weight > record.place:
+        if record.place_stamp < self._first or record.live / record.weight > record.place:
             heap = self._heap
             heapq.heappush(heap, self._entry(record))
             if len(heap) > 2 * backlogged + _SLACK:

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from slopolicy import Outcome, Policy, PolicyConfig, Reason, Request
 from slopolicy.core.decisions import Admit, Defer, Demote
+from slopolicy.core.fairqueue import FairQueue
 from slopolicy.core.tokens import HeuristicCounter
+from tests.core.jobs import Job
 
 
 def _policy(capacity: int, weights: dict[str, float], **lane: Any) -> Policy:
@@ -154,3 +156,23 @@ def test_weights_set_the_shares_of_a_full_queue() -> None:
         "heavy": 6,
         "light": 2,
     }
+
+
+def test_a_tenant_listed_when_the_queue_last_filled_is_listed_again() -> None:
+    """Found in review: the places heap is dropped when the queue empties; a
+    tenant listed in the old one must not count as listed in the next, or its
+    growth goes unseen and a lighter tenant is pushed out instead of it."""
+    queue: FairQueue[Job] = FairQueue(3)
+    light = [Job("x") for _ in range(3)]
+    for job in light:
+        queue.push(job, "x", 0.1)
+    assert queue.displaced("w", 1.0) is light[-1]  # builds the heap: x at place 30
+    for _ in range(3):
+        queue.pop()  # empty: the heap goes
+    for _ in range(3):
+        queue.push(Job("y"), "y", 1.0)
+    assert queue.displaced("z", 1.0) is not None  # a new heap, without x
+    queue.pop()  # room: x joins without displacing anyone
+    x = Job("x")
+    assert queue.push(x, "x", 0.1)  # one waiting at weight 0.1: place 10, the latest
+    assert queue.displaced("w", 1.0) is x
