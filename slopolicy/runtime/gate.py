@@ -214,10 +214,12 @@ class Gate:
         """Wait for ``request``'s turn: ``async with gate.admit(r) as ticket``, or
         ``ticket = await gate.admit(r)`` (then release it with ``with ticket``).
 
-        Raises :class:`~slopolicy.Rejected` when refused, :class:`~slopolicy.Expired`
-        when its deadline passes while queued, :class:`~slopolicy.GateClosed`
-        when the gate closes first. Cancelling the caller while it waits
-        withdraws the request; nothing is left queued or held.
+        Raises :class:`~slopolicy.Rejected` when refused (``queue_full`` also
+        while it waits, if another tenant's arrival pushes it out of a full
+        queue), :class:`~slopolicy.Expired` when its deadline passes while
+        queued, :class:`~slopolicy.GateClosed` when the gate closes first.
+        Cancelling the caller while it waits withdraws the request; nothing is
+        left queued or held.
         """
         return Admission(self, request)
 
