@@ -98,7 +98,7 @@ class Places(Generic[T]):
             heap = self._heap
             heapq.heappush(heap, self._entry(record))
             if len(heap) > 2 * backlogged + _SLACK:
-                self._heap = heap = [entry for entry in heap if self._valid(entry)]
+                self._heap = heap = [entry for entry in heap if self._kept(entry)]
                 heapq.heapify(heap)
 
     def latest(self) -> _Tenant[T] | None:
@@ -123,6 +123,13 @@ class Places(Generic[T]):
         return (-record.place, stamp, record)
 
     @staticmethod
-    def _valid(entry: tuple[float, int, _Tenant[T]]) -> bool:
+    def _kept(entry: tuple[float, int, _Tenant[T]]) -> bool:
+        """Whether a rebuild keeps ``entry``: its tenant's own, with items
+        waiting. A tenant with none whose entry goes is no longer listed."""
         record = entry[2]
-        return record.place_stamp == entry[1] and record.live > 0
+        if record.place_stamp != entry[1]:
+            return False
+        if not record.live:
+            record.place_stamp = -1
+            return False
+        return True

@@ -201,6 +201,7 @@ class FairQueueMachine(RuleBasedStateMachine):
         assert model.remove(victim)
         self.retired.append(victim)
         self.note_left(victim)
+        self.forget_what_the_queue_forgot()  # the removal may have forgotten a tenant
         job = Job(tenant)
         assert self.queue.push(job, tenant, weight)
         assert model.push(job, tenant, weight)
@@ -218,6 +219,23 @@ class FairQueueMachine(RuleBasedStateMachine):
     def charge_a_bad_cost(self, cost: float) -> None:
         with pytest.raises(UsageError, match="cost"):
             self.queue.charge("a", cost)
+
+    @invariant()
+    def places_list_every_waiting_tenant(self) -> None:
+        # While a full queue's heap of places exists, each tenant with jobs
+        # waiting has its own entry there, at a place no earlier than its own.
+        places = self.queue._places
+        if places is None:
+            return
+        entries = {
+            id(entry[2]): entry for entry in places._heap if entry[2].place_stamp == entry[1]
+        }
+        for record in self.queue._tenants.values():
+            if record.live:
+                entry = entries.get(id(record))
+                assert entry is not None, f"{record.name} is not listed"
+                assert entry[1] >= places._first, f"{record.name} is listed in an older heap"
+                assert -entry[0] == record.place >= record.live / record.weight
 
     @invariant()
     def matches_the_model(self) -> None:

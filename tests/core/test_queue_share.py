@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slopolicy import Outcome, Policy, PolicyConfig, Reason, Request
+from slopolicy.core import backlog
 from slopolicy.core.decisions import Admit, Defer, Demote
 from slopolicy.core.fairqueue import FairQueue
 from slopolicy.core.tokens import HeuristicCounter
@@ -176,3 +177,22 @@ def test_a_tenant_listed_when_the_queue_last_filled_is_listed_again() -> None:
     x = Job("x")
     assert queue.push(x, "x", 0.1)  # one waiting at weight 0.1: place 10, the latest
     assert queue.displaced("w", 1.0) is x
+
+
+def test_a_heap_rebuild_unlists_the_tenants_it_drops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found in review: a rebuild of the places heap drops the entries of
+    tenants with nothing waiting; such a tenant must count as unlisted, or
+    when it comes back its place goes unseen."""
+    monkeypatch.setattr(backlog, "_SLACK", 0)  # rebuild as soon as anything is stale
+    queue: FairQueue[Job] = FairQueue(3)
+    x = Job("x")
+    queue.push(x, "x", 0.1)
+    queue.push(Job("y"), "y", 1.0)
+    queue.push(Job("y"), "y", 1.0)
+    assert queue.displaced("w", 1.0) is x  # builds the heap: x at place 10, y at 2
+    assert queue.pop() is x  # x has nothing waiting; its entry stays listed
+    queue.push(Job("y"), "y", 1.0)  # y grows: the rebuild drops x's entry
+    queue.pop()
+    back = Job("x")
+    assert queue.push(back, "x", 0.1)  # x again at place 10, the latest
+    assert queue.displaced("w", 1.0) is back
