@@ -21,6 +21,7 @@ from slopolicy.core import Defer as Defer
 from slopolicy.core import Demote as Demote
 from slopolicy.core import Dispatch as Dispatch
 from slopolicy.core import DispatchPace as DispatchPace
+from slopolicy.core import Displaced as Displaced
 from slopolicy.core import EngineSignals as EngineSignals
 from slopolicy.core import FallbackLadder as FallbackLadder
 from slopolicy.core import Finished as Finished
@@ -65,6 +66,7 @@ __all__ = (
     "Demote",
     "Dispatch",
     "DispatchPace",
+    "Displaced",
     "EngineSignals",
     "Expired",
     "FallbackLadder",

@@ -33,7 +33,7 @@ def test_validate_lists_each_bad_field(tmp_path: Path, capsys: pytest.CaptureFix
     )
     assert main(["validate", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "lanes.0.weight: Input should be greater than 0" in err
+    assert "lanes.0.weight: Input should be greater than or equal to 0.000001" in err
     assert "lanes.0.colour: Extra inputs are not permitted" in err
 
 

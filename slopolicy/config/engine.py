@@ -6,14 +6,16 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from slopolicy.config._base import ConfigModel
+from slopolicy.config._base import ConfigModel, CostUnits
 from slopolicy.core.cost.estimator import CostEstimator, CostWeights
 from slopolicy.core.cost.tokens import TokenCounter, load_counter
 from slopolicy.core.queueing.pacing import DispatchPace
 
 __all__ = ("CostConfig", "EngineConfig", "KVPoolConfig", "TokenizerConfig")
 
-_NonNegative = Annotated[float, Field(ge=0)]
+# Cost weights up to a billion units per token keep every request's cost,
+# and the fair-queue counters summing them, far from float overflow.
+_CostWeight = Annotated[float, Field(ge=0, le=1e9)]
 _Overhead = Annotated[int, Field(ge=0, le=64)]
 
 
@@ -21,9 +23,9 @@ class CostConfig(ConfigModel):
     """``CostScore = alpha*prompt_tokens + beta*output_tokens + gamma*tool_risk``,
     in cost units (with the defaults, one prompt token of prefill is one unit)."""
 
-    alpha: _NonNegative = 1.0
-    beta: _NonNegative = 2.0
-    gamma: _NonNegative = 1000.0
+    alpha: _CostWeight = 1.0
+    beta: _CostWeight = 2.0
+    gamma: _CostWeight = 1000.0
 
     def to_weights(self) -> CostWeights:
         """The plain core value."""
@@ -80,7 +82,9 @@ class KVPoolConfig(ConfigModel):
     ``vllm:cache_config_info{num_gpu_blocks,block_size}``.
     """
 
-    num_blocks: Annotated[int, Field(gt=0)] = 26_688
+    # At most 2**31 - 1 blocks: far above any engine's pool, and the pool's
+    # tokens (and each lane's reserved share of them) stay exact as floats.
+    num_blocks: Annotated[int, Field(gt=0, le=2**31 - 1)] = 26_688
     block_size: Annotated[int, Field(gt=0, le=1024)] = 16
 
     @property
@@ -116,8 +120,8 @@ class EngineConfig(ConfigModel):
 
     max_running: Annotated[int, Field(gt=0)] = 128
     prefill_horizon_s: Annotated[float, Field(ge=0, le=3600)] | None = None
-    dispatch_rate: Annotated[float, Field(gt=0)] | None = None
-    dispatch_burst: _NonNegative | None = None
+    dispatch_rate: CostUnits | None = None
+    dispatch_burst: Annotated[float, Field(ge=0, le=1e15)] | None = None
 
     @model_validator(mode="after")
     def _burst_with_rate(self) -> EngineConfig:

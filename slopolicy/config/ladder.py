@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from slopolicy.config._base import ConfigModel
+from slopolicy.config._base import ConfigModel, Seconds
 from slopolicy.config.lanes import LaneName
 from slopolicy.core.ladder.ladder import FallbackLadder
 from slopolicy.core.ladder.pressure import default_triggers
@@ -68,7 +68,8 @@ class LadderConfig(ConfigModel):
 
     Attributes:
         watch_lane: lane whose SLO drives the triggers (default: the first lane).
-        rungs: rungs in climbing order.
+        rungs: rungs in climbing order, at least one (to turn the ladder off,
+            set ``enabled: false``).
         interactive_max_new_tokens: the cap ``cap_max_new_tokens`` applies.
         cheaper_model: model ``cheaper_model`` routes ``downgrade_lanes`` to.
         downgrade_lanes: lanes sent to the cheaper model (default: every lane
@@ -78,22 +79,22 @@ class LadderConfig(ConfigModel):
     """
 
     enabled: bool = True
-    evaluate_every_s: Annotated[float, Field(gt=0)] = 1.0
-    signal_max_age_s: Annotated[float, Field(gt=0)] = 10.0
-    dwell_s: Annotated[float, Field(gt=0)] = 10.0
-    cooldown_s: Annotated[float, Field(gt=0)] = 30.0
+    evaluate_every_s: Seconds = 1.0
+    signal_max_age_s: Seconds = 10.0
+    dwell_s: Seconds = 10.0
+    cooldown_s: Seconds = 30.0
     ttft_p95_fraction: Threshold | None = None
     queue_wait_fraction: Threshold | None = Threshold(enter=0.5, exit=0.25)
     kv_usage: Threshold | None = Threshold(enter=0.92, exit=0.8)
     decode_tps_drop: Threshold | None = Threshold(enter=0.3, exit=0.15)
     tool_timeout_rate: Threshold | None = Threshold(enter=0.05, exit=0.02)
     watch_lane: LaneName | None = None
-    rungs: list[RungName] = list(DEFAULT_RUNGS)
+    rungs: Annotated[list[RungName], Field(min_length=1)] = list(DEFAULT_RUNGS)
     interactive_max_new_tokens: Annotated[int, Field(gt=0)] = 256
     cheaper_model: Annotated[str, Field(min_length=1)] | None = None
     downgrade_lanes: list[LaneName] | None = None
     pause_lanes: list[LaneName] | None = None
-    shed_retry_after_s: Annotated[float, Field(gt=0)] = 5.0
+    shed_retry_after_s: Seconds = 5.0
 
     def build(
         self, lanes: Sequence[str], compress: Callable[[Request], Request] | None = None

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from slopolicy.config._base import ConfigModel
+from slopolicy.config._base import ConfigModel, CostUnits, Seconds, Weight
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.specs import LaneSpec, OverBudget
 
@@ -14,7 +14,6 @@ __all__ = ("LaneConfig", "LaneName", "LaneSLO")
 
 #: Lane names: short lowercase identifiers (they become metric attributes).
 LaneName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
-_Seconds = Annotated[float, Field(gt=0)]
 
 
 class LaneSLO(ConfigModel):
@@ -25,10 +24,10 @@ class LaneSLO(ConfigModel):
     where drain time matters more than the first token.
     """
 
-    ttft_p95_s: _Seconds | None = None
-    ttft_p99_s: _Seconds | None = None
-    tpot_p95_s: _Seconds | None = None
-    e2e_p95_s: _Seconds | None = None
+    ttft_p95_s: Seconds | None = None
+    ttft_p99_s: Seconds | None = None
+    tpot_p95_s: Seconds | None = None
+    e2e_p95_s: Seconds | None = None
     success_rate: Annotated[float, Field(gt=0, le=1)] = 0.99
 
     @property
@@ -90,11 +89,11 @@ class LaneConfig(ConfigModel):
     max_new_tokens: Annotated[int, Field(gt=0)] | None = None
     max_prompt_tokens: Annotated[int, Field(gt=0)] | None = None
     over_budget: Literal["demote", "defer", "reject"] = "demote"
-    max_cost: Annotated[float, Field(gt=0)] | None = None
-    defer_retry_after_s: _Seconds = 30.0
+    max_cost: CostUnits | None = None
+    defer_retry_after_s: Seconds = 30.0
     queue_capacity: Annotated[int, Field(gt=0)] = 1024
-    max_queue_wait_s: _Seconds = 60.0
-    weight: Annotated[float, Field(gt=0)] = 1.0
+    max_queue_wait_s: Seconds = 60.0
+    weight: Weight = 1.0
     kv_reserve: Annotated[float, Field(ge=0, lt=1)] = 0.0
     max_running: Annotated[int, Field(gt=0)] | None = None
     slo_deadline: bool = True

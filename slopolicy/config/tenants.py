@@ -6,13 +6,12 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from slopolicy.config._base import ConfigModel
+from slopolicy.config._base import ConfigModel, CostUnits, Weight
 from slopolicy.config.lanes import LaneName
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 
 __all__ = ("LaneQuotaConfig", "TierConfig")
 
-_Positive = Annotated[float, Field(gt=0)]
 _Count = Annotated[int, Field(gt=0)]
 
 
@@ -20,7 +19,8 @@ class LaneQuotaConfig(ConfigModel):
     """A tier's split for one lane: ``share`` (0-1] of its rate and burst, and
     an optional concurrency cap per tenant in that lane."""
 
-    share: Annotated[float, Field(gt=0, le=1)] = 1.0
+    # At least 1e-6: a share of a rate must not round to no rate at all.
+    share: Annotated[float, Field(ge=1e-6, le=1)] = 1.0
     max_concurrency: _Count | None = None
 
 
@@ -38,11 +38,11 @@ class TierConfig(ConfigModel):
         lanes: per-lane quota splits, e.g. ``{interactive: {share: 0.7}}``.
     """
 
-    rate: _Positive | None = None
-    burst: _Positive | None = None
+    rate: CostUnits | None = None
+    burst: CostUnits | None = None
     max_concurrency: _Count | None = None
     max_prompt_tokens: _Count | None = None
-    weight: _Positive = 1.0
+    weight: Weight = 1.0
     default_lane: LaneName | None = None
     allowed_lanes: list[LaneName] | None = None
     lanes: dict[LaneName, LaneQuotaConfig] = {}

@@ -20,6 +20,7 @@ from slopolicy.core.decisions import Admit as Admit
 from slopolicy.core.decisions import Decision as Decision
 from slopolicy.core.decisions import Defer as Defer
 from slopolicy.core.decisions import Demote as Demote
+from slopolicy.core.decisions import Displaced as Displaced
 from slopolicy.core.decisions import Reason as Reason
 from slopolicy.core.decisions import Reject as Reject
 from slopolicy.core.decisions import Step as Step
@@ -126,6 +127,7 @@ __all__ = (
     "DiagnosisThresholds",
     "Dispatch",
     "DispatchPace",
+    "Displaced",
     "EngineSignals",
     "FairQueue",
     "FairQueueStatistics",

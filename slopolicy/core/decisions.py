@@ -13,10 +13,21 @@ import enum
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple, TypeAlias
 
+from slopolicy.core.outcome import Finished
 from slopolicy.core.records import fast_init
 from slopolicy.core.request import Request
 
-__all__ = ("Admit", "Decision", "Defer", "Demote", "Reason", "Reject", "Step", "explain")
+__all__ = (
+    "Admit",
+    "Decision",
+    "Defer",
+    "Demote",
+    "Displaced",
+    "Reason",
+    "Reject",
+    "Step",
+    "explain",
+)
 
 
 class Reason(enum.Enum):
@@ -96,7 +107,9 @@ class Admit(_Explained):
     """Accepted into ``lane`` as requested (or as the tier's default lane).
 
     ``request`` is the request after the lane's transforms (capped
-    ``max_new_tokens``); ``cost`` is its cost score in cost units.
+    ``max_new_tokens``); ``cost`` is its cost score in cost units;
+    ``displaced`` is the queued request its arrival pushed out of the lane's
+    full queue, if any (its caller must be told: see :class:`Displaced`).
     """
 
     lane: str
@@ -108,6 +121,7 @@ class Admit(_Explained):
     steps: tuple[Step, ...] = ()
     reason: Reason = Reason.ADMITTED
     rungs: tuple[str, ...] = ()
+    displaced: Displaced | None = None
     http_status: ClassVar[int] = 200
     retry_after: ClassVar[None] = None
     accepted: ClassVar[bool] = True
@@ -116,7 +130,8 @@ class Admit(_Explained):
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Demote(_Explained):
-    """Accepted, but into ``lane``, lower than the ``from_lane`` it started in."""
+    """Accepted, but into ``lane``, lower than the ``from_lane`` it started in
+    (``displaced`` as for :class:`Admit`)."""
 
     lane: str
     from_lane: str
@@ -128,6 +143,7 @@ class Demote(_Explained):
     reason: Reason
     steps: tuple[Step, ...] = ()
     rungs: tuple[str, ...] = ()
+    displaced: Displaced | None = None
     http_status: ClassVar[int] = 200
     retry_after: ClassVar[None] = None
     accepted: ClassVar[bool] = True
@@ -173,6 +189,23 @@ class Reject(_Explained):
     prompt_tokens: int | None = None
     retry_after: ClassVar[None] = None
     accepted: ClassVar[bool] = False
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class Displaced:
+    """A queued request pushed out of its lane's full queue to make room for a
+    request of a tenant with fewer waiting (DESIGN.md invariant 9).
+
+    It has ended: ``finished`` is its record (outcome ``rejected``; its quota
+    settled at no cost, nothing else was held), and ``refusal`` is the
+    ``queue_full`` :class:`Defer` (503, Retry-After the lane's longest wait)
+    to answer its caller with. It reaches the caller only through the
+    decision that displaced it, as an expiry does through ``dispatch``.
+    """
+
+    finished: Finished
+    refusal: Defer
 
 
 #: What routing a request can produce.

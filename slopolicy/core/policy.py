@@ -31,7 +31,16 @@ from typing import Protocol
 
 from slopolicy.core.checks import check_count, check_now
 from slopolicy.core.cost.tokens import TokenCounter
-from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
+from slopolicy.core.decisions import (
+    Admit,
+    Decision,
+    Defer,
+    Demote,
+    Displaced,
+    Reason,
+    Reject,
+    Step,
+)
 from slopolicy.core.health.findings import Finding
 from slopolicy.core.health.health import Health
 from slopolicy.core.health.signals import EngineSignals, check_signals
@@ -52,6 +61,7 @@ from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel
+from slopolicy.core.specs import LaneSpec
 from slopolicy.errors import UsageError
 
 __all__ = ("Policy", "PolicySource", "PolicySpec")
@@ -186,8 +196,12 @@ class Policy:
         Returns the routing decision: ``Admit``/``Demote`` when queued (start it
         only once :meth:`dispatch` returns it), ``Defer`` or ``Reject`` when
         refused (by a rule, the ladder, the tenant's quota, or a full queue). A
-        request id that is still live raises :class:`UsageError`. Equivalent
-        to :meth:`prepare` then :meth:`enqueue`.
+        full queue makes room by pushing out the newest request of the tenant
+        with the most waiting per unit weight, if that tenant has more than the
+        arrival's would: that request has then ended, refused ``queue_full``,
+        and the accepted decision's ``displaced`` carries it, to tell its
+        caller. A request id that is still live raises :class:`UsageError`.
+        Equivalent to :meth:`prepare` then :meth:`enqueue`.
         """
         decision = self.prepare(request, now)
         if isinstance(decision, (Admit, Demote)):
@@ -219,8 +233,9 @@ class Policy:
         """The second half of :meth:`submit`: queue a decision :meth:`prepare`
         accepted. Takes the tenant's quota from :attr:`quotas` unless
         ``quota_held`` (the caller took it elsewhere, and settles it with the
-        cost in the request's :class:`Finished` record). Returns ``decision``,
-        or the refusal that replaced it."""
+        cost in the request's :class:`Finished` record). Returns ``decision``
+        (with what it ``displaced`` from a full queue, as :meth:`submit`), or the
+        refusal that replaced it."""
         now = self._advance(now)
         if decision.request.id in self._entries:
             raise UsageError(f"request id {decision.request.id!r} is already live")
@@ -340,13 +355,36 @@ class Policy:
             deadline,
             decision.rungs,
         )
-        if not self._queues._push(lane.name, entry, request.tenant, tier.weight):
-            self._settle(entry, 0.0, now)
-            message = f"lane {lane.name!r} queue is full ({lane.queue_capacity:,} waiting)"
-            return _refuse(decision, Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, "queue")
+        queues = self._queues
+        if not queues._push(lane.name, entry, request.tenant, tier.weight):
+            # Full: room is made only from a tenant holding more than its share.
+            victim = queues._displaced(lane.name, request.tenant, tier.weight)
+            if victim is None:
+                self._settle(entry, 0.0, now)
+                message = (
+                    f"lane {lane.name!r} queue is full ({lane.queue_capacity:,} waiting) "
+                    f"and tenant {request.tenant!r} already has its share of it"
+                )
+                return _refuse(
+                    decision, Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, "queue"
+                )
+            queues.remove(lane.name, victim)
+            displaced = self._displace(victim, lane, now)
+            queues._push(lane.name, entry, request.tenant, tier.weight)
+            decision = dataclasses.replace(decision, displaced=displaced)
         self._entries[request.id] = entry
         self._deadlines.add(entry, lane_deadline)
         return decision
+
+    def _displace(self, entry: Entry, lane: LaneSpec, now: float) -> Displaced:
+        """End ``entry``, just pushed out of ``lane``'s full queue, as refused."""
+        message = (
+            f"pushed out of lane {lane.name!r}'s full queue ({lane.queue_capacity:,} waiting) "
+            f"by a tenant with fewer waiting: tenant {entry.tenant!r} had the most per unit weight"
+        )
+        step = Step("queue", lane.name, message)
+        refusal = Defer(Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, lane.name, (step,))
+        return Displaced(self._end_queued(entry, Outcome.REJECTED, now), refusal)
 
     def _settle(self, entry: Entry, cost: float, now: float) -> None:
         """Settle and release the entry's quota, when this policy holds it."""
@@ -598,7 +636,10 @@ class Policy:
         del self._entries[entry.id]
         self._outcomes[outcome] += 1
         finished = entry.finished(outcome, now, 0.0)
-        self.health.record(finished, now)
+        if outcome is Outcome.REJECTED:  # displaced: a refusal to the SLO trackers
+            self.health.record_rejected(entry.lane, entry.tenant, now)
+        else:
+            self.health.record(finished, now)
         return finished
 
     def _running_entry(self, request_id: str) -> Entry:

@@ -12,7 +12,9 @@ at once. An accepted request waits until :meth:`Policy.dispatch` starts it: a
 release dispatches and wakes exactly the waiters it started, in the order the
 policy chose (no polling). One timer task sleeps until the earliest queue
 deadline or ladder evaluation, whichever is first, and dispatches then, so an
-overdue waiter gets :class:`~slopolicy.Expired`. A waiter cancelled while
+overdue waiter gets :class:`~slopolicy.Expired`. A waiter whose request an
+arrival pushes out of a full queue (see :meth:`Policy.submit`) gets
+:class:`~slopolicy.Rejected` (``queue_full``) at once. A waiter cancelled while
 queued is cancelled in the policy; one cancelled just after being started
 gives its slot back and the slot is handed on. Each dispatch expires at most
 ``max_expired`` requests and starts at most the free engine slots, so no call
@@ -36,7 +38,7 @@ from anyio.abc import TaskGroup
 from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint
 
 from slopolicy.backends.base import QuotaStore
-from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reject
+from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Displaced, Reject
 from slopolicy.core.health.signals import EngineSignals, check_signals
 from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
@@ -214,10 +216,12 @@ class Gate:
         """Wait for ``request``'s turn: ``async with gate.admit(r) as ticket``, or
         ``ticket = await gate.admit(r)`` (then release it with ``with ticket``).
 
-        Raises :class:`~slopolicy.Rejected` when refused, :class:`~slopolicy.Expired`
-        when its deadline passes while queued, :class:`~slopolicy.GateClosed`
-        when the gate closes first. Cancelling the caller while it waits
-        withdraws the request; nothing is left queued or held.
+        Raises :class:`~slopolicy.Rejected` when refused (``queue_full`` also
+        while it waits, if another tenant's arrival pushes it out of a full
+        queue), :class:`~slopolicy.Expired` when its deadline passes while
+        queued, :class:`~slopolicy.GateClosed` when the gate closes first.
+        Cancelling the caller while it waits withdraws the request; nothing is
+        left queued or held.
         """
         return Admission(self, request)
 
@@ -292,6 +296,8 @@ class Gate:
             decision = policy.enqueue(prepared, now, quota_held=True)
         if isinstance(decision, (Defer, Reject)):
             return self._refused(request, decision, now)
+        if decision.displaced is not None:  # it took a full queue's room from another
+            self._displaced(decision.displaced)
         if self._telemetry is not None:
             self._telemetry.submitted(request, decision, now)
         # With the engine full, or the dispatch rate holding starts back, no
@@ -311,10 +317,19 @@ class Gate:
         waiter = self._waiters[request.id] = Waiter(request, decision)
         return waiter
 
+    def _displaced(self, displaced: Displaced) -> None:
+        """A waiter's request was pushed out of its full queue: it is refused."""
+        waiter = self._waiters.pop(displaced.finished.id, None)
+        if waiter is not None:
+            self._wake(waiter, displaced)
+            self._ended(displaced.finished, waiter.request)
+
     def _ticket(self, waiter: Waiter) -> Ticket:
         result = waiter.result
         if isinstance(result, Started):
             return Ticket(self, result, waiter.decision, waiter.request)
+        if isinstance(result, Displaced):
+            raise Rejected.of(result.refusal)
         assert result is not None
         if result.outcome is Outcome.EXPIRED:
             message = (
@@ -328,8 +343,8 @@ class Gate:
         """The caller stopped waiting (cancelled): withdraw or give back."""
         result = waiter.result
         request_id = waiter.request.id
-        if isinstance(result, Finished):
-            return  # expired or closed: nothing is held
+        if isinstance(result, Finished | Displaced):
+            return  # expired, displaced or closed: nothing is held
         now = self.clock()
         if result is None:
             del self._waiters[request_id]
@@ -364,7 +379,7 @@ class Gate:
         return result
 
     @staticmethod
-    def _wake(waiter: Waiter, result: Started | Finished) -> None:
+    def _wake(waiter: Waiter, result: Started | Finished | Displaced) -> None:
         waiter.result = result
         if waiter.event is not None:
             waiter.event.set()

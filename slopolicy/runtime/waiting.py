@@ -6,7 +6,7 @@ from collections.abc import Coroutine, Generator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from slopolicy.core.decisions import Admit, Demote
+from slopolicy.core.decisions import Admit, Demote, Displaced
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished
 from slopolicy.core.request import Request
@@ -21,7 +21,8 @@ __all__ = ("Admission", "Waiter")
 
 class Waiter:
     """A queued request's caller. ``result`` is set once: the ``Started`` that
-    lets it run, or the ``Finished`` that ended it (expired, or the gate closed)."""
+    lets it run, the ``Finished`` that ended it (expired, or the gate closed),
+    or the ``Displaced`` record of its refusal (pushed out of a full queue)."""
 
     __slots__ = ("decision", "event", "request", "result")
 
@@ -29,7 +30,7 @@ class Waiter:
         self.request = request
         self.decision = decision
         self.event: Parked | None = None  # made only if the caller has to wait
-        self.result: Started | Finished | None = None
+        self.result: Started | Finished | Displaced | None = None
 
 
 class Admission:

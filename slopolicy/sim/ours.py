@@ -99,10 +99,12 @@ class PolicyScheduler:
     def submit(self, request: SimRequest, now: float) -> Admission:
         decision = self.policy.submit(request.to_request(), now)
         if isinstance(decision, Defer):
-            return Admission(False, decision.lane, decision.reason.code, True, decision.retry_after)
+            return _refusal(decision)
         if isinstance(decision, Reject):
             return Admission(False, decision.lane, decision.reason.code)
-        return Admission(True, decision.lane, decision.reason.code)
+        pushed = decision.displaced
+        displaced = None if pushed is None else (pushed.finished.id, _refusal(pushed.refusal))
+        return Admission(True, decision.lane, decision.reason.code, displaced=displaced)
 
     def dispatch(self, now: float, engine: EngineView) -> Released:
         if self._asleep:
@@ -199,3 +201,8 @@ class PolicyScheduler:
             ),
             now,
         )
+
+
+def _refusal(decision: Defer) -> Admission:
+    """A ``Defer`` as the simulator sees it: a refusal its client may retry."""
+    return Admission(False, decision.lane, decision.reason.code, True, decision.retry_after)

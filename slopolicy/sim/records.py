@@ -37,7 +37,8 @@ class RequestRecord:
         lane: the lane it is reported under.
         outcome: how it ended.
         reason: the scheduler's reason code at submit (``admitted``, ``demoted``,
-            ``rate_limited``, ``overload_shed``...).
+            ``rate_limited``, ``overload_shed``...), or ``queue_full`` once a
+            full queue pushed it out.
         dispatched_at: when the scheduler released it to the engine.
         first_token_at: when its first token came out.
         finished_at: when it completed, expired or was refused.

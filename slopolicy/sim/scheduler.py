@@ -32,7 +32,8 @@ class Admission:
 
     A refusal is ``retryable`` when the same request should succeed later
     (HTTP 429/503: a client may come back), after ``retry_after`` seconds
-    when that is known.
+    when that is known. ``displaced`` is ``(id, refusal)`` for a queued
+    request this arrival pushed out of a full queue: it has ended, refused.
     """
 
     accepted: bool
@@ -40,6 +41,7 @@ class Admission:
     reason: str = "admitted"
     retryable: bool = False
     retry_after: float | None = None
+    displaced: tuple[str, Admission] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Engine, EngineSpec, EngineStatistics
 from slopolicy.sim.gaps import TBTSummary
 from slopolicy.sim.records import RequestRecord, SimOutcome
-from slopolicy.sim.scheduler import Scheduler
+from slopolicy.sim.scheduler import Admission, Scheduler
 from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest, Workload
 
@@ -180,11 +180,19 @@ class _Run:
         else:
             live.attempts += 1
             live.reason = admission.reason
-        if admission.accepted:
-            return
-        if admission.retryable and live.attempts <= request.retries:
+        if admission.displaced is not None:  # a queued request it pushed out
+            displaced_id, refusal = admission.displaced
+            pushed = self.live[displaced_id]
+            pushed.reason = refusal.reason
+            self.refused(pushed, refusal, now)
+        if not admission.accepted:
+            self.refused(live, admission, now)
+
+    def refused(self, live: _Live, admission: Admission, now: float) -> None:
+        """``live`` was refused: the client retries it if it may, else it ends."""
+        if admission.retryable and live.attempts <= live.request.retries:
             wait = self.client.delay(live.attempts - 1, admission.retry_after, self.random.random())
-            heapq.heappush(self.retries, (now + wait, next(self.sequence), request))
+            heapq.heappush(self.retries, (now + wait, next(self.sequence), live.request))
             return
         live.outcome, live.finished = SimOutcome.REJECTED, now
         self.outstanding -= 1

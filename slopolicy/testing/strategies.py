@@ -25,8 +25,6 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "slopolicy.testing needs hypothesis: pip install 'slopolicy[testing]'"
     ) from error
 
-from slopolicy.config import PolicyConfig
-from slopolicy.config.ladder import RUNGS
 from slopolicy.core.health.signals import EngineSignals
 from slopolicy.core.request import REASONING_EFFORTS, Message, Request
 from slopolicy.sim import arrivals, lengths
@@ -34,6 +32,9 @@ from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.profiles import PROFILES
 from slopolicy.sim.streams import Stream, Tenants, build_workload
 from slopolicy.sim.workload import SimRequest, Workload
+from slopolicy.testing._configs import names as _names
+from slopolicy.testing._configs import policy_configs as policy_configs
+from slopolicy.testing._configs import policy_documents as policy_documents
 
 __all__ = (
     "arrival_processes",
@@ -41,14 +42,13 @@ __all__ = (
     "length_distributions",
     "messages",
     "policy_configs",
+    "policy_documents",
     "requests",
     "signal_sequences",
     "sim_requests",
     "tenants",
     "workloads",
 )
-
-_names = st.from_regex(r"[a-z][a-z0-9_-]{0,11}", fullmatch=True)
 
 
 def messages(max_size: int = 6) -> st.SearchStrategy[tuple[Message, ...]]:
@@ -93,72 +93,6 @@ def requests(
         )
 
     return build()
-
-
-@st.composite
-def _config_data(draw: st.DrawFn) -> dict[str, Any]:
-    lane_names = draw(st.lists(_names, min_size=1, max_size=4, unique=True))
-    reserves = draw(
-        st.lists(
-            st.sampled_from([0.0, 0.05, 0.1, 0.2]),
-            min_size=len(lane_names),
-            max_size=len(lane_names),
-        )
-    )
-    lanes = []
-    for name, reserve in zip(lane_names, reserves, strict=True):
-        p95 = draw(st.none() | st.floats(0.05, 30))
-        lanes.append(
-            {
-                "name": name,
-                "slo": {"ttft_p95_s": p95, "ttft_p99_s": None if p95 is None else p95 * 2},
-                "max_new_tokens": draw(st.none() | st.integers(1, 8192)),
-                "max_prompt_tokens": draw(st.none() | st.integers(1, 200_000)),
-                "over_budget": draw(st.sampled_from(["demote", "defer", "reject"])),
-                "max_cost": draw(st.none() | st.floats(1, 1e6)),
-                "queue_capacity": draw(st.integers(1, 10_000)),
-                "max_queue_wait_s": draw(st.floats(0.01, 3600)),
-                "weight": draw(st.floats(0.1, 16)),
-                "kv_reserve": reserve,
-            }
-        )
-    tier_names = draw(st.lists(_names, min_size=1, max_size=3, unique=True))
-    tiers = {}
-    for name in tier_names:
-        allowed = draw(st.none() | st.lists(st.sampled_from(lane_names), min_size=1, unique=True))
-        rate = draw(st.none() | st.floats(1, 1e6))
-        tiers[name] = {
-            "rate": rate,
-            "burst": None if rate is None else rate * draw(st.floats(1, 100)),
-            "max_concurrency": draw(st.none() | st.integers(1, 1000)),
-            "max_prompt_tokens": draw(st.none() | st.integers(1, 200_000)),
-            "weight": draw(st.floats(0.1, 10)),
-            "default_lane": lane_names[0] if allowed is None else allowed[0],
-            "allowed_lanes": allowed,
-            "lanes": {lane: {"share": draw(st.floats(0.01, 1))} for lane in (allowed or [])[:1]},
-        }
-    tenants = draw(st.dictionaries(_names, st.sampled_from(tier_names), max_size=4))
-    return {
-        "lanes": lanes,
-        "tiers": tiers,
-        "default_tier": tier_names[0],
-        "tenants": tenants,
-        "cost": {
-            "alpha": draw(st.floats(0, 4)),
-            "beta": draw(st.floats(0, 4)),
-            "gamma": draw(st.floats(0, 5000)),
-        },
-        "kv": {"num_blocks": draw(st.integers(1, 100_000)), "block_size": 16},
-        "ladder": {
-            "rungs": draw(st.lists(st.sampled_from(RUNGS), unique=True)),
-            "dwell_s": draw(st.floats(0.1, 60)),
-        },
-    }
-
-
-def policy_configs() -> st.SearchStrategy[PolicyConfig]:
-    """Valid, varied policy configurations."""
-    return _config_data().map(PolicyConfig.from_dict)
 
 
 def tenants(*, min_size: int = 1, max_size: int = 6) -> st.SearchStrategy[tuple[str, ...]]:

@@ -96,7 +96,7 @@ def test_default_lane_must_be_allowed() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "where", "fragment"),
     [
-        (("lanes", 0, "weight"), -1, "lanes.0.weight", "greater than 0"),
+        (("lanes", 0, "weight"), -1, "lanes.0.weight", "greater than or equal to 0.000001"),
         (("lanes", 0, "weight"), float("nan"), "lanes.0.weight", "finite"),
         (("lanes", 0, "queue_capacity"), True, "lanes.0.queue_capacity", "valid integer"),
         (("lanes", 0, "queue_capacity"), "10", "lanes.0.queue_capacity", "valid integer"),

@@ -16,7 +16,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from slopolicy.core.queueing import fairqueue
+from slopolicy.core.queueing import backlog, fairqueue
 from slopolicy.core.queueing.fairqueue import FairQueue, FairQueueStatistics
 from slopolicy.errors import UsageError
 from tests.core.jobs import Job
@@ -179,6 +179,33 @@ class FairQueueMachine(RuleBasedStateMachine):
             self.retired.append(job)
             self.note_left(job)
 
+    @rule(tenant=st.sampled_from(TENANTS), weight=_weights)
+    def push_out(self, tenant: str, weight: float) -> None:
+        """A full queue makes room for the arrival by pushing out the newest job
+        of the tenant with the latest place (jobs waiting / weight) when the
+        arrival's place comes first, as the model says (DESIGN.md 9)."""
+        model = self.model
+        if tenant in model.fifo:  # a tenant's weight is its tier's: it stays while it waits
+            weight = model.weights[tenant]
+        victim = self.queue.displaced(tenant, weight)
+        places = {t: len(jobs) / model.weights[t] for t, jobs in model.fifo.items()}
+        latest = max(places.values(), default=None)  # None: nothing waits
+        mine = (len(model.fifo.get(tenant, ())) + 1) / weight
+        if model.waiting() < model.capacity or latest is None or mine >= latest:
+            assert victim is None
+            return
+        assert victim is not None
+        assert places[victim.tenant] == latest
+        assert model.fifo[victim.tenant][-1] is victim  # its newest
+        assert self.queue.remove(victim)
+        assert model.remove(victim)
+        self.retired.append(victim)
+        self.note_left(victim)
+        self.forget_what_the_queue_forgot()  # the removal may have forgotten a tenant
+        job = Job(tenant)
+        assert self.queue.push(job, tenant, weight)
+        assert model.push(job, tenant, weight)
+
     def note_left(self, job: Job) -> None:
         if job.tenant not in self.model.fifo:
             self.left = job.tenant
@@ -192,6 +219,23 @@ class FairQueueMachine(RuleBasedStateMachine):
     def charge_a_bad_cost(self, cost: float) -> None:
         with pytest.raises(UsageError, match="cost"):
             self.queue.charge("a", cost)
+
+    @invariant()
+    def places_list_every_waiting_tenant(self) -> None:
+        # While a full queue's heap of places exists, each tenant with jobs
+        # waiting has its own entry there, at a place no earlier than its own.
+        places = self.queue._places
+        if places is None:
+            return
+        entries = {
+            id(entry[2]): entry for entry in places._heap if entry[2].place_stamp == entry[1]
+        }
+        for record in self.queue._tenants.values():
+            if record.live:
+                entry = entries.get(id(record))
+                assert entry is not None, f"{record.name} is not listed"
+                assert entry[1] >= places._first, f"{record.name} is listed in an older heap"
+                assert -entry[0] == record.place >= record.live / record.weight
 
     @invariant()
     def matches_the_model(self) -> None:
@@ -238,6 +282,7 @@ def test_fair_queue_matches_the_naive_model(slack: int, monkeypatch: pytest.Monk
     # Slack 0 rebuilds the heaps and FIFOs at every stale entry: the rebuilds
     # are checked against the model too.
     monkeypatch.setattr(fairqueue, "_SLACK", slack)
+    monkeypatch.setattr(backlog, "_SLACK", slack)
     run_state_machine_as_test(
         FairQueueMachine, settings=settings(max_examples=100, stateful_step_count=50)
     )

@@ -8,12 +8,13 @@ from functools import partial
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from slopolicy import Policy, PolicyConfig, Request
+from slopolicy import Policy, PolicyConfig, Reason, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
+from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.errors import UsageError
@@ -109,8 +110,17 @@ class PolicyLifecycle(RuleBasedStateMachine):
             deadline=None if deadline is None else self.now + deadline,
         )
         decision = self.policy.submit(request, self.now)
-        if decision.accepted:
+        if isinstance(decision, Admit | Demote):
             self.live[request_id] = "queued"
+            if decision.displaced is not None:  # a full queue made room (DESIGN.md 9)
+                finished = decision.displaced.finished
+                assert self.live.get(finished.id) == "queued", f"{finished.id} displaced"
+                assert finished.tenant != tenant
+                assert finished.lane == decision.lane
+                assert finished.outcome is Outcome.REJECTED
+                assert decision.displaced.refusal.reason is Reason.QUEUE_FULL
+                self._end(finished)
+                event("a full queue displaced a request")
         else:
             self.ended[request_id] = Outcome.REJECTED
 
@@ -242,6 +252,19 @@ class PolicyLifecycle(RuleBasedStateMachine):
             assert self.policy.phase(request_id) is None
 
     @invariant()
+    def deadlines_index_the_queued(self) -> None:
+        # The deadline index drops whatever left the queue (started, expired,
+        # cancelled, displaced): its answers are those of the queued requests.
+        queued = [e for e in self.policy._entries.values() if e.phase.value == "queued"]
+        assert self.policy.next_deadline() == min((e.deadline for e in queued), default=None)
+        for lane in ("interactive", "heavy", "background"):
+            waiting = [e for e in queued if e.lane == lane]
+            oldest = self.policy._deadlines.oldest(lane)
+            assert (oldest is None) == (not waiting)
+            if oldest is not None:
+                assert oldest.arrival == min(e.arrival for e in waiting)
+
+    @invariant()
     def ledgers_balance(self) -> None:
         stats = self.policy.statistics()
         running = self._running_ids()
@@ -265,6 +288,32 @@ class PolicyLifecycle(RuleBasedStateMachine):
 
 PolicyLifecycle.TestCase.settings = settings(max_examples=150, stateful_step_count=60)
 TestPolicyLifecycle = PolicyLifecycle.TestCase
+
+
+class CrowdedPolicyLifecycle(PolicyLifecycle):
+    """The same lifecycle with queues of one and two places and tenants of
+    different weights without concurrency caps, so full queues push requests
+    out often: every request still ends exactly once, nothing leaks."""
+
+    config = PolicyConfig.from_dict(
+        {
+            **_CONFIG.model_dump(mode="json"),
+            "lanes": [
+                {**lane.model_dump(mode="json"), "queue_capacity": capacity}
+                for lane, capacity in zip(_CONFIG.lanes, (2, 1, 2), strict=True)
+            ],
+            "tiers": {
+                "default": {"weight": 1.0},
+                "heavy": {"weight": 3.0},
+                "tiny": {"weight": 0.5, "allowed_lanes": ["interactive", "background"]},
+            },
+            "tenants": {"t2": "heavy", "t3": "tiny"},
+        }
+    )
+
+
+CrowdedPolicyLifecycle.TestCase.settings = settings(max_examples=150, stateful_step_count=60)
+TestCrowdedPolicyLifecycle = CrowdedPolicyLifecycle.TestCase
 
 _RATE, _BURST = 2000.0, 1000.0
 

@@ -127,6 +127,48 @@ async def test_a_full_queue_is_refused_with_503() -> None:
     assert_clean(p)
 
 
+async def test_a_full_queue_pushes_out_the_floods_newest_waiter_as_rejected() -> None:
+    """DESIGN.md 9: another tenant's arrival takes the flood's newest place;
+    that waiter is woken at once with queue_full, and nothing of it is held."""
+    p = policy()
+    outcomes: dict[str, str] = {}
+    messages: list[str] = []
+    records: list[ArrivalRecord] = []
+
+    async def wait(name: str, tenant: str) -> None:
+        try:
+            async with gate.admit(_request(name, tenant)):
+                outcomes[name] = "started"
+        except Rejected as error:
+            outcomes[name] = f"{error.code} {error.http_status} {error.retry_after}"
+            messages.append(error.message)
+
+    async with Gate(p, on_end=records.append) as gate:
+        held = [await gate.admit(_request(f"h{k}", "holder")) for k in range(2)]
+        async with anyio.create_task_group() as group:
+            for k in range(8):  # the flood fills the queue, in order (trio shuffles a batch)
+                group.start_soon(wait, f"f{k}", "flood")
+                await anyio.wait_all_tasks_blocked()
+            start = anyio.current_time()
+            group.start_soon(wait, "b", "other")
+            await anyio.wait_all_tasks_blocked()
+            # At once: the queue's deadline (5 s) is not what woke it.
+            assert anyio.current_time() - start < 1.0
+            assert outcomes == {"f7": "queue_full 503 5.0"}  # Retry-After: the lane's wait
+            assert "pushed out" in messages[0]
+            assert gate.statistics().waiting == 8
+            assert p.statistics().queued["interactive"] == 8
+            for ticket in held:
+                ticket.finish()
+    assert outcomes == {
+        **{f"f{k}": "started" for k in range(7)},
+        "f7": "queue_full 503 5.0",
+        "b": "started",
+    }
+    assert [r.outcome for r in records if r.id == "f7"] == ["rejected"]
+    assert_clean(p)
+
+
 async def _hold(gate: Gate, request: Request, seconds: float = 0.5) -> None:
     async with gate.admit(request):
         await anyio.sleep(seconds)

@@ -117,6 +117,35 @@ async def test_every_way_a_request_ends_gives_the_lease_back() -> None:
     assert_clean(p)
 
 
+async def test_a_waiter_pushed_out_of_a_full_queue_gives_its_lease_back() -> None:
+    p = policy(lanes=[{"name": "interactive", "queue_capacity": 2, "max_queue_wait_s": 5.0}])
+    store = MemoryQuotaStore()
+    refused: list[str] = []
+
+    async def admit(name: str, tenant: str) -> None:
+        try:
+            with await gate.admit(_request(name, tenant)):
+                pass
+        except Rejected as error:
+            refused.append(f"{name}: {error.code}")
+
+    async with Gate(p, quota_store=store) as gate:
+        running = [await gate.admit(_request(f"r{k}")) for k in range(2)]  # engine full
+        async with anyio.create_task_group() as group:
+            for name in ("f0", "f1"):  # in order (trio shuffles a batch)
+                group.start_soon(admit, name, "flood")
+                await anyio.wait_all_tasks_blocked()
+            group.start_soon(admit, "b", "other")
+            await anyio.wait_all_tasks_blocked()
+            assert refused == ["f1: queue_full"]
+            assert store.statistics().in_flight == 4  # r0, r1, f0, b: f1's went back
+            for ticket in running:
+                ticket.finish(output_tokens=3)
+        await _settled(store)
+        assert store.statistics().in_flight == 0
+    assert_clean(p)
+
+
 async def test_closing_the_gate_gives_back_waiters_and_late_tickets_leases() -> None:
     p, store = policy(), MemoryQuotaStore()
     closed: list[Rejected] = []

@@ -131,6 +131,40 @@ def test_queued_requests_expire_at_their_deadline() -> None:
     assert_no_leaks(scheduler.policy)
 
 
+def test_a_request_pushed_out_of_a_full_queue_is_refused_and_may_retry() -> None:
+    """The simulator hears of a request displaced from a full queue (DESIGN.md
+    9) when the arrival that displaced it is admitted: refused ``queue_full``,
+    retried as its client may, then refused for good."""
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [{"name": "chat", "queue_capacity": 2, "max_queue_wait_s": 100.0}],
+            "tiers": {"default": {}},  # no concurrency cap: the flood's way in
+            "engine": {"max_running": 1},
+            "ladder": {"enabled": False},
+        }
+    )
+    workload = Workload.of(
+        [
+            SimRequest("f0", 0.0, "flood", 100, 2000, 2000),
+            SimRequest("f1", 0.001, "flood", 100, 5, 5),
+            SimRequest("f2", 0.002, "flood", 100, 5, 5, retries=1),
+            SimRequest("b", 0.01, "other", 100, 5, 5),
+        ]
+    )
+    scheduler = PolicyScheduler(config)
+    result = simulate(workload, scheduler, H100)
+    records = {r.request.id: r for r in result.records}
+    pushed = records["f2"]
+    assert (pushed.outcome, pushed.reason, pushed.attempts) == (
+        SimOutcome.REJECTED,
+        "queue_full",
+        2,
+    )
+    assert pushed.dispatched_at is None
+    assert all(records[name].outcome is SimOutcome.COMPLETED for name in ("f0", "f1", "b"))
+    assert_no_leaks(scheduler.policy)
+
+
 def test_a_dispatch_rate_paces_the_simulated_starts() -> None:
     """The simulator wakes at Policy.next_start(): starts spaced by each
     request's cost at the rate, with nothing else arriving to trigger them."""

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from slopolicy.core.checks import MAX_AMOUNT, check_count, is_number, shown
+from slopolicy.core.queueing.backlog import Places, _Tenant
 from slopolicy.errors import UsageError
 
 __all__ = ("FairQueue", "FairQueueStatistics")
@@ -77,26 +78,6 @@ class FairQueueStatistics:
     min_counter: float | None
     max_counter: float | None
     idle_counters: int
-
-
-class _Tenant(Generic[T]):
-    """One tenant's counter, weight and FIFO of ``(push number, item)``.
-
-    ``stamp`` names the tenant's one valid heap entry (in the ready heap while
-    backlogged, in the idle heap otherwise); older entries are stale.
-    """
-
-    __slots__ = ("counter", "dead", "items", "joined", "live", "name", "stamp", "weight")
-
-    def __init__(self, name: str, counter: float, weight: float) -> None:
-        self.name = name
-        self.counter = counter
-        self.weight = weight
-        self.items: deque[tuple[int, T]] = deque()
-        self.live = 0  # items waiting
-        self.dead = 0  # removed items still in ``items``
-        self.joined = 0  # when it last became backlogged: the tie-break
-        self.stamp = -1
 
 
 def _check_weight(weight: float, what: str = "weight") -> None:
@@ -146,6 +127,7 @@ class FairQueue(Generic[T]):
         "_idle_count",
         "_last_v",
         "_max_idle",
+        "_places",
         "_ready",
         "_seq",
         "_tenants",
@@ -163,6 +145,7 @@ class FairQueue(Generic[T]):
         self._where: dict[int, tuple[_Tenant[T], int]] = {}
         self._ready: list[tuple[float, int, int, _Tenant[T]]] = []  # counter, joined, stamp
         self._idle: list[tuple[float, int, _Tenant[T]]] = []  # counter, stamp
+        self._places: Places[T] | None = None  # made when first full
         self._backlogged = 0
         self._idle_count = 0
         self._last_v = 0.0
@@ -214,7 +197,36 @@ class FairQueue(Generic[T]):
         if joining:
             # Indexed once live: a heap rebuild here keeps only live tenants.
             self._index_ready(record)
+        if self._places is not None:
+            self._places.grew(record, self._backlogged)
         return True
+
+    def displaced(self, tenant: str, weight: float) -> T | None:
+        """What a full queue pushes out to make room for an item of ``tenant``
+        (at ``weight``): the newest item of the tenant with the most waiting
+        per unit weight, if the arrival's place comes first (see
+        :mod:`slopolicy.core.queueing.backlog`); ``None`` when the arrival is refused or
+        the queue has room. A read: the caller removes the item, then pushes."""
+        _check_weight(weight)
+        return self._displaced(tenant, weight) if len(self._where) >= self._capacity else None
+
+    def _displaced(self, tenant: str, weight: float) -> T | None:
+        """:meth:`displaced` for a caller that checked the weight and found the queue full."""
+        places = self._places
+        if places is None:  # full for the first time since it was empty
+            backlogged = (e[3] for e in self._ready if e[3].stamp == e[2] and e[3].live)
+            places = self._places = Places(backlogged, self._seq)
+        latest = places.latest()
+        if latest is None or latest.name == tenant:
+            return None
+        own = self._tenants.get(tenant)
+        if ((own.live if own is not None else 0) + 1) / weight >= latest.live / latest.weight:
+            return None
+        items = latest.items
+        while not self._alive(items[-1]):  # removed ones left in its FIFO
+            items.pop()
+            latest.dead -= 1
+        return items[-1][1]
 
     def peek(self) -> T | None:
         """The next item, or ``None`` when nothing waits."""
@@ -354,6 +366,7 @@ class FairQueue(Generic[T]):
         if not self._backlogged:
             # It was the only backlogged tenant, so its counter was V.
             self._last_v = max(self._last_v, record.counter)
+            self._places = None  # empty: rebuilt if it fills again
         self._idle_count += 1
         self._index_idle(record, keep=True)
 

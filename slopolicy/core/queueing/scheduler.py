@@ -128,6 +128,10 @@ class LaneScheduler(Generic[T]):
             record.backlogged = True
         return pushed
 
+    def _displaced(self, lane: str, tenant: str, weight: float) -> T | None:
+        """:meth:`FairQueue.displaced` of a known, full lane, for a trusted caller."""
+        return self._by_name[lane].queue._displaced(tenant, weight)
+
     def candidates(self) -> Iterator[tuple[str, T]]:
         """``(lane, head)`` for each backlogged lane, smallest lane counter first
         (ties: the more interactive lane). A snapshot: call again after a pop."""
