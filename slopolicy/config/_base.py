@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ("ConfigModel", "CostUnits", "Seconds", "Weight")
+__all__ = ("ConfigModel", "CostUnits", "Count", "Seconds", "Weight")
 
 #: Seconds, for every duration a policy sets (queue waits, Retry-After, ladder
 #: periods, SLO targets): at least 1 ms, so that a deadline or a timer set that
@@ -23,6 +23,9 @@ Weight = Annotated[float, Field(ge=1e-6, le=1e6)]
 #: Cost units, or cost units per second (rates, bursts, cost limits), 1e-6 to
 #: 1e15: a wait for them (a deficit over a rate) stays a finite number of seconds.
 CostUnits = Annotated[float, Field(ge=1e-6, le=1e15)]
+#: A count of requests or tokens (caps, capacities, budgets), 1 to 2**53: the
+#: core's counts stay exact integers in float arithmetic (``checks.MAX_COUNT``).
+Count = Annotated[int, Field(gt=0, le=2**53)]
 
 
 class ConfigModel(BaseModel):

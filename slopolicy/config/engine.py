@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from slopolicy.config._base import ConfigModel, CostUnits
+from slopolicy.config._base import ConfigModel, CostUnits, Count
 from slopolicy.core.cost.estimator import CostEstimator, CostWeights
 from slopolicy.core.cost.tokens import TokenCounter, load_counter
 from slopolicy.core.queueing.pacing import DispatchPace
@@ -118,7 +118,7 @@ class EngineConfig(ConfigModel):
     engine's FCFS queue.
     """
 
-    max_running: Annotated[int, Field(gt=0)] = 128
+    max_running: Count = 128
     prefill_horizon_s: Annotated[float, Field(ge=0, le=3600)] | None = None
     dispatch_rate: CostUnits | None = None
     dispatch_burst: Annotated[float, Field(ge=0, le=1e15)] | None = None

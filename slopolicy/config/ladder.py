@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from slopolicy.config._base import ConfigModel, Seconds
+from slopolicy.config._base import ConfigModel, Count, Seconds
 from slopolicy.config.lanes import LaneName
 from slopolicy.core.ladder.ladder import FallbackLadder
 from slopolicy.core.ladder.pressure import default_triggers
@@ -90,7 +90,7 @@ class LadderConfig(ConfigModel):
     tool_timeout_rate: Threshold | None = Threshold(enter=0.05, exit=0.02)
     watch_lane: LaneName | None = None
     rungs: Annotated[list[RungName], Field(min_length=1)] = list(DEFAULT_RUNGS)
-    interactive_max_new_tokens: Annotated[int, Field(gt=0)] = 256
+    interactive_max_new_tokens: Count = 256
     cheaper_model: Annotated[str, Field(min_length=1)] | None = None
     downgrade_lanes: list[LaneName] | None = None
     pause_lanes: list[LaneName] | None = None

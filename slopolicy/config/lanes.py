@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from slopolicy.config._base import ConfigModel, CostUnits, Seconds, Weight
+from slopolicy.config._base import ConfigModel, CostUnits, Count, Seconds, Weight
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.specs import LaneSpec, OverBudget
 
@@ -86,16 +86,16 @@ class LaneConfig(ConfigModel):
 
     name: LaneName
     slo: LaneSLO = LaneSLO()
-    max_new_tokens: Annotated[int, Field(gt=0)] | None = None
-    max_prompt_tokens: Annotated[int, Field(gt=0)] | None = None
+    max_new_tokens: Count | None = None
+    max_prompt_tokens: Count | None = None
     over_budget: Literal["demote", "defer", "reject"] = "demote"
     max_cost: CostUnits | None = None
     defer_retry_after_s: Seconds = 30.0
-    queue_capacity: Annotated[int, Field(gt=0)] = 1024
+    queue_capacity: Count = 1024
     max_queue_wait_s: Seconds = 60.0
     weight: Weight = 1.0
     kv_reserve: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    max_running: Annotated[int, Field(gt=0)] | None = None
+    max_running: Count | None = None
     slo_deadline: bool = True
 
     def to_spec(self) -> LaneSpec:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from slopolicy.config._base import ConfigModel
+from slopolicy.config._base import ConfigModel, Count
 from slopolicy.config.engine import CostConfig, EngineConfig, KVPoolConfig, TokenizerConfig
 from slopolicy.config.ladder import LadderConfig
 from slopolicy.config.lanes import LaneConfig, LaneSLO
@@ -92,7 +92,7 @@ class PolicyConfig(ConfigModel):
     tokenizer: TokenizerConfig = TokenizerConfig()
     kv: KVPoolConfig = KVPoolConfig()
     engine: EngineConfig = EngineConfig()
-    max_tenants: Annotated[int, Field(gt=0)] = 100_000
+    max_tenants: Count = 100_000
     ladder: LadderConfig = LadderConfig()
 
     @model_validator(mode="after")

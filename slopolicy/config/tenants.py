@@ -6,13 +6,13 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from slopolicy.config._base import ConfigModel, CostUnits, Weight
+from slopolicy.config._base import ConfigModel, CostUnits, Count, Weight
 from slopolicy.config.lanes import LaneName
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 
 __all__ = ("LaneQuotaConfig", "TierConfig")
 
-_Count = Annotated[int, Field(gt=0)]
+_Count = Count
 
 
 class LaneQuotaConfig(ConfigModel):
