@@ -108,14 +108,16 @@ class EngineConfig(ConfigModel):
     ``dispatch_burst`` is how far ahead of the rate starts may run, in cost
     units (default: a tenth of a second at the rate).
 
-    ``prefill_horizon_s`` (seconds; default half the tightest lane
-    TTFT target, or 1 s without one; ``0`` turns it off) bounds the prompt work handed to the
-    engine ahead of it: starts wait while the prompts already started but
-    not yet through prefill would take longer than that at the prefill rate
-    the policy measures (see :mod:`slopolicy.core.queueing.prefill`). The engine is
-    never left without work, and the order of everything beyond the horizon
-    stays the policy's (fair across tenants, lane shares) instead of the
-    engine's FCFS queue.
+    ``prefill_horizon_s`` (seconds; unset or ``0``: off, the default) bounds
+    the prompt work handed to the engine ahead of it, per lane: starts wait
+    while the lane's prompts already started but not yet through prefill
+    would take longer than that at the prefill rate the policy measures (see
+    :mod:`slopolicy.core.queueing.prefill`). The engine is never left without
+    work, and the order of everything beyond the horizon stays the policy's
+    (fair across tenants) instead of the engine's FCFS queue. Off by default:
+    the rate it learns is a throughput at the load it saw and underestimates
+    the engine at low load, so on traffic the engine would have interleaved
+    itself it adds waits (``docs/policy.md`` has the figures).
     """
 
     max_running: Count = 128

@@ -184,16 +184,9 @@ class PolicyConfig(ConfigModel):
         )
 
     def to_spec_prefill_horizon(self) -> float | None:
-        """Seconds of prompt work the engine is handed ahead (``None``: no
-        prefill gate): ``engine.prefill_horizon_s``, or the default derived
-        from the lanes' targets."""
-        horizon = self.engine.prefill_horizon_s
-        if horizon is None:
-            # The engine gets half the tightest TTFT target in prompt work
-            # ahead; the other half is the queue's to order.
-            bounds = [lane.slo.ttft_target_s for lane in self.lanes]
-            horizon = min((bound / 2 for bound in bounds if bound is not None), default=1.0)
-        return horizon or None
+        """Seconds of prompt work the engine is handed ahead of the policy's
+        order (``None``: no prefill gate), from ``engine.prefill_horizon_s``."""
+        return self.engine.prefill_horizon_s or None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> PolicyConfig:

@@ -60,7 +60,8 @@ _CONFIG = PolicyConfig.from_dict(
         },
         "tenants": {"t3": "tiny"},
         "kv": {"num_blocks": 150, "block_size": 16},
-        "engine": {"max_running": 3},
+        # The prefill gate on: starts held back while a lane's prompts are computed.
+        "engine": {"max_running": 3, "prefill_horizon_s": 0.5},
     }
 )
 _TENANTS = st.sampled_from(["t0", "t1", "t2", "t3"])

@@ -99,6 +99,10 @@ def _policy(**engine: object) -> Policy:
     )
 
 
+def _gated() -> Policy:
+    return _policy(prefill_horizon_s=0.5)
+
+
 def _learn(policy: Policy, rate: float, now: float = 0.0) -> float:
     """Serve two 300-token prompts at ``rate`` tokens/s; the time after."""
     for k in range(2):
@@ -112,15 +116,17 @@ def _learn(policy: Policy, rate: float, now: float = 0.0) -> float:
     return now
 
 
-def test_the_default_horizon_is_half_the_tightest_ttft_target() -> None:
-    policy = _policy()
-    assert policy.prefill is not None
-    assert policy.prefill["chat"].horizon == 0.5
+def test_the_gate_is_off_unless_a_horizon_is_set() -> None:
+    assert _policy().prefill is None
     assert _policy(prefill_horizon_s=0).prefill is None
+    policy = _policy(prefill_horizon_s=0.5)
+    assert policy.prefill is not None
+    assert set(policy.prefill) == {"chat"}
+    assert policy.prefill["chat"].horizon == 0.5
 
 
 def test_a_queued_request_leaves_when_its_ttft_target_is_lost() -> None:
-    policy = _policy()
+    policy = _gated()
     now = _learn(policy, 1000.0)
     # Two prompts fill the gate's 500-token budget (0.5 s at the rate): the
     # next start waits while they are computed.
@@ -142,6 +148,7 @@ def test_without_slo_deadlines_the_lane_wait_bound_applies() -> None:
         PolicyConfig.from_dict(
             {
                 "lanes": [{"name": "chat", "slo": {"ttft_p95_s": 1.0}, "slo_deadline": False}],
+                "engine": {"prefill_horizon_s": 0.5},
                 "ladder": {"enabled": False},
             }
         ),

@@ -55,13 +55,6 @@ def test_the_load_outside_the_bursts_is_below_70_percent() -> None:
     assert load.rate_rps == pytest.approx(10, rel=0.05)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 18: with answers cut by the ladder's cap_max_new_tokens rung counted as "
-    "degraded, ours keeps 64% of conversation (not > 90%) and llm-d-slo's goodput beats ours; "
-    "the SLO-aware default policy is to make these claims hold again",
-)
 def test_the_azure_trace_at_twice_its_rate_keeps_the_overload_claims() -> None:
     scenario = builtin_scenario("azure-2023")
     first_ten_minutes = dataclasses.replace(scenario, workload=scenario.workload.window(0, 600))
