@@ -107,11 +107,10 @@ def _chat(*turns: dict[str, str]) -> Request:
 
 def stall_gate(counter: TokenCounter) -> Gate:
     """A Gate that admits every case it can: one lane without a prompt cap, KV
-    for 16M tokens, no quota that binds, every ending logged."""
+    for 16M tokens, no quota (the default tier has none), every ending logged."""
     config = PolicyConfig.from_dict(
         {
             "lanes": [{"name": "any", "queue_capacity": 16, "max_queue_wait_s": 60.0}],
-            "tiers": {"default": {"rate": 1e30, "burst": 1e30}},
             "kv": {"num_blocks": 1_000_000, "block_size": 16},
             "engine": {"max_running": 4},
             "ladder": {"enabled": False},

@@ -3,11 +3,13 @@ nothing the run reports."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection
 
 import pytest
 
 from slopolicy import PolicyConfig
+from slopolicy.config.ladder import Threshold
 from slopolicy.sim import (
     EngineView,
     PolicyScheduler,
@@ -22,7 +24,19 @@ from slopolicy.sim import (
 from slopolicy.sim.ours import DEFAULT_SIGNALS, SIGNALS
 
 DAY = 86_400.0
-SEED = seed_scenario(short=True)
+_SHORT = seed_scenario(short=True)
+# The seed with the ladder's TTFT trigger on (off by default), so its overload
+# moves the ladder and the test sees ladder moves before and after the gap.
+SEED = dataclasses.replace(
+    _SHORT,
+    policy=_SHORT.policy.model_copy(
+        update={
+            "ladder": _SHORT.policy.ladder.model_copy(
+                update={"ttft_p95_fraction": Threshold(enter=0.8, exit=0.6)}
+            )
+        }
+    ),
+)
 
 
 class Counted(PolicyScheduler):
