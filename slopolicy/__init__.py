@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import typing
 
+from slopolicy._version import __version__ as __version__
 from slopolicy.config import LaneConfig as LaneConfig
 from slopolicy.config import PolicyConfig as PolicyConfig
 from slopolicy.config import TierConfig as TierConfig
@@ -54,7 +55,6 @@ if typing.TYPE_CHECKING:
     from slopolicy.runtime import Gate as Gate
     from slopolicy.runtime import Ticket as Ticket
 
-__version__ = "0.1.0"
 
 __all__ = (
     "Admit",

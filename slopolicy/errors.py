@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from slopolicy.core.decisions import Admit, Decision, Demote, Reason
+    from slopolicy.core.decisions import Admit, Decision, Demote
     from slopolicy.core.outcome import Finished
+    from slopolicy.core.reasons import Reason
 
 __all__ = (
     "ConfigError",
@@ -206,7 +207,7 @@ class Expired(Rejected):
     policy's record (outcome ``expired``, with the seconds it waited)."""
 
     def __init__(self, message: str, finished: Finished, decision: Decision | None) -> None:
-        from slopolicy.core.decisions import Reason
+        from slopolicy.core.reasons import Reason
 
         super().__init__(Reason.EXPIRED, message, http_status=503, decision=decision)
         self.finished = finished
@@ -218,7 +219,7 @@ class GateClosed(Rejected):
     def __init__(
         self, message: str = "the gate is closed", decision: Decision | None = None
     ) -> None:
-        from slopolicy.core.decisions import Reason
+        from slopolicy.core.reasons import Reason
 
         super().__init__(Reason.GATE_CLOSED, message, http_status=503, decision=decision)
 

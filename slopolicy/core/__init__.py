@@ -21,7 +21,6 @@ from slopolicy.core.decisions import Decision as Decision
 from slopolicy.core.decisions import Defer as Defer
 from slopolicy.core.decisions import Demote as Demote
 from slopolicy.core.decisions import Displaced as Displaced
-from slopolicy.core.decisions import Reason as Reason
 from slopolicy.core.decisions import Reject as Reject
 from slopolicy.core.decisions import Step as Step
 from slopolicy.core.health.diagnosis import diagnose as diagnose
@@ -74,6 +73,7 @@ from slopolicy.core.quota.tenants import QuotaRefusal as QuotaRefusal
 from slopolicy.core.quota.tenants import QuotaStatistics as QuotaStatistics
 from slopolicy.core.quota.tenants import TenantQuotas as TenantQuotas
 from slopolicy.core.quota.tenants import TenantStatistics as TenantStatistics
+from slopolicy.core.reasons import Reason as Reason
 from slopolicy.core.request import Message as Message
 from slopolicy.core.request import Request as Request
 from slopolicy.core.router import LaneRouter as LaneRouter

@@ -9,11 +9,11 @@ sentence for people, the HTTP status a gateway should answer with, a
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple, TypeAlias
 
 from slopolicy.core.outcome import Finished
+from slopolicy.core.reasons import Reason
 from slopolicy.core.records import fast_init
 from slopolicy.core.request import Request
 
@@ -28,38 +28,6 @@ __all__ = (
     "Step",
     "explain",
 )
-
-
-class Reason(enum.Enum):
-    """Closed set of reason codes; the value is the stable wire name."""
-
-    ADMITTED = "admitted"
-    PROMPT_OVER_BUDGET = "prompt_over_budget"
-    PROMPT_TOO_LONG = "prompt_too_long"
-    COST_OVER_LIMIT = "cost_over_limit"
-    UNKNOWN_LANE = "unknown_lane"
-    UNKNOWN_TIER = "unknown_tier"
-    RULE = "rule"
-    RATE_LIMITED = "rate_limited"
-    CONCURRENCY_LIMITED = "concurrency_limited"
-    COST_OVER_BURST = "cost_over_burst"
-    TENANT_TABLE_FULL = "tenant_table_full"
-    QUEUE_FULL = "queue_full"
-    OVERLOAD_SHED = "overload_shed"
-    # The async gate's own refusals: accepted but its deadline passed while it
-    # waited (outcome ``expired``), and the gate closed under a waiting request.
-    EXPIRED = "expired"
-    GATE_CLOSED = "gate_closed"
-    # A shared quota store (Redis) could not be reached and the store fails
-    # closed: 503, retry once the store is back.
-    QUOTA_STORE_UNAVAILABLE = "quota_store_unavailable"
-
-    __hash__ = object.__hash__  # singletons compared by identity: hash at C speed
-
-    @property
-    def code(self) -> str:
-        """The stable wire name, e.g. ``"prompt_too_long"``."""
-        return self.value
 
 
 class Step(NamedTuple):

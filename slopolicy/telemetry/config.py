@@ -12,7 +12,7 @@ from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from slopolicy import __version__
+from slopolicy._version import __version__
 from slopolicy.core.policy import Policy
 from slopolicy.errors import UsageError
 from slopolicy.telemetry.attributes import AttributeSets

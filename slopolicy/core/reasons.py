@@ -1,0 +1,43 @@
+"""Reason codes: why the policy decided what it did, as stable wire names.
+
+A leaf module (it imports nothing of the package), so the error tree, the
+request and the decisions can all name a reason without importing each other.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ("Reason",)
+
+
+class Reason(enum.Enum):
+    """Closed set of reason codes; the value is the stable wire name."""
+
+    ADMITTED = "admitted"
+    PROMPT_OVER_BUDGET = "prompt_over_budget"
+    PROMPT_TOO_LONG = "prompt_too_long"
+    COST_OVER_LIMIT = "cost_over_limit"
+    UNKNOWN_LANE = "unknown_lane"
+    UNKNOWN_TIER = "unknown_tier"
+    RULE = "rule"
+    RATE_LIMITED = "rate_limited"
+    CONCURRENCY_LIMITED = "concurrency_limited"
+    COST_OVER_BURST = "cost_over_burst"
+    TENANT_TABLE_FULL = "tenant_table_full"
+    QUEUE_FULL = "queue_full"
+    OVERLOAD_SHED = "overload_shed"
+    # The async gate's own refusals: accepted but its deadline passed while it
+    # waited (outcome ``expired``), and the gate closed under a waiting request.
+    EXPIRED = "expired"
+    GATE_CLOSED = "gate_closed"
+    # A shared quota store (Redis) could not be reached and the store fails
+    # closed: 503, retry once the store is back.
+    QUOTA_STORE_UNAVAILABLE = "quota_store_unavailable"
+
+    __hash__ = object.__hash__  # singletons compared by identity: hash at C speed
+
+    @property
+    def code(self) -> str:
+        """The stable wire name, e.g. ``"prompt_too_long"``."""
+        return self.value
