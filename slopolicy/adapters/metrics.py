@@ -11,15 +11,18 @@ Each poll fetches the page with httpx, parses it with
 :class:`~slopolicy.EngineSignals`:
 
 - ``waiting``: ``vllm:num_requests_waiting``, ``sglang:num_queue_reqs``,
-  ``trtllm_num_requests_waiting``, ``tgi_queue_size``;
+  ``trtllm_num_requests_waiting``, ``tgi_queue_size``, ``llamacpp:requests_deferred``;
 - ``running``: ``vllm:num_requests_running``, ``sglang:num_running_reqs``,
-  ``tgi_batch_current_size`` (TRT-LLM: none);
+  ``tgi_batch_current_size``, ``llamacpp:requests_processing`` (TRT-LLM: none);
 - ``kv_usage`` (0-1): ``vllm:kv_cache_usage_perc`` (older vLLM:
   ``vllm:gpu_cache_usage_perc``), ``sglang:token_usage``,
   ``trtllm_kv_cache_utilization`` (TGI: none);
 - ``decode_tps``: the rate of ``vllm:generation_tokens_total``,
   ``sglang:generation_tokens_total`` (else the gauge ``sglang:gen_throughput``),
-  ``tgi_request_generated_tokens_sum`` (TRT-LLM: none).
+  ``tgi_request_generated_tokens_sum``, ``llamacpp:tokens_predicted_total``
+  (TRT-LLM: none). TGI and llama.cpp count tokens as each request ends; for
+  llama.cpp, :class:`~slopolicy.adapters.llamacpp.LlamaCppScraper` adds the
+  running slots' tokens and KV use from ``/slots``.
 
 Several series of one metric (vLLM's ``engine`` label under data parallelism)
 add up for ``waiting``, ``running`` and the token counters; ``kv_usage`` is the
@@ -63,6 +66,7 @@ from slopolicy.errors import UsageError
 
 __all__ = (
     "ENGINES",
+    "LLAMACPP",
     "SGLANG",
     "TGI",
     "TRTLLM",
@@ -132,8 +136,18 @@ TGI = MetricNames(
     generated_tokens=("tgi_request_generated_tokens_sum",),
 )
 
+LLAMACPP = MetricNames(
+    "llamacpp",
+    waiting=("llamacpp:requests_deferred",),
+    running=("llamacpp:requests_processing",),
+    # Added to as each request ends (its slot is released).
+    generated_tokens=("llamacpp:tokens_predicted_total",),
+)
+
 #: The engines ``engine="auto"`` chooses among, by name.
-ENGINES: Mapping[str, MetricNames] = {names.engine: names for names in (VLLM, SGLANG, TRTLLM, TGI)}
+ENGINES: Mapping[str, MetricNames] = {
+    names.engine: names for names in (VLLM, SGLANG, TRTLLM, TGI, LLAMACPP)
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,12 +325,16 @@ class MetricsScraper:
         self.consecutive_failures = 0
         return self._signals(reading, self._clock())
 
-    async def _fetch(self) -> str:
+    async def _get(self, url: str) -> httpx.Response:
+        """One page from the engine; raises ``httpx.HTTPError`` for a non-2xx answer."""
         if self._client is None:
             self._client = httpx.AsyncClient()
-        response = await self._client.get(self.url, timeout=self._timeout)
+        response = await self._client.get(url, timeout=self._timeout)
         response.raise_for_status()
-        return response.text
+        return response
+
+    async def _fetch(self) -> str:
+        return (await self._get(self.url)).text
 
     def _failed(self, error: Exception) -> None:
         self.failures += 1
