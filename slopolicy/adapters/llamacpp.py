@@ -36,6 +36,7 @@ main loop between decode steps, so a poll waits out the batch being computed
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -159,11 +160,10 @@ def read_slots(data: object) -> tuple[SlotUse, ...]:
 class _Rate:
     """Tokens per second of a running total between polls.
 
-    The rate starts over when the server restarted: its ``epoch`` (the
-    process's start time) changed, or its own ``counter`` inside the total
-    went back. A total below the last one otherwise follows a poll that read
-    the two pages across a request's end (its tokens counted on both): no
-    rate this time, and the next is measured from the higher total."""
+    The rate starts over when the server restarted (its ``epoch``, the
+    process's start time, changed, or its own ``counter`` inside the total
+    went back) and when the total went back: the last poll read the two pages
+    across a request's end and counted its tokens on both."""
 
     __slots__ = ("_last",)
 
@@ -178,13 +178,12 @@ class _Rate:
         if total is None or counter is None:
             self._last = None
             return None
-        if last is None or counter < last[1] or epoch != last[3]:
-            self._last = (total, counter, at, epoch)
-            return None
-        before, _, then, _ = last
-        if total < before or at <= then:
+        if at <= (-math.inf if last is None else last[2]):
             return None
         self._last = (total, counter, at, epoch)
+        if last is None or counter < last[1] or epoch != last[3] or total < last[0]:
+            return None
+        before, _, then, _ = last
         return (total - before) / (at - then)
 
 

@@ -33,14 +33,12 @@ if os.environ.get(REQUIRE_VARIABLE):
 pytest.importorskip("openai")
 pytest.importorskip("prometheus_client")
 
-from openai import AsyncOpenAI
-
 from slopolicy.adapters.llamacpp import LlamaCppReading, LlamaCppScraper
 from slopolicy.adapters.openai import GatedOpenAI
 
-#: The shared server's shape: 4 slots of 2,048 tokens each.
+#: The shared server's shape: 4 slots of 1,024 tokens each.
 SLOTS = 4
-CONTEXT = 8192
+CONTEXT = 4096
 #: Every request ignores EOS, so a random model's stream always runs to max_tokens.
 NO_EOS = {"ignore_eos": True}
 
@@ -85,7 +83,7 @@ async def gated(
     async with (
         LlamaCppScraper(server.url, **scraping) as scraper,
         Gate(policy) as gate,
-        AsyncOpenAI(base_url=f"{server.url}/v1", api_key="-", timeout=60.0) as client,
+        server.openai_client(timeout=60.0) as client,
     ):
         yield GatedOpenAI(client, gate), scraper
 

@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
-from openai import AsyncOpenAI
 
 from slopolicy import Finished, Outcome, Policy
 from slopolicy.adapters.llamacpp import LlamaCppReading, LlamaCppScraper
@@ -53,7 +52,7 @@ async def test_direct_requests_beyond_the_slots_wait_in_the_servers_queue(
         )
 
     async with (
-        AsyncOpenAI(base_url=f"{server.url}/v1", api_key="-", max_retries=0) as raw,
+        server.openai_client(max_retries=0) as raw,
         LlamaCppScraper(server.url) as scraper,
         anyio.create_task_group() as group,
     ):
@@ -95,7 +94,7 @@ async def test_a_running_cap_of_np_keeps_the_servers_queue_empty(server: LlamaSe
     async with gated(server, policy) as (client, scraper):
         seen = await watched(scraper, lambda: burst(client))
     assert max(reading.waiting or 0 for reading in seen) == 0
-    assert max(reading.running for reading in seen) == SLOTS
+    assert max(reading.running for reading in seen) <= SLOTS
     assert outcomes(policy) == {Outcome.COMPLETED: 2 * SLOTS}
     assert_clean(policy)
 

@@ -40,12 +40,16 @@ import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from slopolicy.errors import UsageError
 from slopolicy.testing.llama.build import Installation
 from slopolicy.testing.redis_server import free_port
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 __all__ = ("LlamaServer",)
 
@@ -153,6 +157,14 @@ class LlamaServer:
             *self.extra_args,
         ]  # fmt: skip
 
+    def _environment(self) -> dict[str, str]:
+        env = self.installation.environment()
+        # The build uses OpenMP, whose threads spin while they wait: on CPUs
+        # shared with other work (a test run, CI) that made decoding 20-50x
+        # slower here. Sleeping waiters cost nothing when the CPUs are idle.
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        return env
+
     def _launch(self) -> None:
         if self.running:
             raise UsageError(f"llama-server is already running on port {self.port}")
@@ -162,7 +174,7 @@ class LlamaServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self.installation.environment(),
+                env=self._environment(),
                 preexec_fn=_pre_exec(),  # prctl only: safe between fork and exec
             )
         _RUNNING.add(self)
@@ -234,6 +246,26 @@ class LlamaServer:
                 await anyio.sleep(0.05)  # polling a starting process
             if not self._retry(failure):
                 raise self._give_up(failure)
+
+    def openai_client(self, **options: Any) -> AsyncOpenAI:
+        """An ``openai.AsyncOpenAI`` for this server's ``/v1`` (needs
+        ``slopolicy[openai]``; ``options`` go to the client).
+
+        Its idle connections expire after 2 s: llama-server (cpp-httplib)
+        closes a keep-alive connection idle for 5 s, and the openai client
+        keeps them 5 s too, so a request could go out on a connection the
+        server is closing and fail with "Server disconnected without sending
+        a response" (``engine_disconnected``: the adapter never retries)."""
+        import openai
+        from openai._constants import DEFAULT_CONNECTION_LIMITS as limits
+
+        shorter = type(limits)(
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=2.0,
+        )
+        options.setdefault("http_client", openai.DefaultAsyncHttpxClient(limits=shorter))
+        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="-", **options)
 
     def kill(self) -> None:
         """SIGKILL the server, as a crash: open streams break mid-body."""
