@@ -45,6 +45,21 @@ async def _first_text(stream: Any, started: float, record: Record) -> None:
             record.ttft = anyio.current_time() - started
 
 
+async def _send_until_taken(send: Send, record: Record, attempts: int = 100) -> None:
+    """Send; a refused batch summary or long prompt is sent again after the
+    refusal's ``Retry-After`` (as a batch runner or a user retries), chat never."""
+    for _ in range(attempts - 1):
+        try:
+            await send(record.arrival, record)
+        except Rejected as refused:
+            if record.arrival.kind == "chat":
+                raise
+            await anyio.sleep(refused.retry_after or 1.0)
+        else:
+            return
+    await send(record.arrival, record)
+
+
 async def _run(arrivals: list[Arrival], send: Send) -> list[Record]:
     """Send every arrival at its time; their records once all ended."""
     records = [Record(arrival) for arrival in arrivals]
@@ -53,7 +68,7 @@ async def _run(arrivals: list[Arrival], send: Send) -> list[Record]:
     async def one(record: Record) -> None:
         await anyio.sleep_until(origin + record.arrival.at)
         try:
-            await send(record.arrival, record)
+            await _send_until_taken(send, record)
             record.outcome = "completed"
         except Rejected as refused:
             record.outcome = f"rejected: {refused.code}"
@@ -121,6 +136,8 @@ async def gated(
             )  # fmt: skip
             async with stream:
                 await _first_text(stream, started, record)
+            if stream.finished is not None:
+                record.queue_wait = stream.finished.queue_wait
 
         records = await _run(arrivals, send)
         watch.cancel_scope.cancel()
@@ -145,13 +162,14 @@ def _table(rows: dict[str, dict[str, float]], targets: Targets) -> str:
         f"unloaded chat TTFT {targets.unloaded_ttft * 1000:.1f} ms here, "
         f"{targets.reference_ttft * 1000:.1f} ms on the reference engine)",
         "                 chats  TTFT p50    p95     p99   <=p95 tgt  <=p99 tgt  chat  heavy  batch"
-        "  batch drained",
+        "  batch drained  queue p95",
     ]
     for name, row in rows.items():
         lines.append(
             f"{name:<16} {row['chats']:5.0f} {row['p50']:8.3f} {row['p95']:7.3f} {row['p99']:7.3f}"
             f" {row['within_p95']:9.1%} {row['within_p99']:10.1%} {row['chat_done']:5.0%}"
             f" {row['heavy_done']:6.0%} {row['batch_done']:6.0%} {row['batch_drained']:10.1f} s"
+            f" {row['queue_p95']:8.3f} s"
         )
     return "\n".join(lines)
 
@@ -174,6 +192,8 @@ async def main_async(args: argparse.Namespace) -> None:
     if found is None:
         raise SystemExit("llama-server is not built: python -m slopolicy.testing.llama build")
     workload = Workload(duration=20.0, batch=24) if args.quick else Workload()
+    if args.summaries is not None:
+        workload = dataclasses.replace(workload, batch=args.summaries)
     # As long as a slot holds: the prompt, the chat template and the output.
     workload = dataclasses.replace(workload, heavy_tokens=args.slot_context - 440)
     context = args.slots * args.slot_context
@@ -207,9 +227,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="a 20 s phase, 24 summaries")
     parser.add_argument("--slots", type=int, default=8, help="-np (default 8)")
     parser.add_argument("--slot-context", type=int, default=10_240, help="tokens per slot")
-    parser.add_argument("--batch", type=int, default=512, help="-b and -ub (default 512)")
+    parser.add_argument("--batch", type=int, default=256, help="-b and -ub (default 256)")
     parser.add_argument("--threads", type=int, default=2, help="-t (default 2)")
     parser.add_argument("--verbose", action="store_true", help="the gate's state every 5 s")
+    parser.add_argument("--summaries", type=int, default=None, help="batch jobs (default 64)")
     parser.add_argument(
         "--seats", action="store_true", help="a third phase: the default plus lane seat caps"
     )

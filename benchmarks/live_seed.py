@@ -47,6 +47,7 @@ class Record:
     ttft: float | None = None
     outcome: str = "pending"  # completed, or why not
     ended: float | None = None
+    queue_wait: float | None = None  # in the gate's queue (gated phases)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ class Workload:
     heavy_every: float = 10.0
     heavy_tokens: int = 9800
     heavy_output: int = 32
-    batch: int = 32
+    batch: int = 64
     batch_at: float = 8.0
     batch_tokens: int = 1000
     batch_output: int = 32
@@ -177,6 +178,7 @@ def summary(records: list[Record], targets: Targets) -> dict[str, float]:
         return sum(record.outcome == "completed" for record in group) / max(1, len(group))
 
     batch_ends = [r.ended for r in records if r.arrival.kind == "batch" and r.ended is not None]
+    waits = [record.queue_wait for record in chats if record.queue_wait is not None]
     return {
         "chats": len(chats),
         "p50": percentile(ttfts, 0.50),
@@ -188,4 +190,5 @@ def summary(records: list[Record], targets: Targets) -> dict[str, float]:
         "heavy_done": done("heavy"),
         "batch_done": done("batch"),
         "batch_drained": max(batch_ends, default=math.nan),
+        "queue_p95": percentile(waits, 0.95),
     }

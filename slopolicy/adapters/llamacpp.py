@@ -209,8 +209,10 @@ class LlamaCppScraper(MetricsScraper):
         timeout: float = 5.0,
         clock: Callable[[], float] = anyio.current_time,
     ) -> None:
-        if kv_tokens is not None and kv_tokens < 1:
-            raise UsageError(f"kv_tokens must be >= 1, got {kv_tokens}")
+        if kv_tokens is not None and (
+            isinstance(kv_tokens, bool) or not isinstance(kv_tokens, int) or kv_tokens < 1
+        ):
+            raise UsageError(f"kv_tokens must be an int >= 1, got {kv_tokens!r}")
         base = url.rstrip("/")
         super().__init__(
             f"{base}/metrics",

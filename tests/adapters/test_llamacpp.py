@@ -178,6 +178,7 @@ async def test_a_unified_kv_pool_is_given_in_tokens() -> None:
     assert signals.kv_usage == 0.4
 
 
-def test_bad_settings() -> None:
+@pytest.mark.parametrize("kv_tokens", [0, -5, 1.5, True, "100"])
+def test_bad_settings(kv_tokens: object) -> None:
     with pytest.raises(UsageError):
-        LlamaCppScraper("http://llama:8080", kv_tokens=0)
+        LlamaCppScraper("http://llama:8080", kv_tokens=kv_tokens)  # type: ignore[arg-type]

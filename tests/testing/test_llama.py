@@ -78,6 +78,8 @@ def test_a_build_is_found_only_when_complete_and_not_rebuilt(cache: Path) -> Non
     assert find_llama_server("9.9") is None
     with pytest.raises(UsageError):
         find_llama_server("../escape")
+    with pytest.raises(UsageError):
+        build_llama_server("9.9", jobs=0)
 
 
 def test_a_build_from_a_folder_without_the_server_fails_clearly(
@@ -113,8 +115,9 @@ def test_the_process_starts_restarts_on_its_port_and_stops(cache: Path, tmp_path
         process = server._process
     assert process is not None
     assert process.poll() is not None
-    with pytest.raises(UsageError):
-        LlamaServer(found, tmp_path / "m.gguf", slots=0)
+    for bad in ({"slots": 0}, {"slots": "4"}, {"threads": True}, {"slots": 8, "context": 4}):
+        with pytest.raises(UsageError):
+            LlamaServer(found, tmp_path / "m.gguf", **bad)
 
 
 def test_a_server_that_exits_fails_its_start_with_its_log(cache: Path, tmp_path: Path) -> None:

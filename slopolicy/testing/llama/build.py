@@ -216,6 +216,8 @@ def build_llama_server(
     the package index. Raises :class:`BuildError` when a step fails.
     """
     found = _installation(version)
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise UsageError(f"jobs must be an int >= 1, got {jobs!r}")
     say = progress or (lambda message: None)
     with _locked(found.root.parent / f"{version}.lock"):
         if found.complete:
