@@ -5,14 +5,16 @@ imported by :mod:`slopolicy` itself, and importing one without its extra
 raises an :class:`ImportError` that names the ``pip install`` to run.
 
 - :mod:`slopolicy.adapters.openai`: ``openai.AsyncOpenAI`` pointed at ``vllm
-  serve``, SGLang, TGI's Messages API or any OpenAI-compatible server (extra
-  ``slopolicy[openai]``);
+  serve``, SGLang, TGI's Messages API, llama.cpp's ``llama-server`` or any
+  OpenAI-compatible server (extra ``slopolicy[openai]``);
 - :mod:`slopolicy.adapters.vllm`: vLLM's in-process ``AsyncLLM`` /
   ``AsyncLLMEngine``, duck-typed, importing nothing from vLLM (``slopolicy[vllm]``);
 - :mod:`slopolicy.adapters.tgi`: ``huggingface_hub.AsyncInferenceClient``
   against Text Generation Inference (``slopolicy[tgi]``);
 - :mod:`slopolicy.adapters.metrics`: an engine's Prometheus ``/metrics``, polled
-  into :class:`~slopolicy.EngineSignals` (``slopolicy[prometheus]``).
+  into :class:`~slopolicy.EngineSignals` (``slopolicy[prometheus]``);
+- :mod:`slopolicy.adapters.llamacpp`: llama-server's ``/metrics`` and ``/slots``
+  (``slopolicy[prometheus]``).
 
 What they share lives in :mod:`slopolicy.adapters.common`: :class:`EngineError`
 (how an engine's refusal or failure maps to the gate's outcomes and to an HTTP

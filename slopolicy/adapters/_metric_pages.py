@@ -84,7 +84,17 @@ TGI = MetricNames(
 )
 
 #: The engines ``engine="auto"`` chooses among, by name.
-ENGINES: Mapping[str, MetricNames] = {names.engine: names for names in (VLLM, SGLANG, TRTLLM, TGI)}
+LLAMACPP = MetricNames(
+    "llamacpp",
+    waiting=("llamacpp:requests_deferred",),
+    running=("llamacpp:requests_processing",),
+    # Added to as each request ends (its slot is released).
+    generated_tokens=("llamacpp:tokens_predicted_total",),
+)
+
+ENGINES: Mapping[str, MetricNames] = {
+    names.engine: names for names in (VLLM, SGLANG, TRTLLM, TGI, LLAMACPP)
+}
 
 
 @dataclass(frozen=True, slots=True)

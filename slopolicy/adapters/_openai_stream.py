@@ -36,7 +36,7 @@ def classify(error: Exception) -> EngineError:
         retry = parse_retry_after(error.response.headers.get("retry-after"))
         return fault_from_status(
             error.status_code, _message(error.body, error.message), param=error.param,
-            retry_after=retry,
+            kind=error.type, retry_after=retry,
         )  # fmt: skip
     if isinstance(error, openai.APIError):  # an error event inside the stream
         return _body_fault(error.body, error.message)
@@ -56,17 +56,19 @@ def _body_fault(body: object, default: str) -> EngineError:
     it would have answered (an int, or a digit string in older servers)."""
     status: int | None = None
     param: str | None = None
+    kind: str | None = None
     if isinstance(body, Mapping):
         code = body.get("code")
         if isinstance(code, int) and not isinstance(code, bool):
             status = code
         elif isinstance(code, str) and code.isdigit():
             status = int(code)
-        raw_param = body.get("param")
+        raw_param, raw_kind = body.get("param"), body.get("type")
         param = raw_param if isinstance(raw_param, str) else None
+        kind = raw_kind if isinstance(raw_kind, str) else None
     # A 4xx here is still the caller's: vLLM validates some prompts (length
     # against max_model_len) only once the engine takes the request, in-stream.
-    return fault_from_status(status, _message(body, default), param=param)
+    return fault_from_status(status, _message(body, default), param=param, kind=kind)
 
 
 def _flat_error(chunk: Any) -> Mapping[str, Any] | None:

@@ -11,7 +11,8 @@ fault              what the engine said                              ticket     
                    / ``MaxQueuedTokensError``); TGI ``overloaded``
 ``rate_limited``   429 (a proxy's or hosted endpoint's own limit)    failed      503
 ``prompt_too_long``  400 with ``param: "input_tokens"`` (vLLM); TGI    cancelled   413
-                   validation "``inputs`` must have less than ..."
+                   validation "``inputs`` must have less than ...";
+                   llama.cpp ``type: "exceed_context_size_error"``
 ``invalid_request``  any other 4xx; TGI ``validation``               cancelled   400
 ``failed``         5xx; an error event inside the stream; vLLM         failed      502
                    ``finish_reason`` ``"error"``/``"abort"``
@@ -247,6 +248,8 @@ def engine_count(value: object, budget: int) -> int | None:
 
 
 _TOO_LONG_PARAMS = frozenset({"input_tokens", "input_text"})
+# llama.cpp names the fault by its error type and blames no param.
+_TOO_LONG_TYPES = frozenset({"exceed_context_size_error"})
 _TOO_LONG_TEXTS = ("maximum context length", "longer than the maximum model length")
 
 
@@ -255,10 +258,12 @@ def fault_from_status(
     message: str,
     *,
     param: str | None = None,
+    kind: str | None = None,
     retry_after: float | None = None,
 ) -> EngineError:
     """The :class:`EngineError` for an engine's HTTP status (``None``: no status,
-    e.g. an error event inside a stream; one that is no int counts as none)."""
+    e.g. an error event inside a stream; one that is no int counts as none);
+    ``kind`` is the error body's ``type``."""
     if isinstance(status, bool) or not isinstance(status, int):
         status = None
     if status == 503:
@@ -268,7 +273,11 @@ def fault_from_status(
     elif status in (408, 504):
         fault = EngineFault.TIMEOUT
     elif status is not None and 400 <= status < 500:
-        too_long = param in _TOO_LONG_PARAMS or any(text in message for text in _TOO_LONG_TEXTS)
+        too_long = (
+            param in _TOO_LONG_PARAMS
+            or kind in _TOO_LONG_TYPES
+            or any(text in message for text in _TOO_LONG_TEXTS)
+        )
         fault = EngineFault.PROMPT_TOO_LONG if too_long else EngineFault.INVALID_REQUEST
     else:
         fault = EngineFault.FAILED

@@ -11,15 +11,18 @@ Each poll fetches the page with httpx, parses it with
 :class:`~slopolicy.EngineSignals`:
 
 - ``waiting``: ``vllm:num_requests_waiting``, ``sglang:num_queue_reqs``,
-  ``trtllm_num_requests_waiting``, ``tgi_queue_size``;
+  ``trtllm_num_requests_waiting``, ``tgi_queue_size``, ``llamacpp:requests_deferred``;
 - ``running``: ``vllm:num_requests_running``, ``sglang:num_running_reqs``,
-  ``tgi_batch_current_size`` (TRT-LLM: none);
+  ``tgi_batch_current_size``, ``llamacpp:requests_processing`` (TRT-LLM: none);
 - ``kv_usage`` (0-1): ``vllm:kv_cache_usage_perc`` (older vLLM:
   ``vllm:gpu_cache_usage_perc``), ``sglang:token_usage``,
   ``trtllm_kv_cache_utilization`` (TGI: none);
 - ``decode_tps``: the rate of ``vllm:generation_tokens_total``,
   ``sglang:generation_tokens_total`` (else the gauge ``sglang:gen_throughput``),
-  ``tgi_request_generated_tokens_sum`` (TRT-LLM: none).
+  ``tgi_request_generated_tokens_sum``, ``llamacpp:tokens_predicted_total``
+  (TRT-LLM: none). TGI and llama.cpp count tokens as each request ends; for
+  llama.cpp, :class:`~slopolicy.adapters.llamacpp.LlamaCppScraper` adds the
+  running slots' tokens and KV use from ``/slots``.
 
 Several series of one metric (vLLM's ``engine`` label under data parallelism)
 add up for ``waiting``, ``running`` and the token counters; ``kv_usage`` is the
@@ -64,6 +67,7 @@ except ImportError as error:  # tests hide the packages to check this message
     ) from error
 
 from slopolicy.adapters._metric_pages import ENGINES as ENGINES
+from slopolicy.adapters._metric_pages import LLAMACPP as LLAMACPP
 from slopolicy.adapters._metric_pages import SGLANG as SGLANG
 from slopolicy.adapters._metric_pages import TGI as TGI
 from slopolicy.adapters._metric_pages import TRTLLM as TRTLLM
@@ -77,6 +81,7 @@ from slopolicy.errors import UsageError
 
 __all__ = (
     "ENGINES",
+    "LLAMACPP",
     "SGLANG",
     "TGI",
     "TRTLLM",
@@ -194,20 +199,26 @@ class MetricsScraper:
         self.consecutive_failures = 0
         return self._signals(reading, self._clock())
 
-    async def _fetch(self) -> str:
-        """The page's text, read up to ``max_page_bytes`` (Prometheus' text
-        format is UTF-8; bytes that are not read as replacement characters)."""
+    async def _get(self, url: str) -> tuple[str, httpx.Headers]:
+        """One page from the engine and its headers, read up to
+        ``max_page_bytes`` (Prometheus' text format and JSON are UTF-8; bytes
+        that are not are read as replacement characters); raises
+        ``httpx.HTTPError`` for a non-2xx answer."""
         if self._client is None:
             self._client = httpx.AsyncClient()
         limit = self.max_page_bytes
-        async with self._client.stream("GET", self.url, timeout=self._timeout) as response:
+        async with self._client.stream("GET", url, timeout=self._timeout) as response:
             response.raise_for_status()
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
                 if len(body) > limit:
                     raise ValueError(f"the page is larger than max_page_bytes ({limit} bytes)")
-        return body.decode("utf-8", errors="replace")
+            headers = response.headers
+        return body.decode("utf-8", errors="replace"), headers
+
+    async def _fetch(self) -> str:
+        return (await self._get(self.url))[0]
 
     def _failed(self, error: Exception) -> None:
         self.failures += 1

@@ -1,4 +1,5 @@
-"""The gate in front of an OpenAI-compatible server: ``vllm serve``, SGLang, TGI's Messages API.
+"""The gate in front of an OpenAI-compatible server: ``vllm serve``, SGLang, TGI's Messages API,
+llama.cpp's ``llama-server``.
 
 ::
 
@@ -30,7 +31,8 @@ decided about (and counted once). A refused call raises
 is the caller's decision, through the gate again.
 
 Engine answers map as in :mod:`slopolicy.adapters.common`: 503 → overloaded,
-429 → rate_limited, 400 with ``param: "input_tokens"`` → prompt_too_long,
+429 → rate_limited, 400 with ``param: "input_tokens"`` (vLLM) or ``type:
+"exceed_context_size_error"`` (llama.cpp) → prompt_too_long,
 other 4xx → invalid_request, 5xx and an error event inside the stream (vLLM's
 ``data: {"error": ...}`` then ``[DONE]``; the older flat ``{"object": "error"}``
 too) → failed, a dropped connection or a stream without every

@@ -192,8 +192,24 @@ async def test_without_the_adapter_the_client_would_have_sent_it_three_times(
             400,
         ),
         (Script(status=500, message="boom"), EngineFault.FAILED, Outcome.FAILED, 502),
+        (  # llama.cpp's body: the type names the fault, no param
+            Script(
+                status=400,
+                message="request (9010 tokens) exceeds the available context size (8192 tokens)",
+                error_type="exceed_context_size_error",
+            ),
+            EngineFault.PROMPT_TOO_LONG,
+            Outcome.CANCELLED,
+            413,
+        ),
+        (  # llama.cpp while it loads the model
+            Script(status=503, message="Loading model", error_type="unavailable_error"),
+            EngineFault.OVERLOADED,
+            Outcome.FAILED,
+            503,
+        ),
     ],
-    ids=["429", "prompt-too-long", "400", "500"],
+    ids=["429", "prompt-too-long", "400", "500", "llama.cpp-context", "llama.cpp-loading"],
 )
 async def test_refusals_before_the_stream(
     vllm_url: str,

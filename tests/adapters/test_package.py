@@ -13,6 +13,7 @@ import pytest
 import slopolicy.adapters
 import slopolicy.adapters.calls
 import slopolicy.adapters.common
+import slopolicy.adapters.llamacpp
 import slopolicy.adapters.metrics
 import slopolicy.adapters.openai
 import slopolicy.adapters.tgi
@@ -24,6 +25,7 @@ MODULES = [
     slopolicy.adapters,
     slopolicy.adapters.calls,
     slopolicy.adapters.common,
+    slopolicy.adapters.llamacpp,
     slopolicy.adapters.metrics,
     slopolicy.adapters.openai,
     slopolicy.adapters.tgi,

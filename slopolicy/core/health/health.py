@@ -122,9 +122,17 @@ class Health:
             ttft_p95_fraction=ttft,
             queue_wait_fraction=queued,
             kv_usage=self._known(current.kv_usage, "kv_usage", floor=kv_ledger),
-            decode_tps_drop=self._known(self.decode.drop(current), "decode_tps"),
+            decode_tps_drop=self._known(self._decode_drop(current), "decode_tps"),
             tool_timeout_rate=self._known(current.tool_timeout_rate, "tool_timeout_rate"),
         )
+
+    def _decode_drop(self, current: EngineSignals) -> float | None:
+        # An engine known to run nothing is idle, not slow: no drop. (Unknown
+        # here would pin the ladder, and a lane it paused could be all that is
+        # left to run: the engine would stay idle and the lane paused for good.)
+        if current.running == 0 and current.decode_tps is not None:
+            return 0.0
+        return self.decode.drop(current)
 
     def _known(self, value: float | None, name: str, floor: float = 0.0) -> float | None:
         if value is not None:
