@@ -21,6 +21,8 @@ def _policy() -> Policy:
                 {"name": "background", "max_prompt_tokens": 100_000},
             ],
             "ladder": {
+                # The TTFT trigger (off by default) makes the slow chats climb.
+                "ttft_p95_fraction": {"enter": 0.8, "exit": 0.6},
                 "evaluate_every_s": 1.0,
                 "dwell_s": 1.0,
                 "cooldown_s": 5.0,
