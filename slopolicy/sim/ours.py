@@ -151,7 +151,11 @@ class PolicyScheduler:
         the idle engine's signals. Under constant pressure the ladder makes at
         most ``top`` moves, each within ``max(dwell, cooldown)`` plus one tick
         of the last; once that long has passed quiet, it has made them all.
+        With ``decode_tps`` fed, the decode baseline the drop is read against
+        still moves while idle, so idle time is ticked through then.
         """
+        if "decode_tps" in self.signals:
+            return False
         policy = self.policy
         health = policy.health
         tracker = health.trackers.lane(health.watch_lane)
