@@ -25,7 +25,10 @@ from slopolicy.backends.redis import RedisQuotaStore
 
 CONFIG = PolicyConfig.from_dict(
     {
-        "tiers": {"metered": {"rate": 1.0, "burst": 1000.0, "max_concurrency": 2}},
+        # One request in flight per replica at most: the shared cap of 3 never
+        # binds, so the burst alone decides (with 2, two replicas' requests
+        # overlapping in time would be refused by it, as timing falls).
+        "tiers": {"metered": {"rate": 1.0, "burst": 1000.0, "max_concurrency": 3}},
         "default_tier": "metered",
         "tenants": {"acme": "metered"},
     }
