@@ -40,7 +40,9 @@ async def make(redis_url: str, prefix: str, clock: ManualClock) -> AsyncIterator
     made: list[RedisQuotaStore] = []
 
     def factory(**options: Any) -> RedisQuotaStore:
-        options = {"prefix": prefix, "clock": clock, "key_grace": 3600.0, **options}
+        # A generous call timeout, as the contract suite's store has: on a
+        # loaded machine a first call (loading the scripts) can pass 0.25 s.
+        options = {"prefix": prefix, "clock": clock, "key_grace": 3600.0, "timeout": 5.0, **options}
         store = RedisQuotaStore.from_url(redis_url, **options)
         made.append(store)
         return store
