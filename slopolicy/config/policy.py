@@ -180,13 +180,8 @@ class PolicyConfig(ConfigModel):
             watch_lane=self.ladder.watch_lane or names[0],
             evaluate_every=self.ladder.evaluate_every_s,
             signal_max_age=self.ladder.signal_max_age_s,
-            prefill_horizon=self.to_spec_prefill_horizon(),
+            prefill_horizon=self.engine.prefill_horizon_s or None,
         )
-
-    def to_spec_prefill_horizon(self) -> float | None:
-        """Seconds of prompt work the engine is handed ahead of the policy's
-        order (``None``: no prefill gate), from ``engine.prefill_horizon_s``."""
-        return self.engine.prefill_horizon_s or None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> PolicyConfig:

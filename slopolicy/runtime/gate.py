@@ -398,8 +398,8 @@ class Gate:
 
     def _prefilled(self, now: float) -> None:
         """A started request's first token came: the prefill gate may open now,
-        or sooner than the timer was set for."""
-        if self._waiters:
+        or sooner than the timer was set for (without gates nothing changes)."""
+        if self._waiters and self.policy.prefill is not None:
             if self.policy.can_start(now):
                 self._dispatch(now)
             else:
