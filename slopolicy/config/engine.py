@@ -80,12 +80,22 @@ class KVPoolConfig(ConfigModel):
     The default mirrors llama3-8b on one A100-80GB at 90% memory use
     (about 427k tokens in 16-token blocks); set it from your engine's
     ``vllm:cache_config_info{num_gpu_blocks,block_size}``.
+
+    ``output_quantile`` is what a running request reserves for its answer:
+    its prompt plus this quantile of the output tokens (per sequence) that its
+    lane's recent completed requests generated, at most its ``max_new_tokens``
+    (see :mod:`slopolicy.core.cost.outputs`); a reservation grows as the answer
+    passes it. ``None`` reserves every request's worst case,
+    ``prompt + max_new_tokens``: the engine can then never preempt, but a
+    client that sends 32k-token ceilings for 1k-token answers holds the pool
+    idle.
     """
 
     # At most 2**31 - 1 blocks: far above any engine's pool, and the pool's
     # tokens (and each lane's reserved share of them) stay exact as floats.
     num_blocks: Annotated[int, Field(gt=0, le=2**31 - 1)] = 26_688
     block_size: Annotated[int, Field(gt=0, le=1024)] = 16
+    output_quantile: Annotated[float, Field(gt=0, le=1)] | None = 0.9
 
     @property
     def capacity_tokens(self) -> int:

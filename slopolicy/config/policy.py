@@ -172,6 +172,7 @@ class PolicyConfig(ConfigModel):
             router=self.build_router(self.build_estimator(counter), rules),
             kv_blocks=self.kv.num_blocks,
             kv_block_size=self.kv.block_size,
+            kv_output_quantile=self.kv.output_quantile,
             max_running=self.engine.max_running,
             pace=self.engine.build_pace(),
             max_tenants=self.max_tenants,

@@ -1,23 +1,23 @@
 """KV-cache admission: a ledger of the engine's PagedAttention block pool.
 
-At dispatch a request may start only if the blocks it could ever need fit, so
-the engine never has to preempt (swap or recompute) a running request to make
-room, and each lane with a ``kv_reserve`` keeps a floor of blocks no other lane
-can take: a burst of batch work cannot push an interactive request into the
-engine's waiting queue.
+At dispatch a request may start only if the blocks it reserves fit, and each
+lane with a ``kv_reserve`` keeps a floor of blocks no other lane can take: a
+burst of batch work cannot push an interactive request into the engine's
+waiting queue.
 
-What a request reserves: its worst case, ``prompt + max_new_tokens x sequences``
-tokens (:meth:`KVReservation.tokens_needed`), held from dispatch until
-release. We chose this over the peak check of SIMULATOR.md (:func:`peak_fits`)
-for the ledger because it is O(1) per dispatch, needs nothing but the request,
-releases exactly what it took, and can never force a preemption. The peak check
-admits more (requests finish at different times, so the pool never holds every
-worst case at once) but needs every running request's current length and
-remaining budget at each dispatch, and sorts them: O(n log n), fed by
+What a request reserves is its caller's choice (tokens in, blocks held from
+dispatch until release). :meth:`KVReservation.tokens_needed` gives the worst
+case, ``prompt + max_new_tokens x sequences``, which can never force a
+preemption; the Policy reserves the prompt plus a forecast of the answer
+(:mod:`slopolicy.core.cost.outputs`) and grows it with :meth:`KVReservation.resize`
+as the answer passes it, because ceilings are often ten times the answers and
+a ledger of ceilings holds the pool idle. Either way a reservation is O(1) per
+dispatch, needs nothing but the request, and releases exactly what it took.
+The peak check of SIMULATOR.md (:func:`peak_fits`) admits more still (requests
+finish at different times) but needs every running request's current length
+and remaining budget at each dispatch, and sorts them: O(n log n), fed by
 per-token progress the core does not otherwise need. It is offered as a
-separate function for the simulator and for callers that track progress; the
-usual way to win back the over-reservation is :meth:`KVReservation.resize`
-once the actual output length is known.
+separate function for the simulator and for callers that track progress.
 """
 
 from __future__ import annotations
@@ -99,9 +99,10 @@ class KVReservation:
     the engine's view: blocks free per the last :meth:`observe`, minus the
     blocks reserved since then and still held (the engine has not seen them),
     minus the unused part of *other* lanes' floors; never below 0. The engine may use more than
-    the ledger (traffic not routed through us, prefix cache, fragmentation),
-    which the engine view catches; it usually uses less (it allocates as tokens
-    arrive, the ledger holds worst cases), which the ledger bounds, so a stale
+    the ledger (traffic not routed through us, fragmentation, answers longer
+    than their reservation), which the engine view catches; it usually uses
+    less (it allocates as tokens arrive, the ledger holds whole reservations),
+    which the ledger bounds, so a stale
     low reading cannot let a lane exceed the ledger. An observation older than
     ``max_observation_age`` seconds (``None``: never) is ignored, so a scraper
     that stops cannot hold admission shut with one high reading.
@@ -239,9 +240,14 @@ class KVReservation:
         _check_name("request_id", request_id)
         blocks = self.blocks_for(tokens)
         check_now(now)
-        entry = self._reservations.get(request_id)
-        if entry is None:
+        if request_id not in self._reservations:
             raise UsageError(f"request {request_id!r} holds no KV reservation")
+        return self._resize(request_id, blocks, now)
+
+    def _resize(self, request_id: str, blocks: int, now: float) -> bool:
+        """:meth:`resize` to ``blocks`` blocks of a live reservation, for a caller
+        that checked its arguments."""
+        entry = self._reservations[request_id]
         self._tick(now)
         delta = blocks - entry.blocks
         if delta > 0:

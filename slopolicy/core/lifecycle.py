@@ -93,6 +93,7 @@ class Entry:
         "holds_quota",
         "id",
         "kv_blocks",
+        "kv_output",
         "lane",
         "last_token_at",
         "marks",
@@ -125,6 +126,8 @@ class Entry:
         self.weight = weight
         self.prompt_tokens = prompt_tokens
         self.kv_blocks = kv_blocks
+        # Output tokens per sequence its KV reservation holds room for.
+        self.kv_output = request.max_new_tokens
         self.cost = cost
         # Whether the policy's own TenantQuotas holds the request's quota
         # (else a shared store does, settled by the caller).

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from slopolicy.core.checks import check_count, check_now
+from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.cost.tokens import TokenCounter
 from slopolicy.core.decisions import (
     Admit,
@@ -75,6 +76,11 @@ class PolicySpec:
         router: routes requests to lanes (and owns the estimator and tiers).
         kv_blocks: blocks in the engine's KV pool.
         kv_block_size: tokens per block.
+        kv_output_quantile: a running request reserves its prompt plus this
+            quantile of its lane's recent answers (per sequence, at most its
+            ``max_new_tokens``; :class:`~slopolicy.core.cost.outputs.OutputForecast`),
+            growing as its answer passes it; ``None``: the worst case,
+            ``prompt + max_new_tokens``.
         max_running: requests the engine may run at once.
         pace: paces starts to a rate in cost units per second, or ``None``.
         max_tenants: tenant quota states kept before idle ones are evicted.
@@ -93,6 +99,7 @@ class PolicySpec:
     kv_blocks: int
     kv_block_size: int
     max_running: int
+    kv_output_quantile: float | None = None
     pace: DispatchPace | None = None
     max_tenants: int = 100_000
     targets: Mapping[str, SLOTargets] = field(default_factory=dict)
@@ -158,6 +165,11 @@ class Policy:
         self._lanes = {lane.name: lane for lane in spec.router.lanes}
         reserves = {lane.name: lane.kv_reserve for lane in spec.router.lanes if lane.kv_reserve}
         self.kv = KVReservation(spec.kv_blocks, spec.kv_block_size, reserves)
+        quantile = spec.kv_output_quantile
+        #: What answers turn out to need, per lane (``None``: worst cases reserved).
+        self.outputs: OutputForecast | None = (
+            None if quantile is None else OutputForecast(lanes, quantile=quantile)
+        )
         self.quotas = TenantQuotas(max_tenants=spec.max_tenants)
         self._queues: LaneScheduler[Entry] = LaneScheduler(
             [(lane.name, lane.weight, lane.queue_capacity) for lane in spec.router.lanes]
@@ -324,6 +336,14 @@ class Policy:
         if needed > most:
             message = f"needs {needed:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
             return _refuse(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
+        reserved_output = request.max_new_tokens
+        if self.outputs is not None:
+            reserved_output = self.outputs.per_sequence(lane.name, reserved_output)
+            if reserved_output < request.max_new_tokens:
+                kv_tokens = kv._tokens_needed(
+                    decision.prompt_tokens, reserved_output, request.sequences
+                )
+                needed = -(-kv_tokens // kv.block_size)
         deadline = lane_deadline = now + lane.max_queue_wait
         bound = self._slo_bounds.get(lane.name)
         if bound is not None and now + bound < deadline:
@@ -355,6 +375,7 @@ class Policy:
             deadline,
             decision.rungs,
         )
+        entry.kv_output = reserved_output
         queues = self._queues
         if not queues._push(lane.name, entry, request.tenant, tier.weight):
             # Full: room is made only from a tenant holding more than its share.
@@ -568,6 +589,27 @@ class Policy:
         entry.last_token_at = now
         entry.output_tokens += count
         self._charge_output(entry)
+        if entry.output_tokens > entry.kv_output * entry.request.sequences:
+            self._grow(entry, now)
+
+    def _grow(self, entry: Entry, now: float) -> None:
+        """Grow the KV reservation of ``entry``, whose answer passed it: to twice
+        what it reserved, or, where that does not fit, to what it holds now plus
+        a block; at most its worst case. Where neither fits the reservation
+        stays (the engine's own KV reading still bounds new starts)."""
+        request, kv = entry.request, self.kv
+        ceiling = request.max_new_tokens
+        if entry.kv_output >= ceiling:
+            return
+        sequences = request.sequences
+        held = -(-entry.output_tokens // sequences) + kv.block_size
+        for output in (max(2 * entry.kv_output, held), held):
+            output = min(output, ceiling)
+            tokens = kv._tokens_needed(entry.prompt_tokens, output, sequences)
+            blocks = -(-tokens // kv.block_size)
+            if kv._resize(entry.id, blocks, now):
+                entry.kv_output, entry.kv_blocks = output, blocks
+                return
 
     def finish(
         self,
@@ -598,6 +640,8 @@ class Policy:
             entry.prompt_tokens, entry.output_tokens, request.tool_risk
         )
         self.kv._release(entry.id, now)
+        if self.outputs is not None and end is Outcome.COMPLETED:
+            self.outputs._record(entry.lane, -(-entry.output_tokens // request.sequences))
         if self.prefill is not None and entry.first_token_at is None:
             self.prefill[entry.lane].left(entry.prompt_tokens, now)
         self._settle(entry, cost, now)
