@@ -84,6 +84,7 @@ class Entry:
     """The policy's record of one live request (mutable, internal)."""
 
     __slots__ = (
+        "ahead",
         "arrival",
         "charged_output",
         "cost",
@@ -142,6 +143,8 @@ class Entry:
         self.last_token_at: float | None = None
         self.output_tokens = 0
         self.charged_output = 0
+        # Prompt tokens ahead of its first token when it started (its own included).
+        self.ahead = 0
 
     def finished(self, outcome: Outcome, now: float, cost: float) -> Finished:
         """Mark this entry done; its terminal record at ``now``."""

@@ -57,6 +57,7 @@ from slopolicy.core.queueing.fairqueue import _check_weight
 from slopolicy.core.queueing.pacing import DispatchPace
 from slopolicy.core.queueing.prefill import PrefillGate
 from slopolicy.core.queueing.scheduler import LaneScheduler
+from slopolicy.core.queueing.ttft import FirstTokenModel
 from slopolicy.core.quota.tenants import TenantQuotas
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
@@ -185,11 +186,23 @@ class Policy:
         )
         # The latency bound queued requests expire at, for lanes that ask for it.
         self._slo_bounds: dict[str, float] = {}
+        # The TTFT targets of those lanes: a request that cannot have its first
+        # token by arrival + target (per the engine's learned TTFT) leaves then.
+        self._ttft_bounds: dict[str, float] = {}
         for lane in spec.router.lanes:
             targets = spec.targets.get(lane.name, SLOTargets())
             bound = targets.ttft_target if targets.ttft_target is not None else targets.e2e_p95
             if lane.slo_deadline and bound is not None:
                 self._slo_bounds[lane.name] = bound
+                if targets.ttft_target is not None:
+                    self._ttft_bounds[lane.name] = bound
+        #: Each TTFT-bound lane's engine TTFT as it has been.
+        self.first_tokens = {name: FirstTokenModel() for name in self._ttft_bounds}
+        # Prompt tokens started and not through prefill, per lane, and the
+        # lanes each lane's requests count as ahead of them: their own and
+        # those listed before (what a priority-honouring engine computes first).
+        self._prefilling = dict.fromkeys(lanes, 0)
+        self._ahead_of = {name: tuple(lanes[: i + 1]) for i, name in enumerate(lanes)}
         self._entries: dict[str, Entry] = {}
         # Deadlines, and each lane's oldest waiting request: the watched
         # lane's oldest one's age is a live queue-wait signal for the ladder.
@@ -440,7 +453,7 @@ class Policy:
         if len(expired) == max_expired and self._overdue(now):
             return Dispatch((), tuple(expired), event)
         while self._running < self.max_running:
-            entry = self._start_next(now)
+            entry = self._start_next(now, expired)
             if entry is None:
                 break
             assert entry.dispatched_at is not None
@@ -457,7 +470,7 @@ class Policy:
             )
         return Dispatch(tuple(started), tuple(expired), event)
 
-    def _start_next(self, now: float) -> Entry | None:
+    def _start_next(self, now: float, expired: list[Finished]) -> Entry | None:
         pace = self.pace
         if pace is not None and not pace._ready(now):
             return None  # the next start, whichever it is, waits for the rate
@@ -469,6 +482,10 @@ class Policy:
             gate = None if gates is None else gates[lane]
             if gate is not None and not gate.ready(now):
                 continue  # the engine has enough of this lane's prompts; their order stays ours
+            if self._lost(entry, now):
+                self._queues._pop(lane)
+                expired.append(self._end_queued(entry, Outcome.EXPIRED, now))
+                return self._start_next(now, expired)  # the candidates changed
             if self.kv._reserve(entry.id, lane, entry.kv_blocks, now):
                 self._queues._pop(lane)
                 # Fair-queue counters are charged what is known to be served:
@@ -482,12 +499,31 @@ class Policy:
                     pace._charge(entry.cost, now)
                 if gate is not None:
                     gate.started(entry.prompt_tokens, now)
+                if self.first_tokens:
+                    self._prefilling[lane] += entry.prompt_tokens
+                    entry.ahead = self._ahead(lane)
                 entry.phase = Phase.RUNNING
                 entry.dispatched_at = now
                 self._running += 1
                 self._lane_running[lane] += 1
                 return entry
         return None
+
+    def _lost(self, entry: Entry, now: float) -> bool:
+        """Whether ``entry``, at the head of its lane, is expected to miss its
+        lane's TTFT target even if it started now (per the engine's TTFT as
+        its lane's requests saw it)."""
+        bound = self._ttft_bounds.get(entry.lane)
+        if bound is None:
+            return False
+        expected = self.first_tokens[entry.lane].expected(
+            self._ahead(entry.lane) + entry.prompt_tokens
+        )
+        return expected is not None and now + expected > entry.arrival + bound
+
+    def _ahead(self, lane: str) -> int:
+        prefilling = self._prefilling
+        return sum(prefilling[name] for name in self._ahead_of[lane])
 
     def next_deadline(self) -> float | None:
         """The earliest deadline among queued requests (monotonic seconds), or
@@ -562,6 +598,12 @@ class Policy:
         entry.first_token_at = now
         if self.prefill is not None:
             self.prefill[entry.lane].first_token(entry.prompt_tokens, now)
+        if self.first_tokens:
+            self._prefilling[entry.lane] -= entry.prompt_tokens
+            model = self.first_tokens.get(entry.lane)
+            if model is not None:
+                assert entry.dispatched_at is not None  # running
+                model.observe(entry.ahead, now - entry.dispatched_at)
 
     def mark(self, request_id: str, stage: str, now: float) -> None:
         """A TTFT stage of a started request ended: ``"schedule"`` (the engine
@@ -642,8 +684,11 @@ class Policy:
         self.kv._release(entry.id, now)
         if self.outputs is not None and end is Outcome.COMPLETED:
             self.outputs._record(entry.lane, -(-entry.output_tokens // request.sequences))
-        if self.prefill is not None and entry.first_token_at is None:
-            self.prefill[entry.lane].left(entry.prompt_tokens, now)
+        if entry.first_token_at is None:
+            if self.prefill is not None:
+                self.prefill[entry.lane].left(entry.prompt_tokens, now)
+            if self.first_tokens:
+                self._prefilling[entry.lane] -= entry.prompt_tokens
         self._settle(entry, cost, now)
         if self.pace is not None:
             self.pace.settle(entry.cost, cost)

@@ -334,7 +334,8 @@ class Gate:
         if result.outcome is Outcome.EXPIRED:
             message = (
                 f"request {result.id!r} waited {result.e2e:.3g} s in lane {result.lane!r} "
-                "and passed its deadline before it could start"
+                "and could no longer start in time: its deadline passed, or the engine "
+                "was too far behind for it to meet its lane's TTFT target"
             )
             raise Expired(message, result, waiter.decision)
         raise GateClosed("the gate closed before the request could start", waiter.decision)

@@ -26,25 +26,13 @@ The answer is the value of rank ``floor(quantile x (n - 1))`` among the last
 
 from __future__ import annotations
 
-import bisect
-from collections import deque
 from collections.abc import Iterable
 
 from slopolicy.core.checks import check_count, is_number, shown
+from slopolicy.core.ranks import RecentRank
 from slopolicy.errors import UsageError
 
 __all__ = ("OutputForecast",)
-
-
-class _Lane:
-    """One lane's recent answers: arrival order (to evict) and sorted (to rank)."""
-
-    __slots__ = ("forecast", "recent", "sorted")
-
-    def __init__(self) -> None:
-        self.recent: deque[int] = deque()
-        self.sorted: list[int] = []
-        self.forecast: int | None = None
 
 
 class OutputForecast:
@@ -80,20 +68,23 @@ class OutputForecast:
         self.quantile = float(quantile)
         self.window = window
         self.min_samples = min_samples
-        self._lanes = {lane: _Lane() for lane in lanes}
+        self._lanes = {lane: RecentRank(self.quantile, window, min_samples) for lane in lanes}
 
     def per_sequence(self, lane: str, max_new_tokens: int) -> int:
         """Output tokens per sequence to reserve for a request of ``lane`` with
         ceiling ``max_new_tokens``: the forecast, at most the ceiling (the
         ceiling itself until the lane has ``min_samples`` answers)."""
-        forecast = self._lane(lane).forecast
+        forecast = self.forecast(lane)
         if forecast is None or forecast >= max_new_tokens:
             return max_new_tokens
         return forecast
 
     def forecast(self, lane: str) -> int | None:
         """The lane's forecast in tokens per sequence, or ``None`` (too few answers yet)."""
-        return self._lane(lane).forecast
+        value = self._lane(lane).value
+        # At least one token: a zero-length forecast would reserve nothing
+        # for an answer the engine must still hold while it streams.
+        return None if value is None else max(1, int(value))
 
     def record(self, lane: str, tokens_per_sequence: int) -> None:
         """A completed answer of ``lane`` generated ``tokens_per_sequence`` tokens
@@ -104,20 +95,9 @@ class OutputForecast:
 
     def _record(self, lane: str, tokens: int) -> None:
         """:meth:`record` for a caller that checked its arguments."""
-        state = self._lanes[lane]
-        recent, ranked = state.recent, state.sorted
-        if len(recent) == self.window:
-            old = recent.popleft()
-            del ranked[bisect.bisect_left(ranked, old)]
-        recent.append(tokens)
-        bisect.insort(ranked, tokens)
-        n = len(ranked)
-        if n >= self.min_samples:
-            # At least one token: a zero-length forecast would reserve nothing
-            # for an answer the engine must still hold while it streams.
-            state.forecast = max(1, ranked[int(self.quantile * (n - 1))])
+        self._lanes[lane].add(tokens)
 
-    def _lane(self, lane: str) -> _Lane:
+    def _lane(self, lane: str) -> RecentRank:
         state = self._lanes.get(lane)
         if state is None:
             raise UsageError(f"unknown lane {lane!r}")
