@@ -13,10 +13,15 @@ knee bisected three times and interpolated), the limit (the engine's
 saturated cost throughput on the trace's mix / the offered cost rate /
 0.9), each capacity as a fraction of the limit and against the best
 baseline, and no harm: the worst of ours' attainment minus FCFS's on the grid
-points from a quarter of FCFS's capacity up to it. Then the issue's bar for
+points from a quarter of FCFS's capacity up to it. Then, at twice FCFS's
+capacity, every policy's attainment over the tenants within their max-min
+fair share of the engine (:func:`slopolicy.sim.in_share`; ``-`` where every
+tenant is above it) and whether the protected (first) lane meets its p95
+targets (TTFT and TPOT of what it served). Then the issue's bar for
 ours: at least 1.3x the best baseline, or within 5% of the limit where that
-would pass it, never below the best baseline by more than 3%, and no harm
-worse than -0.01.
+would pass it, never below the best baseline by more than 3%, no harm
+worse than -0.01, and in-share attainment of at least 0.9 at twice FCFS's
+capacity.
 
 The engine is Llama-3-8B on one H100 (``llama3-8b/h100``, vLLM's default
 knobs), except for the built-in scenarios, which keep their own engine
@@ -45,10 +50,16 @@ from slopolicy.sim import (
     OURS,
     POLICIES,
     EngineSpec,
+    PolicyReport,
     Sweep,
     Workload,
     builtin_scenario,
+    classify,
+    evaluate,
+    in_share,
+    in_share_attainment,
     limit,
+    make_scheduler,
     profile,
     sweep,
     sweep_to_json,
@@ -105,11 +116,50 @@ def run_trace(name: str, quick: bool, policies: Sequence[str]) -> tuple[dict[str
     data = sweep_to_json(found)
     data["trace"] = name
     data["rpm_limit"] = rpm
-    data["verdict"] = verdict(found)
+    if "fcfs" in found.policies:
+        data["at_2x_fcfs"] = at_twice_fcfs(trace, found, rpm)
+    data["verdict"] = verdict(found, data.get("at_2x_fcfs"))
     return data, time.perf_counter() - started
 
 
-def verdict(found: Sweep) -> dict[str, Any] | None:
+def at_twice_fcfs(trace: Trace, found: Sweep, rpm: int) -> dict[str, Any]:
+    """Each policy at twice FCFS's capacity: in-share attainment and the protected lane."""
+    config = PolicyConfig()
+    scale = 2 * found.policies["fcfs"].capacity.scale
+    workload = trace.workload.scaled(scale)
+    share = in_share(workload, trace.engine)
+    lanes = classify(workload, config)
+    protected = config.lanes[0].name
+    policies: dict[str, Any] = {}
+    for name in found.policies:
+        chosen = make_scheduler(name, config, rpm_limit=rpm)
+        _, report = evaluate(chosen, workload, trace.engine, config, lanes=lanes)
+        policies[name] = {
+            "in_share_attainment": in_share_attainment(share, report).attainment,
+            "protected_meets_targets": _meets(report, protected),
+        }
+    return {
+        "scale": scale,
+        "in_share_tenants": len(share.tenants),
+        "tenants": len(workload.tenants),
+        "protected_lane": protected,
+        "policies": policies,
+    }
+
+
+def _meets(report: PolicyReport, lane: str) -> bool | None:
+    """Whether ``lane``'s served requests meet its p95 TTFT and TPOT targets."""
+    found = report.lanes.get(lane)
+    if found is None or found.completed == 0:
+        return None
+    checks = [
+        (found.ttft_p95_s, found.targets.ttft_p95),
+        (found.tpot_p95_s, found.targets.tpot_p95),
+    ]
+    return all(value is None or target is None or value <= target for value, target in checks)
+
+
+def verdict(found: Sweep, at_2x: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The issue's bar for ours on ``found`` (``None`` when ours or a baseline is missing)."""
     if OURS not in found.policies or len(found.policies) < 2:
         return None
@@ -121,7 +171,10 @@ def verdict(found: Sweep) -> dict[str, Any] | None:
     wanted = min(1.3 * best, 0.95 * found.limit) if 1.3 * best > found.limit else 1.3 * best
     harm = found.no_harm.get(OURS)
     worst = None if harm is None else harm.worst
+    in_share_ours = None if at_2x is None else at_2x["policies"][OURS]["in_share_attainment"]
     return {
+        "in_share_at_2x": in_share_ours,
+        "in_share_ok": in_share_ours is None or in_share_ours >= TARGET,
         "best_baseline": best_name,
         "ratio_to_best": ours / best,
         "of_limit": ours / found.limit,
@@ -135,6 +188,10 @@ def verdict(found: Sweep) -> dict[str, Any] | None:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.3f}"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _capacity(policy: Mapping[str, Any]) -> str:
@@ -151,17 +208,32 @@ def print_trace(data: Mapping[str, Any], seconds: float) -> None:
         f"requests; rpm limit {data['rpm_limit']}/tenant): limit {data['limit']:.3g}x "
         f"[{seconds:.0f} s]"
     )
-    print(f"  {'policy':<11}{'capacity':>10}{'of limit':>10}{'/ best base':>12}{'no harm':>9}")
+    at_2x = data.get("at_2x_fcfs")
+    if at_2x is not None:
+        print(
+            f"  at 2x FCFS ({at_2x['scale']:.3g}x): {at_2x['in_share_tenants']} of "
+            f"{at_2x['tenants']} tenants within their fair share; protected lane "
+            f"{at_2x['protected_lane']}"
+        )
+    print(
+        f"  {'policy':<11}{'capacity':>10}{'of limit':>10}{'/ best base':>12}{'no harm':>9}"
+        f"{'in-share@2x':>13}{'protected':>11}"
+    )
     baselines = {n: p["capacity"]["scale"] for n, p in policies.items() if n != OURS}
     for name, policy in policies.items():
         scale = policy["capacity"]["scale"]
         best = max((s for n, s in baselines.items() if n != name), default=None)
         harm = policy["no_harm"]
+        found = None if at_2x is None else at_2x["policies"].get(name)
+        share = None if found is None else found["in_share_attainment"]
+        meets = None if found is None else found["protected_meets_targets"]
         print(
             f"  {name:<11}{_capacity(policy):>10}"
             f"{policy['capacity_of_limit']:>10.0%}"
             f"{'-' if not best else format(scale / best, '.2f'):>12}"
             f"{_pct(None if harm is None else harm['worst']):>9}"
+            f"{_share(share):>13}"
+            f"{'-' if meets is None else ('yes' if meets else 'no'):>11}"
         )
 
 
@@ -169,7 +241,7 @@ def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
     """Ours against the bar, one line per trace."""
     print(
         f"\n{'trace':<14}{'limit':>7}{'ours':>11}{'fcfs':>8}  {'best baseline':<18}"
-        f"{'ours/best':>10}{'ours/limit':>11}{'no harm':>9}  bar"
+        f"{'ours/best':>10}{'ours/limit':>11}{'no harm':>9}{'in-share':>10}  bar"
     )
     for data in results:
         found, policies = data["verdict"], data["policies"]
@@ -177,12 +249,15 @@ def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
             continue
         fcfs = _capacity(policies["fcfs"]) if "fcfs" in policies else "-"
         best = found["best_baseline"] + " " + _capacity(policies[found["best_baseline"]])
-        bar = "pass" if found["wins"] and found["not_below_best"] and found["no_harm"] else "FAIL"
+        passed = all(found[k] for k in ("wins", "not_below_best", "no_harm", "in_share_ok"))
+        bar = "pass" if passed else "FAIL"
         print(
             f"{data['trace']:<14}{data['limit']:>6.3g}x{_capacity(policies[OURS]):>11}"
             f"{fcfs:>8}  {best:<18}"
             f"{found['ratio_to_best']:>10.2f}{found['of_limit']:>11.0%}"
-            f"{_pct(found['no_harm_worst']):>9}  {bar}"
+            f"{_pct(found['no_harm_worst']):>9}"
+            f"{_share(found['in_share_at_2x']):>10}"
+            f"  {bar}"
         )
 
 

@@ -103,6 +103,10 @@ from slopolicy.sim.scheduler import Admission as Admission
 from slopolicy.sim.scheduler import Release as Release
 from slopolicy.sim.scheduler import Released as Released
 from slopolicy.sim.scheduler import Scheduler as Scheduler
+from slopolicy.sim.shares import InShare as InShare
+from slopolicy.sim.shares import fair_shares as fair_shares
+from slopolicy.sim.shares import in_share as in_share
+from slopolicy.sim.shares import in_share_attainment as in_share_attainment
 from slopolicy.sim.simulator import Client as Client
 from slopolicy.sim.simulator import SimulationResult as SimulationResult
 from slopolicy.sim.simulator import simulate as simulate
@@ -155,6 +159,7 @@ __all__ = (
     "EngineView",
     "FallbackSummary",
     "GammaArrivals",
+    "InShare",
     "LadderMove",
     "LanePriority",
     "LaneReport",
@@ -200,7 +205,10 @@ __all__ = (
     "classify",
     "compare",
     "evaluate",
+    "fair_shares",
     "find_capacity",
+    "in_share",
+    "in_share_attainment",
     "jain_index",
     "lane_targets",
     "limit",

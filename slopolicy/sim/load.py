@@ -33,7 +33,14 @@ from slopolicy.sim.scheduler import EngineView, Released, Scheduler
 from slopolicy.sim.simulator import simulate
 from slopolicy.sim.workload import SimRequest, Workload
 
-__all__ = ("Load", "capacity", "limit", "load_outside_bursts", "saturated_cost_rate")
+__all__ = (
+    "Load",
+    "capacity",
+    "limit",
+    "load_outside_bursts",
+    "request_cost",
+    "saturated_cost_rate",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +114,9 @@ def _output(request: SimRequest) -> int:
     return min(request.output_tokens, request.max_new_tokens)
 
 
-def _cost(request: SimRequest) -> int:
+def request_cost(request: SimRequest) -> int:
+    """A request's cost to the engine in tokens: prompt plus output (as the
+    engine would generate it under ``max_new_tokens``)."""
     return request.prompt_tokens + _output(request)
 
 
@@ -144,7 +153,7 @@ def saturated_cost_rate(
 
 def _window_rate(records: Sequence[RequestRecord]) -> float:
     firsts = sorted(
-        (r.first_token_at, _cost(r.request)) for r in records if r.first_token_at is not None
+        (r.first_token_at, request_cost(r.request)) for r in records if r.first_token_at is not None
     )
     times = [t for t, _ in firsts]
     low, high = _window(times, "the saturated cost rate")
@@ -161,7 +170,7 @@ def limit(
         raise UsageError(f"target must be in (0, 1], got {target!r}")
     if not len(workload) or workload.duration <= 0:
         raise UsageError("the limit needs requests arriving over a positive duration")
-    offered = sum(_cost(r) for r in workload) / workload.duration
+    offered = sum(request_cost(r) for r in workload) / workload.duration
     return saturated_cost_rate(workload.requests, engine, sample=sample) / offered / target
 
 
