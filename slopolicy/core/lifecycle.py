@@ -90,6 +90,7 @@ class Entry:
         "deadline",
         "dispatched_at",
         "first_token_at",
+        "gaps",
         "holds_quota",
         "id",
         "kv_blocks",
@@ -101,6 +102,7 @@ class Entry:
         "prompt_tokens",
         "request",
         "rungs",
+        "slow_gaps",
         "tenant",
         "weight",
     )
@@ -139,6 +141,8 @@ class Entry:
         self.last_token_at: float | None = None
         self.output_tokens = 0
         self.charged_output = 0
+        self.gaps = 0  # gaps between chunks of output (TBT)
+        self.slow_gaps = 0  # of them above the lane's tbt_p99 target
 
     def finished(self, outcome: Outcome, now: float, cost: float) -> Finished:
         """Mark this entry done; its terminal record at ``now``."""
@@ -167,6 +171,8 @@ class Entry:
             self.output_tokens,
             cost,
             self._stages(),
+            self.gaps,
+            self.slow_gaps,
         )
 
     def _stages(self) -> dict[str, float]:

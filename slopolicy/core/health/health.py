@@ -29,6 +29,7 @@ from slopolicy.core.ladder.ladder import FallbackLadder
 from slopolicy.core.ladder.overload import OverloadState, overload_state
 from slopolicy.core.ladder.pressure import Pressure
 from slopolicy.core.ladder.rungs import AdmissionAction
+from slopolicy.core.lifecycle import Entry
 from slopolicy.core.outcome import Finished
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel, SLOSnapshot
@@ -94,6 +95,14 @@ class Health:
         monotonic times) in its lane's and tenant's trackers, at a checked ``now``;
         records from elsewhere go through :meth:`TrackerSet.record`, which checks."""
         self.trackers._record_checked(finished, now)
+
+    def gap(self, entry: Entry, gap: float, now: float) -> None:
+        """One gap of ``gap`` seconds between two chunks of ``entry``'s stream,
+        at a checked ``now``: counted in its lane's TBT window and on the entry
+        (``gaps``, and ``slow_gaps`` when above the lane's ``tbt_p99``)."""
+        entry.gaps += 1
+        if self.trackers._gap(entry.lane, gap, now):
+            entry.slow_gaps += 1
 
     def record_rejected(self, lane: str, tenant: str, now: float) -> None:
         """Count a request refused at submit, at a checked ``now``."""

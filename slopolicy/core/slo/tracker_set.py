@@ -177,6 +177,13 @@ class TrackerSet:
         if tenant is not None:
             tenant._add(judged, now)
 
+    def _gap(self, lane: str, gap: float, now: float) -> bool:
+        """A checked gap between two chunks of a stream in ``lane`` at a checked
+        ``now`` (the policy's own): counted in the lane's TBT window at once
+        (its own ring: the records waiting to fold are not reordered); whether
+        it is above the lane's ``tbt_p99`` target."""
+        return self._lanes[lane]._gap(gap, now)
+
     def record_rejected(self, lane: str, tenant: str | None, now: float) -> None:
         """Count a request refused before it ran, in ``lane`` (and ``tenant``'s tracker)."""
         check_now(now)
@@ -226,6 +233,7 @@ class TrackerSet:
             alpha=self._alpha,
             burn_rules=(),
             breakdown=False,
+            tbt=False,
             rejected_are_errors=self._rejected_are_errors,
         )
         self._tenants[key] = tracker
