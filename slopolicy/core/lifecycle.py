@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slopolicy.core.kv import KVStatistics
 from slopolicy.core.ladder.events import LadderEvent
@@ -60,8 +60,10 @@ class Dispatch:
 class PolicyStatistics:
     """A snapshot of the policy: requests waiting per lane, running, outcomes so
     far (``submitted`` counts every submit; ``outcomes`` includes ``rejected``),
-    the KV and quota ledgers, the overload state, the ladder's level, and the
-    cost units started ahead of ``engine.dispatch_rate`` (``None`` without one)."""
+    the KV and quota ledgers, the overload state, the ladder's level, the
+    cost units started ahead of ``engine.dispatch_rate`` (``None`` without one),
+    and each lane's p99 time between tokens over its SLO window (seconds,
+    ``None`` before two chunks of one stream)."""
 
     submitted: int
     queued: Mapping[str, int]
@@ -72,6 +74,7 @@ class PolicyStatistics:
     overload: OverloadState
     ladder_level: int
     dispatch_backlog: float | None = None
+    tbt_p99: Mapping[str, float | None] = field(default_factory=dict)
 
 
 class Phase(enum.Enum):

@@ -718,6 +718,7 @@ class Policy:
             state,
             0 if ladder is None else ladder.level,
             None if self.pace is None else 0.0 if at == -math.inf else self.pace._backlog(at),
+            self.health.tbt_p99(self._now),
         )
 
     def _advance(self, now: float) -> float:

@@ -19,6 +19,7 @@ ever reported counts as 0, so a deployment without it is not pinned.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from slopolicy.core.health.diagnosis import diagnose
@@ -171,6 +172,14 @@ class Health:
         if self.ladder is None:
             return OverloadState.NORMAL, "no fallback ladder configured"
         return overload_state(self.ladder)
+
+    def tbt_p99(self, now: float) -> dict[str, float | None]:
+        """Each lane's p99 gap between tokens at ``now`` (the latest the policy
+        has seen, so the read moves no window), seconds; ``None`` when none."""
+        if now == -math.inf:  # nothing seen yet
+            return dict.fromkeys(self.trackers.lanes)
+        trackers = self.trackers
+        return {lane: trackers.lane(lane).quantile("tbt", 0.99, now) for lane in trackers.lanes}
 
     def snapshots(self, now: float) -> tuple[SLOSnapshot, ...]:
         """SLO snapshots of every lane and tracked tenant."""
