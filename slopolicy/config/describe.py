@@ -40,6 +40,8 @@ def _slo(slo: LaneSLO) -> str:
         parts.append(f"TPOT p95 {_seconds(slo.tpot_p95_s)}")
     if slo.e2e_p95_s is not None:
         parts.append(f"end-to-end p95 {_seconds(slo.e2e_p95_s)}")
+    if slo.tbt_p99_s is not None:
+        parts.append(f"TBT p99 {_seconds(slo.tbt_p99_s)}")
     parts.append(f"success {slo.success_rate:.2%}")
     return ", ".join(parts)
 

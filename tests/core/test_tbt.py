@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slopolicy import Policy, PolicyConfig, UsageError
+from slopolicy.config.describe import describe
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.request import Request
@@ -194,3 +195,13 @@ def test_a_chunk_of_no_tokens_and_first_token_end_no_gap() -> None:
 
 def test_statistics_before_any_call_have_no_tbt() -> None:
     assert _policy(tbt_p99_s=0.1).statistics().tbt_p99 == {"chat": None}
+
+
+def test_the_config_carries_the_tbt_targets_and_describes_them() -> None:
+    config = PolicyConfig.from_dict(
+        {"lanes": [{"name": "chat", "slo": {"tbt_p99_s": 0.1, "tbt_stall_s": 0.5}}]}
+    )
+    targets = config.lanes[0].slo.to_targets()
+    assert (targets.tbt_p99, targets.stall_threshold) == (0.1, 0.5)
+    assert "TBT p99 100 ms" in describe(config)
+    assert PolicyConfig().lanes[0].slo.to_targets().tbt_p99 is None  # nothing changes by default
