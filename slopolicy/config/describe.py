@@ -164,6 +164,7 @@ def _ladder(config: PolicyConfig) -> str:
         (ladder.kv_usage, "KV usage >= {:.0%}"),
         (ladder.decode_tps_drop, "decode tokens/s down {:.0%}"),
         (ladder.tool_timeout_rate, "tool timeouts >= {:.0%}"),
+        (ladder.tbt_p99_fraction, f"{watch!r} p99 TBT >= {{:.0%}} of target"),
     ]
     on = [text.format(threshold.enter) for threshold, text in triggers if threshold is not None]
     lines = [

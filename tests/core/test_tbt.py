@@ -205,3 +205,32 @@ def test_the_config_carries_the_tbt_targets_and_describes_them() -> None:
     assert (targets.tbt_p99, targets.stall_threshold) == (0.1, 0.5)
     assert "TBT p99 100 ms" in describe(config)
     assert PolicyConfig().lanes[0].slo.to_targets().tbt_p99 is None  # nothing changes by default
+
+
+def _laddered(tbt_p99_s: float | None) -> Policy:
+    slo = {"ttft_p95_s": 5.0} if tbt_p99_s is None else {"ttft_p95_s": 5.0, "tbt_p99_s": tbt_p99_s}
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [{"name": "chat", "slo": slo}, {"name": "batch"}],
+            "ladder": {"tbt_p99_fraction": {"enter": 1.0, "exit": 0.5}},
+        }
+    )
+    return Policy(config, counter=HeuristicCounter())
+
+
+@pytest.mark.parametrize("tbt_p99_s", [0.1, None])
+def test_the_tbt_trigger_climbs_on_the_watched_lanes_p99_gap(tbt_p99_s: float | None) -> None:
+    policy = _laddered(tbt_p99_s)
+    policy.submit(Request(id="r", tenant="t", prompt_tokens=20, max_new_tokens=64), 0.0)
+    policy.dispatch(0.0)
+    for k in range(20):  # every gap 0.3 s: three times the target
+        policy.tokens("r", 1, 0.3 * k)
+    policy.finish("r", 6.0)
+    event = policy.evaluate(6.0)
+    if tbt_p99_s is None:  # no target: the trigger reads 0
+        assert event is None
+        return
+    assert event is not None
+    assert [(r.trigger, r.value) for r in event.readings] == [
+        ("tbt_p99_fraction", pytest.approx(3.0, rel=0.01))
+    ]

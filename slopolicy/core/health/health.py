@@ -10,7 +10,9 @@ trackers, keeps the engine's latest signals, and turns both into the
   of its oldest waiting request, over the same target, so a queue that is not
   moving shows pressure before anything finishes;
 * ``kv_usage``: the larger of the KV ledger's usage and the engine's report;
-* ``decode_tps_drop``, ``tool_timeout_rate``: from the engine's signals.
+* ``decode_tps_drop``, ``tool_timeout_rate``: from the engine's signals;
+* ``tbt_p99_fraction``: the watched lane's p99 time between tokens over its
+  ``tbt_p99`` target (0 without the target or without gaps in the window).
 
 A signal that was reported and has gone stale is *unknown*, which holds the
 ladder where it is (stale is never read as healthy); a signal no source has
@@ -123,10 +125,13 @@ class Health:
         """The ladder's inputs at ``now``; see the module docstring."""
         tracker = self.trackers.lane(self.watch_lane)
         target = tracker.targets.ttft_target
-        ttft = queued = 0.0
+        ttft = queued = tbt = 0.0
         if target is not None:
             ttft = (tracker.quantile("ttft", 0.95, now) or 0.0) / target
             queued = max(tracker.quantile("queue_wait", 0.95, now) or 0.0, oldest_wait) / target
+        gap_target = tracker.targets.tbt_p99
+        if gap_target is not None:
+            tbt = (tracker.quantile("tbt", 0.99, now) or 0.0) / gap_target
         current = self.signals.current(now)
         return Pressure(
             ttft_p95_fraction=ttft,
@@ -134,6 +139,7 @@ class Health:
             kv_usage=self._known(current.kv_usage, "kv_usage", floor=kv_ledger),
             decode_tps_drop=self._known(self._decode_drop(current), "decode_tps"),
             tool_timeout_rate=self._known(current.tool_timeout_rate, "tool_timeout_rate"),
+            tbt_p99_fraction=tbt,
         )
 
     def _decode_drop(self, current: EngineSignals) -> float | None:
