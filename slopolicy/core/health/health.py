@@ -34,6 +34,7 @@ from slopolicy.core.ladder.pressure import Pressure
 from slopolicy.core.ladder.rungs import AdmissionAction
 from slopolicy.core.lifecycle import Entry
 from slopolicy.core.outcome import Finished
+from slopolicy.core.slo.gaps import GapWindow
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel, SLOSnapshot
 from slopolicy.core.slo.tracker_set import TrackerSet
@@ -64,6 +65,7 @@ class Health:
 
     __slots__ = (
         "_due",
+        "_gap_windows",
         "_reported",
         "decode",
         "evaluate_every",
@@ -85,6 +87,13 @@ class Health:
         cost_model: CostModel | None = None,
     ) -> None:
         self.trackers = TrackerSet(targets, max_tenants=max_tenants, cost_model=cost_model)
+        # Each lane's gap window and TBT bound (lane trackers always keep one).
+        self._gap_windows: dict[str, tuple[GapWindow, float]] = {}
+        for lane in self.trackers.lanes:
+            tracker = self.trackers.lane(lane)
+            window = tracker.gap_window
+            assert window is not None
+            self._gap_windows[lane] = (window, tracker.targets.slow_gap)
         self.watch_lane = watch_lane
         self.ladder = ladder
         self.evaluate_every = evaluate_every
@@ -103,8 +112,13 @@ class Health:
         """One gap of ``gap`` seconds between two chunks of ``entry``'s stream,
         at a checked ``now``: counted in its lane's TBT window and on the entry
         (``gaps``, and ``slow_gaps`` when above the lane's ``tbt_p99``)."""
+        # Straight to the window: this runs once per chunk streamed. The gap
+        # window is a ring of its own, so counting it now (not in the trackers'
+        # next fold) reorders nothing.
+        window, slow = self._gap_windows[entry.lane]
+        window._add(gap, now)
         entry.gaps += 1
-        if self.trackers._gap(entry.lane, gap, now):
+        if gap > slow:
             entry.slow_gaps += 1
 
     def record_rejected(self, lane: str, tenant: str, now: float) -> None:

@@ -362,15 +362,14 @@ class SLOTracker:
             raise UsageError(f"the tracker of {self.lane!r} keeps no TBT (tbt=False)")
         if not (gap >= 0 and gap <= MAX_AMOUNT):
             raise UsageError(f"a token gap must be finite seconds >= 0, got {shown(gap)}")
-        return self._gap(gap, self._see(now))
-
-    def _gap(self, gap: float, now: float) -> bool:
-        """:meth:`record_gap` of a checked gap at a checked ``now``, on a tracker
-        that keeps TBT (the policy's own lane trackers)."""
-        gaps = self._gaps
-        assert gaps is not None
-        gaps._add(gap, self._advance(now))
+        self._gaps._add(gap, self._see(now))
         return gap > self.targets.slow_gap
+
+    @property
+    def gap_window(self) -> GapWindow | None:
+        """The token-gap window (``None`` with ``tbt=False``), for the policy to
+        count its own checked gaps in directly (one call per chunk)."""
+        return self._gaps
 
     def record_rejected(self, now: float) -> None:
         """Count one request the policy refused (it never produced a ``Finished``)."""

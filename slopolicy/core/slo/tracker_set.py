@@ -177,13 +177,6 @@ class TrackerSet:
         if tenant is not None:
             tenant._add(judged, now)
 
-    def _gap(self, lane: str, gap: float, now: float) -> bool:
-        """A checked gap between two chunks of a stream in ``lane`` at a checked
-        ``now`` (the policy's own): counted in the lane's TBT window at once
-        (its own ring: the records waiting to fold are not reordered); whether
-        it is above the lane's ``tbt_p99`` target."""
-        return self._lanes[lane]._gap(gap, now)
-
     def record_rejected(self, lane: str, tenant: str | None, now: float) -> None:
         """Count a request refused before it ran, in ``lane`` (and ``tenant``'s tracker)."""
         check_now(now)
