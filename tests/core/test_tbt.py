@@ -231,6 +231,6 @@ def test_the_tbt_trigger_climbs_on_the_watched_lanes_p99_gap(tbt_p99_s: float | 
         assert event is None
         return
     assert event is not None
-    assert [(r.trigger, r.value) for r in event.readings] == [
-        ("tbt_p99_fraction", pytest.approx(3.0, rel=0.01))
-    ]
+    (reading,) = event.readings
+    assert reading.trigger == "tbt_p99_fraction"
+    assert reading.value == pytest.approx(3.0, rel=0.01)
