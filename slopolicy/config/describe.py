@@ -40,6 +40,8 @@ def _slo(slo: LaneSLO) -> str:
         parts.append(f"TPOT p95 {_seconds(slo.tpot_p95_s)}")
     if slo.e2e_p95_s is not None:
         parts.append(f"end-to-end p95 {_seconds(slo.e2e_p95_s)}")
+    if slo.tbt_p99_s is not None:
+        parts.append(f"TBT p99 {_seconds(slo.tbt_p99_s)}")
     parts.append(f"success {slo.success_rate:.2%}")
     return ", ".join(parts)
 
@@ -162,6 +164,7 @@ def _ladder(config: PolicyConfig) -> str:
         (ladder.kv_usage, "KV usage >= {:.0%}"),
         (ladder.decode_tps_drop, "decode tokens/s down {:.0%}"),
         (ladder.tool_timeout_rate, "tool timeouts >= {:.0%}"),
+        (ladder.tbt_p99_fraction, f"{watch!r} p99 TBT >= {{:.0%}} of target"),
     ]
     on = [text.format(threshold.enter) for threshold, text in triggers if threshold is not None]
     lines = [

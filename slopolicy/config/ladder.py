@@ -60,6 +60,11 @@ class LadderConfig(ConfigModel):
         kv_usage: engine KV cache usage, 0-1.
         decode_tps_drop: fractional drop of decode tokens/s at similar load.
         tool_timeout_rate: fraction of tool/retriever calls timing out.
+        tbt_p99_fraction: watched lane's p99 time between tokens as a fraction
+            of its ``tbt_p99_s`` (off by default; reads 0 for a lane without
+            that target). Gaps are measured between the host's token reports,
+            so it suits hosts that report each chunk as it arrives (the
+            simulator reports tokens in bulk: leave it off there).
 
     The ladder is evaluated every ``evaluate_every_s``; it climbs one rung per
     ``dwell_s`` while pressure holds and steps down one rung after
@@ -88,6 +93,7 @@ class LadderConfig(ConfigModel):
     kv_usage: Threshold | None = Threshold(enter=0.92, exit=0.8)
     decode_tps_drop: Threshold | None = Threshold(enter=0.3, exit=0.15)
     tool_timeout_rate: Threshold | None = Threshold(enter=0.05, exit=0.02)
+    tbt_p99_fraction: Threshold | None = None
     watch_lane: LaneName | None = None
     rungs: Annotated[list[RungName], Field(min_length=1)] = list(DEFAULT_RUNGS)
     interactive_max_new_tokens: Count = 256
@@ -121,6 +127,7 @@ class LadderConfig(ConfigModel):
             kv_usage=_pair(self.kv_usage),
             decode_tps_drop=_pair(self.decode_tps_drop),
             tool_timeout_rate=_pair(self.tool_timeout_rate),
+            tbt_p99_fraction=_pair(self.tbt_p99_fraction),
         )
         return FallbackLadder(rungs, triggers, dwell=self.dwell_s, cooldown=self.cooldown_s)
 

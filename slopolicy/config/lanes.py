@@ -22,12 +22,22 @@ class LaneSLO(ConfigModel):
     TTFT counts from arrival at the gate, so queueing is included; TPOT is
     ``(t_last - t_first) / (output_tokens - 1)``; ``e2e_p95_s`` suits batch lanes,
     where drain time matters more than the first token.
+
+    ``tbt_p99_s`` bounds the time between tokens (TBT): the gaps between two
+    chunks of a stream (a chunk counts once however many tokens it carries).
+    A request attains only if its own p99 gap is within it, so at most 1% of
+    its gaps (one in a short answer: none) may be longer. Mean TPOT hides a
+    long prefill landing mid-stream; this does not. ``tbt_stall_s`` is the gap
+    counted as a stall (default ``tbt_p99_s``, else 0.2 s); it is reported, not
+    a target. Unset: TBT is measured but judges nothing.
     """
 
     ttft_p95_s: Seconds | None = None
     ttft_p99_s: Seconds | None = None
     tpot_p95_s: Seconds | None = None
     e2e_p95_s: Seconds | None = None
+    tbt_p99_s: Seconds | None = None
+    tbt_stall_s: Seconds | None = None
     success_rate: Annotated[float, Field(gt=0, le=1)] = 0.99
 
     @property
@@ -43,6 +53,8 @@ class LaneSLO(ConfigModel):
             tpot_p95=self.tpot_p95_s,
             e2e_p95=self.e2e_p95_s,
             success_rate=self.success_rate,
+            tbt_p99=self.tbt_p99_s,
+            tbt_stall=self.tbt_stall_s,
         )
 
     @model_validator(mode="after")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slopolicy.core.kv import KVStatistics
 from slopolicy.core.ladder.events import LadderEvent
@@ -60,8 +60,10 @@ class Dispatch:
 class PolicyStatistics:
     """A snapshot of the policy: requests waiting per lane, running, outcomes so
     far (``submitted`` counts every submit; ``outcomes`` includes ``rejected``),
-    the KV and quota ledgers, the overload state, the ladder's level, and the
-    cost units started ahead of ``engine.dispatch_rate`` (``None`` without one)."""
+    the KV and quota ledgers, the overload state, the ladder's level, the
+    cost units started ahead of ``engine.dispatch_rate`` (``None`` without one),
+    and each lane's p99 time between tokens over its SLO window (seconds,
+    ``None`` before two chunks of one stream)."""
 
     submitted: int
     queued: Mapping[str, int]
@@ -72,6 +74,7 @@ class PolicyStatistics:
     overload: OverloadState
     ladder_level: int
     dispatch_backlog: float | None = None
+    tbt_p99: Mapping[str, float | None] = field(default_factory=dict)
 
 
 class Phase(enum.Enum):
@@ -91,6 +94,7 @@ class Entry:
         "deadline",
         "dispatched_at",
         "first_token_at",
+        "gaps",
         "holds_quota",
         "id",
         "kv_blocks",
@@ -103,6 +107,7 @@ class Entry:
         "prompt_tokens",
         "request",
         "rungs",
+        "slow_gaps",
         "tenant",
         "weight",
     )
@@ -145,6 +150,8 @@ class Entry:
         self.charged_output = 0
         # Prompt tokens ahead of its first token when it started (its own included).
         self.ahead = 0
+        self.gaps = 0  # gaps between chunks of output (TBT)
+        self.slow_gaps = 0  # of them above the lane's tbt_p99 target
 
     def finished(self, outcome: Outcome, now: float, cost: float) -> Finished:
         """Mark this entry done; its terminal record at ``now``."""
@@ -173,6 +180,8 @@ class Entry:
             self.output_tokens,
             cost,
             self._stages(),
+            self.gaps,
+            self.slow_gaps,
         )
 
     def _stages(self) -> dict[str, float]:

@@ -65,6 +65,9 @@ class Finished:
     dispatch), ``schedule`` (dispatch to the engine starting the request),
     ``prefill`` (to the engine producing the first token) and ``transfer``
     (to the first token reaching the caller); unmarked stages are absent.
+    ``gaps`` counts the gaps between its chunks of output (TBT; a chunk is one
+    arrival however many tokens it carries) and ``slow_gaps`` those above its
+    lane's ``tbt_p99`` target (0 without one).
     """
 
     id: str
@@ -80,6 +83,8 @@ class Finished:
     output_tokens: int
     cost: float
     stages: Mapping[str, float] = field(default_factory=dict)
+    gaps: int = 0
+    slow_gaps: int = 0
 
     @property
     def e2e(self) -> float:

@@ -618,21 +618,29 @@ class Policy:
             entry.marks = {}
         entry.marks.setdefault(stage, now)
 
-    def tokens(self, request_id: str, count: int, now: float) -> None:
+    def tokens(self, request_id: str, count: int, now: float) -> float | None:
         """``count`` more output tokens arrived (a chunk may carry several).
 
-        A ``count`` that is not an int in ``[0, 2**53]`` raises
+        Returns the gap since the previous chunk that carried tokens (seconds,
+        the request's TBT: a chunk is one arrival however many tokens it
+        carries), or ``None`` for its first chunk or a ``count`` of 0. A
+        ``count`` that is not an int in ``[0, 2**53]`` raises
         :class:`UsageError` and changes nothing."""
         entry = self._running_entry(request_id)
         check_count("token count", count)
         now = self._advance(now)
+        gap = None
         if entry.first_token_at is None:
             self._first(entry, now)
+        elif count and entry.output_tokens and entry.last_token_at is not None:
+            gap = now - entry.last_token_at
+            self.health.gap(entry, gap, now)
         entry.last_token_at = now
         entry.output_tokens += count
         self._charge_output(entry)
         if entry.output_tokens > entry.kv_output * entry.request.sequences:
             self._grow(entry, now)
+        return gap
 
     def _grow(self, entry: Entry, now: float) -> None:
         """Grow the KV reservation of ``entry``, whose answer passed it: to twice
@@ -799,6 +807,7 @@ class Policy:
             state,
             0 if ladder is None else ladder.level,
             None if self.pace is None else 0.0 if at == -math.inf else self.pace._backlog(at),
+            self.health.tbt_p99(self._now),
         )
 
     def _advance(self, now: float) -> float:

@@ -186,12 +186,13 @@ class Ticket:
 
         The first ``__anext__`` marks the ``schedule`` stage; each chunk adds
         ``tokens_of(chunk)`` output tokens (default 1), and the first chunk
-        carrying a token is the first token (TTFT). ``usage_of(chunk)``, when
-        it returns a number, is the engine's own output-token count and
-        replaces the counted total at release. A count from either that is not
-        an int in ``[0, 2**53]`` is left out and kept as :attr:`count_error`
-        (see the module docstring). The stream's end, error or cancellation
-        releases the ticket.
+        carrying a token is the first token (TTFT). The time between two chunks
+        carrying tokens is one TBT gap, however many tokens each carries.
+        ``usage_of(chunk)``, when it returns a number, is the engine's own
+        output-token count and replaces the counted total at release. A count
+        from either that is not an int in ``[0, 2**53]`` is left out and kept
+        as :attr:`count_error` (see the module docstring). The stream's end,
+        error or cancellation releases the ticket.
         """
         if self._stream is not None:
             raise UsageError(f"request {self.id!r} is already tracking a stream")
@@ -204,7 +205,9 @@ class Ticket:
         if self._finished is None:
             gate = self._gate
             now = gate.clock()
-            gate.policy.tokens(self.id, count, now)
+            gap = gate.policy.tokens(self.id, count, now)
+            if gap is not None and gate._telemetry is not None:
+                gate._telemetry.gap(self.id, gap)
             if not self._prefilled:  # the first token: its prompt left the prefill backlog
                 self._prefilled = True
                 gate._prefilled(now)

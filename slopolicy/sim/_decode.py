@@ -28,7 +28,9 @@ class Seq:
     While decoding, ``base``/``out_base`` hold the context and outputs minus
     the pool's step counter (see the module docstring). ``group`` names whose
     token gaps it adds to (the lane); ``last_token`` is when its last token
-    came out before a preemption (seconds).
+    came out before a preemption (seconds). ``slow`` counts its gaps above its
+    group's TBT target so far, and while decoding ``slow_base`` is the group's
+    count of such iterations when it joined (see ``Engine``).
     """
 
     __slots__ = (
@@ -45,6 +47,8 @@ class Seq:
         "prefill_len",
         "priority",
         "prompt",
+        "slow",
+        "slow_base",
         "target",
         "version",
     )
@@ -73,6 +77,8 @@ class Seq:
         self.base = 0
         self.out_base = 0
         self.version = 0
+        self.slow = 0
+        self.slow_base = 0
 
 
 class DecodePool:

@@ -77,10 +77,12 @@ def evaluate(
     report it against ``config``'s lanes and targets; ``lanes`` defaults to
     :func:`classify`. The building block of :func:`compare` and of property
     tests of custom policies."""
+    targets = lane_targets(config)
     result = simulate(
         workload,
         chosen,
         engine,
+        targets=targets,
         lanes=classify(workload, config) if lanes is None else lanes,
         report_every=report_every,
         drain=drain,
@@ -94,7 +96,7 @@ def evaluate(
     summary_report = report(
         chosen.name,
         result.records,
-        lane_targets(config),
+        targets,
         duration=workload.duration,
         end=result.end,
         preemptions=result.engine.preemptions,

@@ -119,6 +119,8 @@ def _targets(lane: LaneReport) -> str:
         parts.append(f"TPOT p95 {_s(t.tpot_p95)}")
     if t.e2e_p95 is not None:
         parts.append(f"end-to-end p95 {_s(t.e2e_p95)}")
+    if t.tbt_p99 is not None:
+        parts.append(f"TBT p99 {_s(t.tbt_p99)}")
     return ", ".join(parts) or "no latency target"
 
 
@@ -168,7 +170,9 @@ def _gaps_table(reports: Sequence[PolicyReport]) -> Table:
     for lane in lanes:
         headers += [f"{lane} p99", "max", "stalls"]
     table = _table(
-        "Time between tokens per lane: p99, largest gap, stalls (gaps >= 200 ms)", headers
+        "Time between tokens per lane: p99, largest gap, stalls (gaps >= the lane's "
+        "stall threshold, 200 ms by default)",
+        headers,
     )
     for report in reports:
         cells = [report.name]

@@ -15,7 +15,11 @@ under priority scheduling. No request is admitted in an iteration that
 preempted. The iteration that computes a prompt's last chunk samples its first
 token. Times come from :class:`~slopolicy.sim.profiles.EngineProfile`.
 Every request's token gaps are added to its group's
-:class:`~slopolicy.sim.gaps.Gaps` (see :mod:`slopolicy.sim.gaps`).
+:class:`~slopolicy.sim.gaps.Gaps` (see :mod:`slopolicy.sim.gaps`), and
+those above its group's ``tbt_p99`` target are counted per request (each
+group counts the iterations above its target; a request's share is the
+count's growth while it decoded, plus its resume gaps), for
+:meth:`Engine.slow_gaps`.
 
 **Speed.** While no request is prefilling and the waiting queue's head cannot
 start, every iteration is pure decode and the batch only changes when a
@@ -34,7 +38,9 @@ returns what it produced, to be delivered at that time.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
+from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim._decode import DecodePool, Seq
 from slopolicy.sim._waiting import WaitingQueue
@@ -45,19 +51,28 @@ from slopolicy.sim.engine_spec import (
     StepResult,
     check_int,
 )
-from slopolicy.sim.gaps import Gaps, TBTSummary
+from slopolicy.sim.gaps import Gaps, TBTSummary, slow_in_run
 
 __all__ = ("Engine", "EngineSpec", "EngineStatistics", "Scheduling", "StepResult")
+
+_NONE = SLOTargets()
 
 
 class Engine:
     """The engine model; see the module docstring.
 
     ``scheduling`` orders the waiting queue: ``fcfs`` by arrival, ``priority``
-    by ``(priority, arrival)`` (lower first, as vLLM).
+    by ``(priority, arrival)`` (lower first, as vLLM). ``targets`` gives a
+    group's TBT target and stall threshold (a group without: none, 0.2 s).
     """
 
-    def __init__(self, spec: EngineSpec, *, scheduling: Scheduling = "fcfs") -> None:
+    def __init__(
+        self,
+        spec: EngineSpec,
+        *,
+        scheduling: Scheduling = "fcfs",
+        targets: Mapping[str, SLOTargets] | None = None,
+    ) -> None:
         if scheduling not in ("fcfs", "priority"):
             raise UsageError(f"scheduling must be 'fcfs' or 'priority', not {scheduling!r}")
         self.spec = spec
@@ -73,6 +88,10 @@ class Engine:
         self._waiting_blocks = 0  # the blocks of every waiting prompt (and its first token)
         self._waiting_tokens = 0  # every waiting request's tokens to prefill
         self._gaps: dict[str, Gaps] = {}
+        self._targets = dict(targets or {})
+        self._slow_gap: dict[str, float] = {}  # a group's TBT target (inf: none)
+        self._slow: dict[str, int] = {}  # iterations above it so far, per group
+        self._slow_done: dict[str, int] = {}  # finished requests' slow gaps, until asked
         self._decoding: dict[str, int] = {}  # decoding requests per group
         self._live: dict[str, Seq] = {}
         self._orders = 0
@@ -109,7 +128,11 @@ class Engine:
         self._orders += 1
         seq = Seq(request_id, prompt_tokens, output_tokens, priority, self._orders, group)
         self._live[request_id] = seq
-        self._gaps.setdefault(group, Gaps())
+        if group not in self._gaps:
+            targets = self._targets.get(group, _NONE)
+            self._gaps[group] = Gaps(targets.stall_threshold)
+            self._slow_gap[group] = targets.slow_gap
+            self._slow[group] = 0
         self._decoding.setdefault(group, 0)
         self._waiting.add(seq)
         self._count_waiting(seq, 1)
@@ -137,6 +160,11 @@ class Engine:
     def prompt_blocks(self, prompt_tokens: int) -> int:
         """KV blocks a prompt of this length and its first token take."""
         return self._prompt_blocks(prompt_tokens)
+
+    def slow_gaps(self, request_id: str) -> int:
+        """The gaps above its group's TBT target of a request that finished,
+        asked once (then forgotten; 0 for none or unknown)."""
+        return self._slow_done.pop(request_id, 0)
 
     def tbt(self) -> dict[str, TBTSummary]:
         """Each group's token gaps so far (see :mod:`slopolicy.sim.gaps`)."""
@@ -261,6 +289,8 @@ class Engine:
         for group, count in self._decoding.items():
             if count:
                 self._gaps[group].add(seconds, count)
+                if seconds > self._slow_gap[group]:
+                    self._slow[group] += 1
         first, finished = self._apply(chunks, now + seconds)
         return StepResult(now + seconds, 1, first, finished, preempted, admitted)
 
@@ -294,6 +324,7 @@ class Engine:
             seq.last_token = now
             self._pool.remove(seq)
             self._decoding[seq.group] -= 1
+            seq.slow += self._slow[seq.group] - seq.slow_base
         else:
             self._prefilling.remove(seq)
             self._prefill_blocks -= seq.blocks
@@ -344,7 +375,10 @@ class Engine:
             self._prefilling.remove(seq)
             self._prefill_blocks -= seq.blocks
             if seq.out:  # resumed after a preemption: one long gap
-                self._gaps[seq.group].add(end - seq.last_token)
+                gap = end - seq.last_token
+                self._gaps[seq.group].add(gap)
+                if gap > self._slow_gap[seq.group]:
+                    seq.slow += 1
             seq.out += 1
             if seq.out == 1:
                 first.append(seq.id)
@@ -352,9 +386,12 @@ class Engine:
                 self._running.remove(seq)
                 del self._live[seq.id]
                 finished.append((seq.id, seq.out))
+                if seq.slow:  # resumed on its last token
+                    self._slow_done[seq.id] = seq.slow
             else:
                 pool.add(seq)  # takes over its blocks: prompt + out tokens
                 self._decoding[seq.group] += 1
+                seq.slow_base = self._slow[seq.group]
         finished.extend(self._retire(done))
         return tuple(first), tuple(finished)
 
@@ -363,6 +400,9 @@ class Engine:
             self._running.remove(seq)
             self._decoding[seq.group] -= 1
             del self._live[seq.id]
+            slow = seq.slow + self._slow[seq.group] - seq.slow_base
+            if slow:
+                self._slow_done[seq.id] = slow
         return [(seq.id, seq.out) for seq in done]
 
     # -- runs of pure decode ------------------------------------------------------
@@ -399,5 +439,6 @@ class Engine:
         for group, count in self._decoding.items():
             if count:
                 self._gaps[group].add_run(first, step, k, count)
+                self._slow[group] += slow_in_run(first, step, k, self._slow_gap[group])
         finished = self._retire(pool.step(k))
         return StepResult(now + seconds, k, (), tuple(finished), ())

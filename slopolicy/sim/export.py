@@ -103,6 +103,7 @@ def _targets(targets: SLOTargets) -> dict[str, Any]:
         "ttft_p99_s": targets.ttft_p99,
         "tpot_p95_s": targets.tpot_p95,
         "e2e_p95_s": targets.e2e_p95,
+        "tbt_p99_s": targets.tbt_p99,
     }
 
 

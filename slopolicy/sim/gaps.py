@@ -5,12 +5,16 @@ engine model gives every decoding request one token per iteration, so each
 iteration adds one gap of its own duration to every request decoding in it
 (a run of ``k`` pure-decode iterations adds ``k`` gaps growing linearly), and
 a request resumed after a preemption adds one gap from its last token before
-the preemption to its next.
+the preemption to its next. (Each token is its own chunk, so these are the
+gaps the runtime measures between chunks: one definition, in
+:mod:`slopolicy.core.slo.targets`.)
 
 :class:`Gaps` keeps them per group (lane) in a histogram whose buckets are
-0.5% wide and anchored at the stall threshold, so quantiles are within 0.25%
-of the exact value and **stalls** (gaps of at least :data:`STALL_S` seconds,
-Sarathi-Serve's P99 TBT target of 0.2 s) are counted exactly.
+0.5% wide and anchored at the group's stall threshold, so quantiles are
+within 0.25% of the exact value and **stalls** (gaps of at least
+``stall_s``: the lane's :attr:`~slopolicy.core.slo.SLOTargets.stall_threshold`,
+by default :data:`STALL_S`, Sarathi-Serve's P99 TBT target of 0.2 s) are
+counted exactly.
 """
 
 from __future__ import annotations
@@ -19,18 +23,18 @@ import bisect
 import math
 from dataclasses import dataclass
 
-__all__ = ("STALL_S", "Gaps", "TBTSummary")
+from slopolicy.core.slo.targets import STALL_S
 
-#: A gap of at least this many seconds is a stall (Sarathi-Serve's TBT SLO).
-STALL_S = 0.2
-#: Bucket ``j`` holds gaps in ``[STALL_S·RATIO**j, STALL_S·RATIO**(j+1))``.
+__all__ = ("STALL_S", "Gaps", "TBTSummary", "slow_in_run")
+
+#: Bucket ``j`` holds gaps in ``[stall_s·RATIO**j, stall_s·RATIO**(j+1))``.
 RATIO = 1.005
 _LOG_RATIO = math.log(RATIO)
 
 
 @dataclass(frozen=True, slots=True)
 class TBTSummary:
-    """A group's token gaps: how many, how many stalls (>= :data:`STALL_S`),
+    """A group's token gaps: how many, how many stalls (>= its stall threshold),
     and the median, p99 and largest gap in seconds (``None`` without gaps)."""
 
     gaps: int
@@ -40,22 +44,31 @@ class TBTSummary:
     max_s: float | None
 
 
-def _bucket(seconds: float) -> int:
-    if seconds <= 0:
-        return -(1 << 30)  # below every positive gap
-    index = math.floor(math.log(seconds / STALL_S) / _LOG_RATIO)
-    # Rounding must not move a gap across the stall threshold.
-    if seconds >= STALL_S:
-        return max(index, 0)
-    return min(index, -1)
+def slow_in_run(first: float, step: float, k: int, bound: float) -> int:
+    """How many of ``k`` iterations lasting ``first + step·i`` seconds (``i`` =
+    0..k-1, ``step`` >= 0) are above ``bound``: each gives every request
+    decoding in it one gap that long."""
+    if k <= 0 or first + step * (k - 1) <= bound:
+        return 0
+    if first > bound:
+        return k
+    # 0 < step here: the iterations at or below the bound come first.
+    within = min(k, math.floor((bound - first) / step) + 1)
+    while within > 0 and first + step * (within - 1) > bound:  # float rounding
+        within -= 1
+    while within < k and first + step * within <= bound:
+        within += 1
+    return k - within
 
 
 class Gaps:
-    """A histogram of token gaps (seconds); see the module docstring."""
+    """A histogram of token gaps (seconds), stalls from ``stall_s`` seconds;
+    see the module docstring."""
 
-    __slots__ = ("_buckets", "count", "maximum", "minimum", "stalls")
+    __slots__ = ("_buckets", "count", "maximum", "minimum", "stall_s", "stalls")
 
-    def __init__(self) -> None:
+    def __init__(self, stall_s: float = STALL_S) -> None:
+        self.stall_s = stall_s
         self._buckets: dict[int, int] = {}
         self.count = 0
         self.stalls = 0
@@ -64,7 +77,7 @@ class Gaps:
 
     def add(self, seconds: float, count: int = 1) -> None:
         """``count`` gaps of ``seconds`` each."""
-        self._put(_bucket(seconds), count)
+        self._put(self._bucket(seconds), count)
         self.minimum = min(self.minimum, seconds)
         self.maximum = max(self.maximum, seconds)
 
@@ -74,19 +87,30 @@ class Gaps:
         if k <= 0:
             return
         last = first + step * (k - 1)
-        low, high = _bucket(first), _bucket(last)
+        bucket = self._bucket
+        low, high = bucket(first), bucket(last)
         self.minimum = min(self.minimum, first)
         self.maximum = max(self.maximum, last)
         start = 0
         while low < high:
             # The first iteration past bucket ``low``; durations only grow.
             end = bisect.bisect_right(
-                range(k), low, lo=start, key=lambda i: _bucket(first + step * i)
+                range(k), low, lo=start, key=lambda i: bucket(first + step * i)
             )
             self._put(low, (end - start) * count)
             start = end
-            low = _bucket(first + step * start)
+            low = bucket(first + step * start)
         self._put(low, (k - start) * count)
+
+    def _bucket(self, seconds: float) -> int:
+        if seconds <= 0:
+            return -(1 << 30)  # below every positive gap
+        stall = self.stall_s
+        index = math.floor(math.log(seconds / stall) / _LOG_RATIO)
+        # Rounding must not move a gap across the stall threshold.
+        if seconds >= stall:
+            return max(index, 0)
+        return min(index, -1)
 
     def _put(self, bucket: int, count: int) -> None:
         if count <= 0:
@@ -106,7 +130,7 @@ class Gaps:
         for bucket in sorted(self._buckets):
             seen += self._buckets[bucket]
             if seen >= rank:
-                middle: float = STALL_S * RATIO ** (bucket + 0.5)
+                middle: float = self.stall_s * RATIO ** (bucket + 0.5)
                 return min(max(middle, self.minimum), self.maximum)
         return self.maximum
 

@@ -6,7 +6,9 @@ Definitions (``docs/simulator.md`` has the full list):
   that arrived, refused and expired ones included, so a policy cannot raise
   its attainment by turning work away; a request attains iff it completed
   within its lane's targets (TTFT <= ``ttft_p95`` (else ``ttft_p99``),
-  TPOT <= ``tpot_p95``, end-to-end <= ``e2e_p95``; unset targets pass) with
+  TPOT <= ``tpot_p95``, end-to-end <= ``e2e_p95``, its own p99 gap between
+  tokens <= ``tbt_p99``; unset targets pass: one rule with the runtime's,
+  :meth:`~slopolicy.core.slo.SLOTargets.attains`) with
   a full answer: a **degraded** request (its answer truncated or its model
   switched by the scheduler, :attr:`RequestRecord.degraded`) does not attain.
 * **goodput** = attained / the workload's duration, **degraded goodput** =
@@ -14,8 +16,8 @@ Definitions (``docs/simulator.md`` has the full list):
   **throughput** = completed / the same duration (requests per second), so
   every policy is divided by the same time.
 * **TBT** per lane: the p99 and largest gap between two tokens of a
-  request, and **stalls**, the gaps of at least 0.2 s
-  (:mod:`slopolicy.sim.gaps`).
+  request, and **stalls**, the gaps of at least the lane's stall threshold
+  (``tbt_stall_s``, else ``tbt_p99_s``, else 0.2 s; :mod:`slopolicy.sim.gaps`).
 * Latency quantiles interpolate linearly between order statistics; TTFT
   over requests with a first token, TPOT and end-to-end over completed ones.
 * **Jain's index** over tenants' attainment: ``(Σx)² / (n·Σx²)``, 1 when
@@ -137,7 +139,8 @@ class LaneReport:
     """One lane under one policy; latencies in seconds, rates per second.
     ``degraded`` counts completed requests whose answer was cut short or
     whose model was switched, ``degraded_goodput_rps`` those of them within
-    the targets; ``tbt_stalls`` counts token gaps of at least 0.2 s."""
+    the targets; ``tbt_stalls`` counts token gaps of at least the lane's
+    stall threshold (0.2 s by default)."""
 
     lane: str
     targets: SLOTargets
@@ -282,7 +285,7 @@ def report(
         (
             r,
             r.outcome is SimOutcome.COMPLETED
-            and targets.get(r.lane, none).attains(r.ttft, r.tpot, r.e2e),
+            and targets.get(r.lane, none).attains(r.ttft, r.tpot, r.e2e, r.gaps, r.slow_gaps),
         )
         for r in records
     ]

@@ -3,7 +3,8 @@
 Definitions (DistServe; ``SIMULATOR.md``): TTFT counts from arrival, so
 queueing is included; TPOT is ``(t_last - t_first) / (n_out - 1)``, 0 for one
 token; a request **attains** its SLO iff it completed, met its lane's
-targets (:meth:`~slopolicy.core.slo.SLOTargets.attains`) and was not
+targets (:meth:`~slopolicy.core.slo.SLOTargets.attains`, TBT included: the
+same rule the runtime trackers judge by) and was not
 **degraded**: its answer cut short by the scheduler (run under a
 ``max_new_tokens`` below what it would have generated within the client's own
 limit) or its model switched.
@@ -48,6 +49,8 @@ class RequestRecord:
         preemptions: times the engine preempted it.
         attempts: times the client sent it (1 + retries after refusals).
         model: the model the scheduler switched it to, or ``None``.
+        slow_gaps: its gaps between tokens above its lane's ``tbt_p99`` target
+            (0 without one; see :attr:`gaps`).
     """
 
     request: SimRequest
@@ -62,6 +65,7 @@ class RequestRecord:
     preemptions: int
     attempts: int = 1
     model: str | None = None
+    slow_gaps: int = 0
 
     @property
     def truncated(self) -> bool:
@@ -93,6 +97,12 @@ class RequestRecord:
         if self.output_tokens <= 1:
             return 0.0
         return (self.finished_at - self.first_token_at) / (self.output_tokens - 1)
+
+    @property
+    def gaps(self) -> int:
+        """Gaps between its tokens: one per token after the first (the engine
+        yields one token an iteration, so each is its own chunk)."""
+        return max(self.output_tokens - 1, 0) if self.first_token_at is not None else 0
 
     @property
     def e2e(self) -> float | None:

@@ -24,6 +24,7 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Engine, EngineSpec, EngineStatistics
 from slopolicy.sim.gaps import TBTSummary
@@ -106,6 +107,7 @@ class _Live:
         "reason",
         "reported",
         "request",
+        "slow_gaps",
     )
 
     def __init__(self, request: SimRequest, lane: str, reason: str) -> None:
@@ -122,6 +124,7 @@ class _Live:
         self.model: str | None = None
         self.preemptions = 0
         self.attempts = 1
+        self.slow_gaps = 0
 
     def frozen(self) -> RequestRecord:
         return RequestRecord(
@@ -137,6 +140,7 @@ class _Live:
             self.preemptions,
             self.attempts,
             self.model,
+            self.slow_gaps,
         )
 
 
@@ -150,13 +154,14 @@ class _Run:
         lanes: Mapping[str, str],
         report_every: float,
         client: Client,
+        targets: Mapping[str, SLOTargets] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.client = client
         self.retries: list[tuple[float, int, SimRequest]] = []
         self.sequence = itertools.count()
         self.random = random.Random(client.seed)
-        self.engine = Engine(spec, scheduling=scheduler.scheduling)
+        self.engine = Engine(spec, scheduling=scheduler.scheduling, targets=targets)
         self.view = EngineView(self.engine)
         self.lanes = lanes
         self.report_every = report_every
@@ -235,6 +240,7 @@ class _Run:
                 scheduler.tokens(request_id, output - live.reported, now)
             scheduler.finish(request_id, now, output)
             live.outcome, live.finished, live.output = SimOutcome.COMPLETED, now, output
+            live.slow_gaps = self.engine.slow_gaps(request_id)
             self.outstanding -= 1
         for request_id in result.preempted:
             self.live[request_id].preemptions += 1
@@ -262,6 +268,7 @@ def simulate(
     drain: float = 3600.0,
     client: Client | None = None,
     progress: Progress | None = None,
+    targets: Mapping[str, SLOTargets] | None = None,
 ) -> SimulationResult:
     """Run ``workload`` through ``scheduler`` in front of the ``engine`` model.
 
@@ -271,11 +278,13 @@ def simulate(
     only at finish). Refused requests come back as ``client`` says, up to
     their ``retries``. The run stops once every request has ended, or
     ``drain`` seconds after the workload's duration; what is still queued,
-    running or due to retry then is ``unfinished``.
+    running or due to retry then is ``unfinished``. ``targets`` (per lane)
+    set each lane's stall threshold and the TBT target its requests' slow
+    gaps are counted against (:attr:`RequestRecord.slow_gaps`).
     """
     if report_every < 0 or not drain >= 0:
         raise UsageError("report_every and drain must be >= 0")
-    run = _Run(scheduler, engine, lanes or {}, report_every, client or Client())
+    run = _Run(scheduler, engine, lanes or {}, report_every, client or Client(), targets)
     now = _loop(run, workload.requests, workload.duration + drain, progress)
     records = tuple(live.frozen() for live in run.order)
     return SimulationResult(

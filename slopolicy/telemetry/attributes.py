@@ -33,7 +33,7 @@ _PHASES: Final = ("schedule", "prefill", "transfer", "decode")
 class LaneSets:
     """Sets keyed by lane only (lane is ``None`` for refusals made before routing)."""
 
-    __slots__ = ("dispatched", "left", "output", "phase", "prompt")
+    __slots__ = ("dispatched", "lane", "left", "output", "phase", "prompt")
 
     def __init__(self, base: Attrs, lane: str | None) -> None:
         def make(**extra: AttributeValue) -> Attrs:
@@ -43,6 +43,7 @@ class LaneSets:
             attrs.update({_KEY[name]: value for name, value in extra.items()})
             return attrs
 
+        self.lane = make()  # the lane alone (token gaps, stalls)
         self.dispatched = make(queue_result="dispatched")
         #: The queue wait of requests that left their queue without starting.
         self.left = {outcome: make(queue_result=outcome.value) for outcome in Outcome}

@@ -116,6 +116,8 @@ class Instruments:
         "prompt_tokens",
         "queue_wait",
         "sources",
+        "stalls",
+        "tbt",
         "token_usage",
         "tpot",
         "transitions",
@@ -137,6 +139,19 @@ class Instruments:
             description="Time per output token after the first, for completed requests "
             "with at least two output tokens.",
             explicit_bucket_boundaries_advisory=n.TPOT_BUCKETS,
+        )
+        self.tbt = histogram(
+            n.TBT,
+            unit="s",
+            description="Time between two chunks of output of a stream (a chunk counts "
+            "once however many tokens it carries), by lane.",
+            explicit_bucket_boundaries_advisory=n.TBT_BUCKETS,
+        )
+        self.stalls = meter.create_counter(
+            n.STALLS,
+            unit="{gap}",
+            description="Gaps between chunks of output of at least the lane's stall "
+            "threshold (tbt_stall_s, else tbt_p99_s, else 0.2 s).",
         )
         self.duration = histogram(
             n.REQUEST_DURATION,

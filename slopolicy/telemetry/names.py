@@ -18,6 +18,7 @@ from typing import Final
 __all__ = (
     "DURATION_BUCKETS",
     "LATENCY_BUCKETS",
+    "TBT_BUCKETS",
     "TOKEN_BUCKETS",
     "TPOT_BUCKETS",
     "TTFT_BUCKETS",
@@ -41,6 +42,12 @@ QUEUE_WAIT: Final = "slopolicy.queue.wait"
 PROMPT_TOKENS: Final = "slopolicy.request.prompt_tokens"
 OUTPUT_TOKENS: Final = "slopolicy.request.output_tokens"
 PHASE_DURATION: Final = "slopolicy.request.phase.duration"
+#: Histogram, seconds: each gap between two chunks of output of a stream (TBT), by lane.
+#: The GenAI conventions have none (their TPOT is a per-request mean, which hides
+#: one long gap); vLLM's ``vllm:inter_token_latency_seconds`` is the engine's own.
+TBT: Final = "slopolicy.request.time_between_tokens"
+#: Counter: gaps of at least the lane's stall threshold (``LaneSLO.tbt_stall_s``).
+STALLS: Final = "slopolicy.request.stalls"
 LADDER_TRANSITIONS: Final = "slopolicy.ladder.transitions"
 LADDER_APPLIED: Final = "slopolicy.ladder.applied"
 # Observable (read from the policy when a reader collects).
@@ -97,6 +104,9 @@ TTFT_BUCKETS: Final = (
 TPOT_BUCKETS: Final = (
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
 )  # fmt: skip
+#: ``slopolicy.request.time_between_tokens``, seconds: the TPOT buckets, then on to
+#: the long gaps a prefill or a preemption landing mid-stream makes.
+TBT_BUCKETS: Final = (*TPOT_BUCKETS, 5.0, 10.0)
 #: ``gen_ai.server.request.duration``, seconds: 0.01 doubling to 81.92 (the conventions' advice).
 DURATION_BUCKETS: Final = (
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,

@@ -1,12 +1,14 @@
 """One gate's recorder: the calls a :class:`~slopolicy.Gate` makes as events happen.
 
-A decision at submit, a dispatch, a request's end, and, while the gate is
+A decision at submit, a dispatch, each gap between chunks of a stream, a
+request's end, and, while the gate is
 open, the task that serves the observable gauges. Everything is recorded
 through ``opentelemetry-api``; nothing here sets a global provider.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Final
 
@@ -34,9 +36,10 @@ _KIND: Final = {Admit: "admit", Demote: "demote", Defer: "defer", Reject: "rejec
 
 class _Flight:
     """What the recorder keeps about one accepted request until it ends: its
-    span, its clocks and the attribute sets it records with."""
+    span, its clocks, the attribute sets it records with and its lane's stall
+    threshold (seconds)."""
 
-    __slots__ = ("active", "lane", "model", "span", "start", "start_ns", "tenant")
+    __slots__ = ("active", "lane", "model", "span", "stall_s", "start", "start_ns", "tenant")
 
     def __init__(
         self,
@@ -46,6 +49,7 @@ class _Flight:
         lane: LaneSets,
         tenant: TenantSets,
         model: ModelSets,
+        stall_s: float,
     ) -> None:
         self.span = span
         self.start = start  # the gate's clock at submit
@@ -53,6 +57,7 @@ class _Flight:
         self.lane = lane
         self.tenant = tenant
         self.model = model
+        self.stall_s = stall_s
         self.active = False  # counted in slopolicy.active_requests
 
     def ns(self, at: float) -> int:
@@ -62,7 +67,7 @@ class _Flight:
 
 class Recorder:
     """One gate's telemetry, made by :meth:`Telemetry.bind`. The gate calls
-    :meth:`submitted`, :meth:`dispatched` and :meth:`ended` as events happen
+    :meth:`submitted`, :meth:`dispatched`, :meth:`gap` and :meth:`ended` as events happen
     (on its event loop; none awaits) and runs :meth:`watch` while open.
 
     The observable gauges read the policy on the gate's own thread when a
@@ -74,7 +79,15 @@ class Recorder:
     nothing.
     """
 
-    __slots__ = ("_flights", "_instruments", "_policy", "_sets", "_telemetry", "_tracer")
+    __slots__ = (
+        "_flights",
+        "_instruments",
+        "_policy",
+        "_sets",
+        "_stall_s",
+        "_telemetry",
+        "_tracer",
+    )
 
     def __init__(self, telemetry: Telemetry, policy: Policy) -> None:
         self._telemetry = telemetry
@@ -83,6 +96,10 @@ class Recorder:
         self._sets = telemetry.sets
         self._tracer = telemetry.tracer
         self._flights: dict[str, _Flight] = {}
+        trackers = policy.health.trackers
+        self._stall_s = {
+            lane: trackers.lane(lane).targets.stall_threshold for lane in trackers.lanes
+        }
 
     @property
     def in_flight(self) -> int:
@@ -126,7 +143,10 @@ class Recorder:
         if model is not None:
             model = telemetry.models.label(model)
         model_sets = sets.model(operation, model, decision.lane)
-        self._flights[request.id] = _Flight(span, now, start_ns, lane_sets, tenant_sets, model_sets)
+        stall_s = self._stall_s.get(decision.lane, math.inf)
+        self._flights[request.id] = _Flight(
+            span, now, start_ns, lane_sets, tenant_sets, model_sets, stall_s
+        )
 
     def dispatched(self, result: Dispatch, now: float) -> None:
         """The policy dispatched at ``now``: requests started, and the ladder may have moved."""
@@ -147,6 +167,18 @@ class Recorder:
             flight.active = True
             if flight.span is not None:
                 spans.dispatched(flight.span, started, flight.ns(now))
+
+    def gap(self, request_id: str, gap: float) -> None:
+        """A gap of ``gap`` seconds between two chunks of ``request_id``'s stream
+        (what ``Policy.tokens`` returned): the TBT histogram, and the stall
+        counter when it is at least the lane's stall threshold."""
+        flight = self._flights.get(request_id)
+        if flight is None:
+            return
+        attrs = flight.lane.lane
+        self._instruments.tbt.record(gap, attrs)
+        if gap >= flight.stall_s:
+            self._instruments.stalls.add(1, attrs)
 
     def ended(self, finished: Finished, error: BaseException | None = None) -> None:
         """An accepted request ended; ``error`` is what failed it, if known."""

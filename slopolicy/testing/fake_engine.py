@@ -57,6 +57,9 @@ class FakeEngine:
         output_tokens: tokens to produce; ``None`` produces ``max_new_tokens``.
         fail_at: token index at which to raise :class:`EngineError` instead of
             yielding the chunk holding that token; ``None`` never fails.
+        stall_at: token index whose chunk comes ``stall_s`` seconds late (a
+            long prefill landing mid-stream); ``None`` never stalls.
+        stall_s: the extra seconds before that chunk.
     """
 
     __slots__ = (
@@ -65,6 +68,8 @@ class FakeEngine:
         "output_tokens",
         "peak",
         "per_token",
+        "stall_at",
+        "stall_s",
         "started",
         "tokens_per_chunk",
         "ttft",
@@ -78,6 +83,8 @@ class FakeEngine:
         tokens_per_chunk: int = 1,
         output_tokens: int | None = None,
         fail_at: int | None = None,
+        stall_at: int | None = None,
+        stall_s: float = 0.0,
     ) -> None:
         if tokens_per_chunk < 1:
             raise UsageError(f"tokens_per_chunk must be >= 1, got {tokens_per_chunk}")
@@ -86,6 +93,8 @@ class FakeEngine:
         self.tokens_per_chunk = tokens_per_chunk
         self.output_tokens = output_tokens
         self.fail_at = fail_at
+        self.stall_at = stall_at
+        self.stall_s = stall_s
         self.active = 0  # streams being iterated now
         self.peak = 0  # most streams ever iterated at once
         self.started = 0  # streams ever started
@@ -98,11 +107,13 @@ class FakeEngine:
         fail_at: int | None = None,
         ttft: float | None = None,
         per_token: float | None = None,
+        stall_at: int | None = None,
     ) -> AsyncIterator[Chunk]:
         """Generate ``request``'s tokens as chunks (arguments override the engine's)."""
         total = _pick(output_tokens, _pick(self.output_tokens, request.max_new_tokens))
         failure = self.fail_at if fail_at is None else fail_at
         delay = _pick(per_token, self.per_token)
+        stall = self.stall_at if stall_at is None else stall_at
         self.active += 1
         self.started += 1
         self.peak = max(self.peak, self.active)
@@ -114,7 +125,8 @@ class FakeEngine:
                 if failure is not None and produced + size > failure:
                     raise EngineError(request.id, max(failure, produced))
                 if produced:
-                    await anyio.sleep(delay * size)
+                    late = stall is not None and produced <= stall < produced + size
+                    await anyio.sleep(delay * size + (self.stall_s if late else 0.0))
                 text = " ".join(f"t{produced + k}" for k in range(size))
                 last = produced + size == total
                 yield Chunk(request.id, produced, size, text, last)

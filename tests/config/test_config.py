@@ -104,6 +104,8 @@ def test_default_lane_must_be_allowed() -> None:
         (("lanes", 0, "name"), "Bad Name", "lanes.0.name", "pattern"),
         (("lanes", 0, "colour"), "red", "lanes.0.colour", "Extra inputs"),
         (("lanes", 0, "slo", "ttft_p99_s"), 0.1, "lanes.0.slo", "ttft_p99_s must be >= ttft_p95_s"),
+        (("lanes", 0, "slo", "tbt_p99_s"), 0.0, "lanes.0.slo.tbt_p99_s", "greater than or equal"),
+        (("lanes", 0, "slo", "tbt_stall_s"), "x", "lanes.0.slo.tbt_stall_s", "valid number"),
         (("tiers", "default", "rate"), 100.0, "tiers.default", "rate and burst"),
         (("ladder", "kv_usage", "exit"), 0.99, "ladder.kv_usage", "exit must be below enter"),
         (("ladder", "rungs"), ["shed", "shed"], "ladder", "must not repeat"),

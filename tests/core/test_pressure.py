@@ -98,11 +98,14 @@ def test_a_reader_must_return_a_finite_number_or_none() -> None:
 
 def test_default_triggers_match_the_config_defaults_in_the_seed_order() -> None:
     triggers = default_triggers()
-    assert tuple(trigger.name for trigger in triggers) == SIGNALS
+    # The seed's five; the TBT trigger, last, is off unless asked for.
+    assert tuple(trigger.name for trigger in triggers) == SIGNALS[:5]
+    assert SIGNALS[5] == "tbt_p99_fraction"
     config = LadderConfig()
     # The config leaves the TTFT trigger out by default (it reads prefill
     # interference as overload); every other trigger matches the core's.
     assert config.ttft_p95_fraction is None
+    assert config.tbt_p99_fraction is None
     for trigger in triggers[1:]:
         threshold = getattr(config, trigger.name)
         assert threshold is not None
@@ -110,7 +113,7 @@ def test_default_triggers_match_the_config_defaults_in_the_seed_order() -> None:
         assert trigger.read is None
     built = config.build(["interactive", "batch"])
     assert built is not None
-    assert [t.name for t in built._triggers] == list(SIGNALS[1:])
+    assert [t.name for t in built._triggers] == list(SIGNALS[1:5])
 
 
 def test_default_triggers_leave_out_the_ones_set_to_none() -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim.engine import Engine
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.gaps import TBTSummary
@@ -33,13 +35,20 @@ class Outcome:
     preemptions: int = 0
     gaps: list[float] = field(default_factory=list)  # the reference's, exact
     tbt: TBTSummary | None = None  # the engine's, each request its own group
+    slow: int = 0  # the engine's gaps above the request's TBT target
 
 
 def run_engine(
-    spec: EngineSpec, arrivals: list[Arrival], *, priority: bool = False, bulk: bool = True
+    spec: EngineSpec,
+    arrivals: list[Arrival],
+    *,
+    priority: bool = False,
+    bulk: bool = True,
+    targets: Mapping[str, SLOTargets] | None = None,
 ) -> dict[str, Outcome]:
-    """The real engine; ``bulk=False`` forbids runs of decode iterations."""
-    engine = Engine(spec, scheduling="priority" if priority else "fcfs")
+    """The real engine; ``bulk=False`` forbids runs of decode iterations;
+    ``targets`` by request id (each request is its own group)."""
+    engine = Engine(spec, scheduling="priority" if priority else "fcfs", targets=targets)
     found = {a.id: Outcome() for a in arrivals}
     index, end, now = 0, None, 0.0
     max_used = 0
@@ -56,6 +65,7 @@ def run_engine(
                 found[request_id].first = now
             for request_id, output in result.finished:
                 found[request_id].finished, found[request_id].output = now, output
+                found[request_id].slow = engine.slow_gaps(request_id)
             for request_id in result.preempted:
                 found[request_id].preemptions += 1
         else:

@@ -33,6 +33,7 @@ EXPECTED = {
     n.PROMPT_TOKENS: ("histogram", "{token}", None),
     n.OUTPUT_TOKENS: ("histogram", "{token}", None),
     n.PHASE_DURATION: ("histogram", "s", None),
+    n.TBT: ("histogram", "s", None),
     n.LADDER_TRANSITIONS: ("sum", "{transition}", True),
     n.LADDER_APPLIED: ("sum", "{request}", True),
     n.KV_UTILIZATION: ("gauge", "1", None),
@@ -62,6 +63,7 @@ BUCKETS = {
     n.OUTPUT_TOKENS: TOKEN_BOUNDS,
     n.QUEUE_WAIT: LATENCY_BOUNDS,
     n.PHASE_DURATION: LATENCY_BOUNDS,
+    n.TBT: (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0),
 }
 
 GENAI = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", **BASE}

@@ -10,7 +10,9 @@ trackers, keeps the engine's latest signals, and turns both into the
   of its oldest waiting request, over the same target, so a queue that is not
   moving shows pressure before anything finishes;
 * ``kv_usage``: the larger of the KV ledger's usage and the engine's report;
-* ``decode_tps_drop``, ``tool_timeout_rate``: from the engine's signals.
+* ``decode_tps_drop``, ``tool_timeout_rate``: from the engine's signals;
+* ``tbt_p99_fraction``: the watched lane's p99 time between tokens over its
+  ``tbt_p99`` target (0 without the target or without gaps in the window).
 
 A signal that was reported and has gone stale is *unknown*, which holds the
 ladder where it is (stale is never read as healthy); a signal no source has
@@ -19,6 +21,7 @@ ever reported counts as 0, so a deployment without it is not pinned.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from slopolicy.core.health.diagnosis import diagnose
@@ -29,7 +32,9 @@ from slopolicy.core.ladder.ladder import FallbackLadder
 from slopolicy.core.ladder.overload import OverloadState, overload_state
 from slopolicy.core.ladder.pressure import Pressure
 from slopolicy.core.ladder.rungs import AdmissionAction
+from slopolicy.core.lifecycle import Entry
 from slopolicy.core.outcome import Finished
+from slopolicy.core.slo.gaps import GapWindow
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel, SLOSnapshot
 from slopolicy.core.slo.tracker_set import TrackerSet
@@ -60,6 +65,7 @@ class Health:
 
     __slots__ = (
         "_due",
+        "_gap_windows",
         "_reported",
         "decode",
         "evaluate_every",
@@ -81,6 +87,13 @@ class Health:
         cost_model: CostModel | None = None,
     ) -> None:
         self.trackers = TrackerSet(targets, max_tenants=max_tenants, cost_model=cost_model)
+        # Each lane's gap window and TBT bound (lane trackers always keep one).
+        self._gap_windows: dict[str, tuple[GapWindow, float]] = {}
+        for lane in self.trackers.lanes:
+            tracker = self.trackers.lane(lane)
+            window = tracker.gap_window
+            assert window is not None
+            self._gap_windows[lane] = (window, tracker.targets.slow_gap)
         self.watch_lane = watch_lane
         self.ladder = ladder
         self.evaluate_every = evaluate_every
@@ -94,6 +107,19 @@ class Health:
         monotonic times) in its lane's and tenant's trackers, at a checked ``now``;
         records from elsewhere go through :meth:`TrackerSet.record`, which checks."""
         self.trackers._record_checked(finished, now)
+
+    def gap(self, entry: Entry, gap: float, now: float) -> None:
+        """One gap of ``gap`` seconds between two chunks of ``entry``'s stream,
+        at a checked ``now``: counted in its lane's TBT window and on the entry
+        (``gaps``, and ``slow_gaps`` when above the lane's ``tbt_p99``)."""
+        # Straight to the window: this runs once per chunk streamed. The gap
+        # window is a ring of its own, so counting it now (not in the trackers'
+        # next fold) reorders nothing.
+        window, slow = self._gap_windows[entry.lane]
+        window._add(gap, now)
+        entry.gaps += 1
+        if gap > slow:
+            entry.slow_gaps += 1
 
     def record_rejected(self, lane: str, tenant: str, now: float) -> None:
         """Count a request refused at submit, at a checked ``now``."""
@@ -113,10 +139,13 @@ class Health:
         """The ladder's inputs at ``now``; see the module docstring."""
         tracker = self.trackers.lane(self.watch_lane)
         target = tracker.targets.ttft_target
-        ttft = queued = 0.0
+        ttft = queued = tbt = 0.0
         if target is not None:
             ttft = (tracker.quantile("ttft", 0.95, now) or 0.0) / target
             queued = max(tracker.quantile("queue_wait", 0.95, now) or 0.0, oldest_wait) / target
+        gap_target = tracker.targets.tbt_p99
+        if gap_target is not None:
+            tbt = (tracker.quantile("tbt", 0.99, now) or 0.0) / gap_target
         current = self.signals.current(now)
         return Pressure(
             ttft_p95_fraction=ttft,
@@ -124,6 +153,7 @@ class Health:
             kv_usage=self._known(current.kv_usage, "kv_usage", floor=kv_ledger),
             decode_tps_drop=self._known(self._decode_drop(current), "decode_tps"),
             tool_timeout_rate=self._known(current.tool_timeout_rate, "tool_timeout_rate"),
+            tbt_p99_fraction=tbt,
         )
 
     def _decode_drop(self, current: EngineSignals) -> float | None:
@@ -162,6 +192,14 @@ class Health:
         if self.ladder is None:
             return OverloadState.NORMAL, "no fallback ladder configured"
         return overload_state(self.ladder)
+
+    def tbt_p99(self, now: float) -> dict[str, float | None]:
+        """Each lane's p99 gap between tokens at ``now`` (the latest the policy
+        has seen, so the read moves no window), seconds; ``None`` when none."""
+        if now == -math.inf:  # nothing seen yet
+            return dict.fromkeys(self.trackers.lanes)
+        trackers = self.trackers
+        return {lane: trackers.lane(lane).quantile("tbt", 0.99, now) for lane in trackers.lanes}
 
     def snapshots(self, now: float) -> tuple[SLOSnapshot, ...]:
         """SLO snapshots of every lane and tracked tenant."""

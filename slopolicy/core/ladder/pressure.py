@@ -36,13 +36,15 @@ __all__ = (
     "default_triggers",
 )
 
-#: The built-in signals of a :class:`Pressure`, in the seed's order.
+#: The built-in signals of a :class:`Pressure`: the seed's five in its order,
+#: then the time between tokens.
 SIGNALS = (
     "ttft_p95_fraction",
     "queue_wait_fraction",
     "kv_usage",
     "decode_tps_drop",
     "tool_timeout_rate",
+    "tbt_p99_fraction",
 )
 
 
@@ -70,6 +72,8 @@ class Pressure:
         decode_tps_drop: fractional drop of decode tokens/s against the
             baseline at similar load (0.3 = 30 % slower; negative = faster).
         tool_timeout_rate: fraction of tool or retriever calls timing out, 0-1.
+        tbt_p99_fraction: the watched lane's p99 time between tokens over its
+            ``tbt_p99`` target (1.0 = at target).
         extra: further named signals, for custom triggers.
     """
 
@@ -78,6 +82,7 @@ class Pressure:
     kv_usage: float | None = None
     decode_tps_drop: float | None = None
     tool_timeout_rate: float | None = None
+    tbt_p99_fraction: float | None = None
     extra: Mapping[str, float | None] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
@@ -196,15 +201,18 @@ def default_triggers(
     kv_usage: tuple[float, float] | None = (0.92, 0.8),
     decode_tps_drop: tuple[float, float] | None = (0.3, 0.15),
     tool_timeout_rate: tuple[float, float] | None = (0.05, 0.02),
+    tbt_p99_fraction: tuple[float, float] | None = None,
 ) -> tuple[Trigger, ...]:
-    """The seed's five triggers as ``(enter, exit)`` pairs, in the seed's order;
-    ``None`` leaves a trigger out. Defaults match ``LadderConfig``'s."""
+    """The seed's five triggers, then the TBT one (off unless given), as
+    ``(enter, exit)`` pairs in :data:`SIGNALS` order; ``None`` leaves a trigger
+    out. Defaults match ``LadderConfig``'s, but for ``ttft_p95_fraction``."""
     given = {
         "ttft_p95_fraction": ttft_p95_fraction,
         "queue_wait_fraction": queue_wait_fraction,
         "kv_usage": kv_usage,
         "decode_tps_drop": decode_tps_drop,
         "tool_timeout_rate": tool_timeout_rate,
+        "tbt_p99_fraction": tbt_p99_fraction,
     }
     triggers: list[Trigger] = []
     for name in SIGNALS:

@@ -15,6 +15,12 @@ What counts where (``F`` = a :class:`~slopolicy.core.outcome.Finished`):
   them (what callers saw, cancelled or failed ones included); TPOT and
   end-to-end of *completed* requests only (a cut-off stream has neither);
   prompt tokens of every request.
+* **TBT** (time between tokens; lane trackers only): every gap between two
+  chunks of a stream the policy saw (:mod:`slopolicy.core.slo.gaps`), counted
+  as it happens, and **stalls**, the gaps of at least the lane's
+  :attr:`~SLOTargets.stall_threshold`. With a ``tbt_p99`` target a request
+  attains only if its own p99 gap is within it (:func:`~slopolicy.core.slo.targets.tbt_met`).
+  TBT is not a burn-rate objective.
 * **Latency objectives** (burn rates): TTFT objectives count every request with
   a TTFT, plus, as errors, requests that ended without a first token after
   waiting longer than the threshold (they certainly missed it); TPOT and
@@ -48,6 +54,7 @@ from slopolicy.core.slo.budget import (
     stage_breakdown,
 )
 from slopolicy.core.slo.burn import DEFAULT_BURN_RULES, Alert, BurnRate, BurnRule, BurnWindows
+from slopolicy.core.slo.gaps import GapWindow
 from slopolicy.core.slo.sketches import FOLD_AT, SlidingSketches
 from slopolicy.core.slo.targets import Objective, SLOTargets, Summary
 from slopolicy.errors import UsageError
@@ -84,6 +91,8 @@ class SLOSnapshot:
 
     Latency summaries are in seconds (``prompt_tokens`` in tokens), ``None``
     when the window holds no value. ``spend`` is in the cost model's unit.
+    ``tbt`` summarises the gaps between tokens and ``tbt_stalls`` counts the
+    stalls among them (``None`` and 0 for a tracker that keeps no TBT).
     """
 
     at: float
@@ -109,6 +118,8 @@ class SLOSnapshot:
     burn_rates: tuple[BurnRate, ...]
     alerts: tuple[Alert, ...]
     rejected_are_errors: bool = False
+    tbt: Summary | None = None
+    tbt_stalls: int = 0
 
     @property
     def eligible(self) -> int:
@@ -159,6 +170,12 @@ class SLOSnapshot:
         return None if self.ttft is None or target is None else self.ttft.p95 / target
 
     @property
+    def tbt_p99_fraction(self) -> float | None:
+        """p99 TBT / the ``tbt_p99`` target, or ``None``."""
+        target = self.targets.tbt_p99
+        return None if self.tbt is None or target is None else self.tbt.p99 / target
+
+    @property
     def queue_wait_fraction(self) -> float | None:
         """p95 queue wait / the TTFT target (the ladder's trigger), or ``None``."""
         target = self.targets.ttft_target
@@ -197,14 +214,15 @@ class SLOTracker:
     ``record`` is O(1) amortized. Every method that reads time takes ``now``
     (monotonic seconds); an earlier ``now`` than one seen counts as the latest.
     ``burn_rules=()`` turns burn tracking off and ``breakdown=False`` the
-    per-stage budget (both cost memory; tenant trackers go without).
-    ``start`` is when tracking began (default: the first ``now`` seen).
+    per-stage budget and ``tbt=False`` the token-gap window (all cost memory;
+    tenant trackers go without). ``start`` is when tracking began (default: the first ``now`` seen).
     """
 
     __slots__ = (
         "_breakdown",
         "_burn",
         "_cost_model",
+        "_gaps",
         "_latest",
         "_objectives",
         "_start",
@@ -228,6 +246,7 @@ class SLOTracker:
         burn_rules: Sequence[BurnRule] = DEFAULT_BURN_RULES,
         burn_buckets: int = 60,
         breakdown: bool = True,
+        tbt: bool = True,
         rejected_are_errors: bool = False,
         start: float | None = None,
     ) -> None:
@@ -244,6 +263,11 @@ class SLOTracker:
             slices=slices,
             alpha=alpha,
         )
+        self._gaps = (
+            GapWindow(self.targets.stall_threshold, window_s=window_s, slices=slices, alpha=alpha)
+            if tbt
+            else None
+        )
         self._objectives = self.targets.objectives()
         goals = [(objective, goal) for objective, goal, _ in self._objectives]
         self._burn = BurnWindows(goals, burn_rules, buckets=burn_buckets) if burn_rules else None
@@ -256,6 +280,7 @@ class SLOTracker:
         rather than a new one built, which at many tenants is most of the cost."""
         assert self._burn is None
         assert not self._breakdown
+        assert self._gaps is None
         self.tenant = tenant
         self._window.clear()
         self._start = None
@@ -288,7 +313,9 @@ class SLOTracker:
             raise UsageError(f"the cost model must return a finite number >= 0, got {shown(cost)}")
         completed = finished.outcome is Outcome.COMPLETED
         e2e = finished.e2e
-        attained = completed and self.targets.attains(finished.ttft, finished.tpot, e2e)
+        attained = completed and self.targets.attains(
+            finished.ttft, finished.tpot, e2e, finished.gaps, finished.slow_gaps
+        )
         verdicts = None if self._burn is None else self._verdicts(finished)
         return _Judged(finished, _INDEX[finished.outcome], completed, attained, cost, e2e, verdicts)
 
@@ -325,6 +352,25 @@ class SLOTracker:
             assert judged.verdicts is not None  # judged by a tracker with burn windows
             self._burn._record(now, judged.verdicts)  # one verdict per goal, by _judge
 
+    def record_gap(self, gap: float, now: float) -> bool:
+        """Count one gap of ``gap`` seconds between two chunks of a stream at
+        ``now``; whether it is above the ``tbt_p99`` target (a slow gap, to
+        count in the request's ``Finished.slow_gaps``). Raises
+        :class:`UsageError`, changing nothing, on a bad gap or ``now``, or when
+        the tracker keeps no TBT (``tbt=False``)."""
+        if self._gaps is None:
+            raise UsageError(f"the tracker of {self.lane!r} keeps no TBT (tbt=False)")
+        if not (gap >= 0 and gap <= MAX_AMOUNT):
+            raise UsageError(f"a token gap must be finite seconds >= 0, got {shown(gap)}")
+        self._gaps._add(gap, self._see(now))
+        return gap > self.targets.slow_gap
+
+    @property
+    def gap_window(self) -> GapWindow | None:
+        """The token-gap window (``None`` with ``tbt=False``), for the policy to
+        count its own checked gaps in directly (one call per chunk)."""
+        return self._gaps
+
     def record_rejected(self, now: float) -> None:
         """Count one request the policy refused (it never produced a ``Finished``)."""
         check_now(now)
@@ -344,6 +390,7 @@ class SLOTracker:
         now = self._see(now)
         sums = self._window.totals(now)
         window = self._window
+        gaps = self._gaps
         return SLOSnapshot(
             at=now,
             lane=self.lane,
@@ -368,15 +415,21 @@ class SLOTracker:
             burn_rates=self.burn_rates(now),
             alerts=self.alerts(now),
             rejected_are_errors=self.rejected_are_errors,
+            tbt=None if gaps is None else gaps.summary(now),
+            tbt_stalls=0 if gaps is None else gaps.stalls(now),
         )
 
     def quantile(self, metric: str, q: float, now: float) -> float | None:
         """One quantile of one metric over the window, without a full snapshot:
-        ``metric`` is ``ttft``, ``tpot``, ``queue_wait``, ``e2e`` (seconds) or
-        ``prompt_tokens``; ``None`` when the window holds no values."""
+        ``metric`` is ``ttft``, ``tpot``, ``queue_wait``, ``e2e``, ``tbt``
+        (seconds; ``tbt`` on trackers that keep it) or ``prompt_tokens``;
+        ``None`` when the window holds no values."""
+        if metric == "tbt" and self._gaps is not None:
+            return self._gaps.quantile(q, self._see(now))
         index = _METRICS.get(metric)
         if index is None:
-            raise UsageError(f"metric must be one of {sorted(_METRICS)}, not {metric!r}")
+            names = sorted([*_METRICS, "tbt"] if self._gaps is not None else _METRICS)
+            raise UsageError(f"metric must be one of {names}, not {metric!r}")
         return self._window.sketch(index, self._see(now)).quantile(q)
 
     def span(self, now: float) -> float:
@@ -450,4 +503,9 @@ def _check(finished: Finished) -> None:
         raise UsageError(f"finished_at must not be before arrival (e2e {e2e!r})")
     if finished.prompt_tokens < 0 or finished.output_tokens < 0:
         raise UsageError("token counts must be >= 0")
+    if not 0 <= finished.slow_gaps <= finished.gaps:
+        raise UsageError(
+            f"gaps must be >= 0 and slow_gaps in [0, gaps], got {finished.gaps!r}, "
+            f"{finished.slow_gaps!r}"
+        )
     check_stages(finished.stages)

@@ -226,6 +226,7 @@ class TrackerSet:
             alpha=self._alpha,
             burn_rules=(),
             breakdown=False,
+            tbt=False,
             rejected_are_errors=self._rejected_are_errors,
         )
         self._tenants[key] = tracker
