@@ -510,6 +510,23 @@ class Policy:
             ready = max(ready, min(opens, default=self._now))
         return ready if ready > self._now else None
 
+    def next_wakeup(self, now: float) -> float | None:
+        """When a :meth:`dispatch` next has work if no other call comes first
+        (monotonic seconds, never before ``now`` or the latest ``now`` seen),
+        as aioquic's ``get_timer()``: the earliest of the next queue deadline
+        (:meth:`next_deadline`), the next paced or prefill-gated start
+        (:meth:`next_start`) and the next ladder evaluation; ``None`` when none
+        is pending. Before then a dispatch starts, expires and evaluates
+        nothing, provided the caller dispatched after its last other call (as
+        the Gate and the simulator do). A read."""
+        check_now(now)
+        at = max(now, self._now)
+        wake = math.inf
+        for when in (self._deadlines.next(), self.next_start(), self.health.next_evaluation):
+            if when is not None and when < wake:
+                wake = when
+        return None if wake == math.inf else max(wake, at)
+
     def _overdue(self, now: float) -> bool:
         deadline = self.next_deadline()
         return deadline is not None and deadline <= now
@@ -689,6 +706,34 @@ class Policy:
     def running(self) -> int:
         """Requests dispatched and not yet finished."""
         return self._running
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        """The lane names, most urgent first (the router's order)."""
+        return tuple(self._lanes)
+
+    def quiet(self, now: float) -> bool:
+        """Whether nothing is live and the watched lane's SLO windows hold no
+        latency samples at ``now``: until the next submit, the ladder's inputs
+        are the engine's signals alone. A read."""
+        check_now(now)
+        tracker = self.health.trackers.lane(self.health.watch_lane)
+        return (
+            not self._entries
+            and tracker.quantile("ttft", 0.5, now) is None
+            and tracker.quantile("queue_wait", 0.5, now) is None
+        )
+
+    @property
+    def ladder_settle_time(self) -> float | None:
+        """Seconds of constant ladder inputs after which the fallback ladder has
+        made every move it will (at most ``top`` moves, each within
+        ``max(dwell, cooldown)`` plus one evaluation period of the last), or
+        ``None`` without a ladder."""
+        ladder, every = self.health.ladder, self.health.evaluate_every
+        if ladder is None:
+            return None
+        return ladder.top * (max(ladder.dwell, ladder.cooldown) + every) + every
 
     def statistics(self, now: float | None = None) -> PolicyStatistics:
         """A frozen snapshot of queues, running requests, outcomes and ledgers;

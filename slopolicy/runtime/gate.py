@@ -103,7 +103,6 @@ class Gate:
         "_group",
         "_log",
         "_max_expired",
-        "_next_evaluation",
         "_on_end",
         "_park",
         "_poll_every",
@@ -146,7 +145,6 @@ class Gate:
         self._group: TaskGroup | None = None
         self._timer_scope: anyio.CancelScope | None = None
         self._epoch = 0.0
-        self._next_evaluation = -math.inf
         self._quota = None if quota_store is None else StoreQuota(self, quota_store)
         self._telemetry = recorder_for(telemetry, self.policy)
         #: Monotonic seconds on the gate's event loop (bound when entered).
@@ -415,8 +413,9 @@ class Gate:
     # -- background ----------------------------------------------------------
 
     async def _timer(self) -> None:
-        """Sleep until the next queue deadline or ladder evaluation, dispatch, repeat.
-        A new earlier deadline moves the sleep's deadline (see _watch_deadline)."""
+        """Sleep until :meth:`Policy.next_wakeup` (a queue deadline, a paced
+        start or a ladder evaluation), dispatch, repeat. A call that brings the
+        wake-up forward moves the sleep's deadline (see _watch_deadline)."""
         while True:
             with anyio.CancelScope(deadline=self._next_wake()) as scope:
                 self._timer_scope = scope
@@ -426,26 +425,16 @@ class Gate:
             while len(self._dispatch(now).expired) >= self._max_expired:
                 await checkpoint()  # let others run between bounded batches
                 now = self.clock()
-            if self.policy.health.ladder is not None:
-                self._next_evaluation = now + self.policy.health.evaluate_every
 
     def _next_wake(self) -> float:
-        wake = self._next_dispatch()
-        if self.policy.health.ladder is not None:
-            wake = min(wake, self._next_evaluation)
-        return wake
-
-    def _next_dispatch(self) -> float:
-        """The earliest queue deadline or paced start (``inf``: none)."""
-        policy = self.policy
-        deadline, paced = policy.next_deadline(), policy.next_start()
-        wake = math.inf if deadline is None else deadline
-        return wake if paced is None else min(wake, paced)
+        """The policy's next wake-up on the gate's clock (``inf``: none)."""
+        wake = self.policy.next_wakeup(self.clock())
+        return math.inf if wake is None else wake
 
     def _watch_deadline(self) -> None:
         scope = self._timer_scope
         if scope is not None:
-            wake = self._next_dispatch()
+            wake = self._next_wake()
             if wake < scope.deadline:
                 scope.deadline = wake
 
