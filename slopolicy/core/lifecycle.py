@@ -90,7 +90,6 @@ class Entry:
         "deadline",
         "dispatched_at",
         "first_token_at",
-        "holds_quota",
         "id",
         "kv_blocks",
         "lane",
@@ -113,7 +112,6 @@ class Entry:
         prompt_tokens: int,
         kv_blocks: int,
         cost: float,
-        holds_quota: bool,
         arrival: float,
         deadline: float,
         rungs: tuple[str, ...] = (),
@@ -126,9 +124,6 @@ class Entry:
         self.prompt_tokens = prompt_tokens
         self.kv_blocks = kv_blocks
         self.cost = cost
-        # Whether the policy's own TenantQuotas holds the request's quota
-        # (else a shared store does, settled by the caller).
-        self.holds_quota = holds_quota
         self.arrival = arrival
         self.deadline = deadline
         self.rungs = rungs

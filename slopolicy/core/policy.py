@@ -179,6 +179,9 @@ class Policy:
             if lane.slo_deadline and bound is not None:
                 self._slo_bounds[lane.name] = bound
         self._entries: dict[str, Entry] = {}
+        # Ids prepare accepted that await their enqueue, refuse or withdraw.
+        self._prepared: set[str] = set()
+        self._quota_delegated = False
         # Deadlines, and each lane's oldest waiting request: the watched
         # lane's oldest one's age is a live queue-wait signal for the ladder.
         self._deadlines = Deadlines(lanes)
@@ -203,21 +206,32 @@ class Policy:
         caller. A request id that is still live raises :class:`UsageError`.
         Equivalent to :meth:`prepare` then :meth:`enqueue`.
         """
-        decision = self.prepare(request, now)
+        decision = self._route(request, now)
         if isinstance(decision, (Admit, Demote)):
-            decision = self._admit(decision, self._now, quota_held=False)
+            decision = self._admit(decision, self._now)
         return decision
 
     def prepare(self, request: Request, now: float) -> Decision:
         """The first half of :meth:`submit`: route ``request`` and apply the
         fallback ladder, without queueing it or taking quota.
 
-        A shared quota store (several gateway replicas) sits between this and
-        :meth:`enqueue`: take the tenant's quota for the accepted decision's
-        lane and cost there, then enqueue with ``quota_held=True``.
+        A shared quota store (several gateway replicas, see
+        :meth:`delegate_quota`) sits between this and :meth:`enqueue`: take the
+        tenant's quota for the accepted decision's lane and cost there. An
+        accepted decision then gets exactly one outcome: :meth:`enqueue`,
+        :meth:`refuse` or :meth:`withdraw`; until it does, its id is live (a
+        second submit of it raises), and a second outcome raises
+        :class:`UsageError`.
         """
+        decision = self._route(request, now)
+        if isinstance(decision, (Admit, Demote)):
+            self._prepared.add(request.id)
+        return decision
+
+    def _route(self, request: Request, now: float) -> Decision:
+        """:meth:`prepare` without registering the accepted decision."""
         now = self._advance(now)
-        if request.id in self._entries:
+        if request.id in self._entries or request.id in self._prepared:
             raise UsageError(f"request id {request.id!r} is already live")
         self._submitted += 1
         decision = self.router.route(request)
@@ -227,23 +241,45 @@ class Policy:
             self._rejected(decision, request.tenant, now)
         return decision
 
-    def enqueue(
-        self, decision: Admit | Demote, now: float, *, quota_held: bool = False
-    ) -> Decision:
+    def enqueue(self, decision: Admit | Demote, now: float) -> Decision:
         """The second half of :meth:`submit`: queue a decision :meth:`prepare`
-        accepted. Takes the tenant's quota from :attr:`quotas` unless
-        ``quota_held`` (the caller took it elsewhere, and settles it with the
-        cost in the request's :class:`Finished` record). Returns ``decision``
+        accepted. Takes the tenant's quota from :attr:`quotas` unless the
+        quota is delegated (:meth:`delegate_quota`). Returns ``decision``
         (with what it ``displaced`` from a full queue, as :meth:`submit`), or the
         refusal that replaced it."""
         now = self._advance(now)
-        if decision.request.id in self._entries:
-            raise UsageError(f"request id {decision.request.id!r} is already live")
-        return self._admit(decision, now, quota_held=quota_held)
+        self._resolve(decision)
+        return self._admit(decision, now)
 
-    def _admit(self, decision: Admit | Demote, now: float, *, quota_held: bool) -> Decision:
+    def _resolve(self, decision: Admit | Demote) -> None:
+        """Give a prepared decision its one outcome (validated, then recorded)."""
+        request_id = decision.request.id
+        if request_id not in self._prepared:
+            raise UsageError(
+                f"request {request_id!r} has no prepared decision awaiting an outcome "
+                "(never prepared, or already enqueued, refused or withdrawn)"
+            )
+        self._prepared.remove(request_id)
+
+    def delegate_quota(self) -> None:
+        """Tenant quotas are taken and settled outside this policy from now on
+        (a shared quota store: see :class:`~slopolicy.runtime.store_quota.StoreQuota`):
+        :meth:`submit` and :meth:`enqueue` take none from :attr:`quotas`, and
+        the caller settles its quota with the cost in each request's
+        :class:`Finished` record. Only while nothing is live (else
+        :class:`UsageError`); idempotent."""
+        if self._entries or self._prepared:
+            raise UsageError("delegate the quota before any request is live")
+        self._quota_delegated = True
+
+    @property
+    def quota_delegated(self) -> bool:
+        """Whether tenant quotas are taken outside this policy (:meth:`delegate_quota`)."""
+        return self._quota_delegated
+
+    def _admit(self, decision: Admit | Demote, now: float) -> Decision:
         """:meth:`enqueue` once ``now`` is advanced and the id is known not live."""
-        result = self._enqueue(decision, now, quota_held)
+        result = self._enqueue(decision, now)
         if not result.accepted:
             self._rejected(result, decision.request.tenant, now)
         return result
@@ -265,6 +301,7 @@ class Policy:
         ``retry_after``, or a transient reason) or ``Reject`` to answer with;
         the decision's steps name the cause ``quota``."""
         now = self._advance(now)
+        self._resolve(decision)
         result = _refuse(decision, reason, message, retry_after, http_status, "quota")
         self._rejected(result, decision.request.tenant, now)
         return result
@@ -274,6 +311,7 @@ class Policy:
         the caller went away (cancelled) before the quota store answered.
         Counted as ``cancelled``; nothing else was held."""
         self._advance(now)
+        self._resolve(decision)
         self._outcomes[Outcome.CANCELLED] += 1
 
     def _rejected(self, decision: Decision, tenant: str, now: float) -> None:
@@ -312,7 +350,7 @@ class Policy:
             decision, request=degraded, cost=cost, steps=steps, rungs=applied
         )
 
-    def _enqueue(self, decision: Admit | Demote, now: float, quota_held: bool) -> Decision:
+    def _enqueue(self, decision: Admit | Demote, now: float) -> Decision:
         lane = self._lanes[decision.lane]
         request = decision.request
         # The request's counts were checked when it was made.
@@ -330,7 +368,7 @@ class Policy:
             deadline = now + bound  # past it the request can only miss
         tier = self.router.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
-        if not quota_held:
+        if not self._quota_delegated:
             refusal = self.quotas._grant(request.tenant, tier, lane.name, decision.cost, now)
             if refusal is not None:
                 return _refuse(
@@ -350,7 +388,6 @@ class Policy:
             decision.prompt_tokens,
             needed,
             decision.cost,
-            not quota_held,
             now,
             deadline,
             decision.rungs,
@@ -388,7 +425,7 @@ class Policy:
 
     def _settle(self, entry: Entry, cost: float, now: float) -> None:
         """Settle and release the entry's quota, when this policy holds it."""
-        if entry.holds_quota:  # its own live grant, checked values
+        if not self._quota_delegated:  # its own live grant, checked values
             self.quotas._close_held(entry.tenant, entry.lane, entry.cost, cost, now)
 
     # -- dispatch -----------------------------------------------------------
@@ -522,7 +559,7 @@ class Policy:
         check_now(now)
         at = max(now, self._now)
         wake = math.inf
-        for when in (self._deadlines.next(), self.next_start(), self.health.next_evaluation):
+        for when in (self.next_deadline(), self.next_start(), self.health.next_evaluation):
             if when is not None and when < wake:
                 wake = when
         return None if wake == math.inf else max(wake, at)

@@ -38,7 +38,7 @@ from anyio.abc import TaskGroup
 from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint
 
 from slopolicy.backends.base import QuotaStore
-from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Displaced, Reject
+from slopolicy.core.decisions import Decision, Defer, Displaced, Reject
 from slopolicy.core.health.signals import EngineSignals, check_signals
 from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
@@ -54,6 +54,7 @@ from slopolicy.runtime.loop import (
     bind_clock,
     bind_parking,
 )
+from slopolicy.runtime.quota import LocalQuota, QuotaStrategy
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.waiting import Admission, Waiter
@@ -145,7 +146,9 @@ class Gate:
         self._group: TaskGroup | None = None
         self._timer_scope: anyio.CancelScope | None = None
         self._epoch = 0.0
-        self._quota = None if quota_store is None else StoreQuota(self, quota_store)
+        self._quota: QuotaStrategy = (
+            LocalQuota(self.policy) if quota_store is None else StoreQuota(self.policy, quota_store)
+        )
         self._telemetry = recorder_for(telemetry, self.policy)
         #: Monotonic seconds on the gate's event loop (bound when entered).
         self.clock: Clock = anyio.current_time
@@ -172,8 +175,7 @@ class Gate:
             group.start_soon(self._poll, name="slopolicy signal poll")
         if self._log is not None:
             group.start_soon(self._log.run, name="slopolicy arrival log")
-        if self._quota is not None:
-            group.start_soon(self._quota.run, name="slopolicy quota leases")
+        await group.start(self._quota.run, name="slopolicy quota leases")
         if self._telemetry is not None:
             await group.start(self._telemetry.watch, name="slopolicy telemetry")
         return self
@@ -228,7 +230,7 @@ class Gate:
         :class:`~slopolicy.WouldBlock` (nothing left queued; the policy counts
         the attempt as cancelled) or :class:`~slopolicy.Rejected`. Not with a
         ``quota_store``: taking quota there is a round trip."""
-        if self._quota is not None:
+        if self._quota.waits:
             raise UsageError("admit_nowait cannot wait for a quota store; await admit()")
         waiter = self._submit(request)
         if isinstance(waiter, Ticket):
@@ -248,8 +250,7 @@ class Gate:
         # paced, as it comes. The checkpoint follows: a cancel delivered there
         # gives back a start; a refusal or an expiry, already recorded, is
         # raised as it is (the cancel reaches the caller's next checkpoint).
-        quota = self._quota
-        waiter = self._submit(request) if quota is None else await quota.submit(request)
+        waiter = await self._arrive(request)
         if isinstance(waiter, Ticket):
             ticket = waiter
             try:
@@ -276,22 +277,42 @@ class Gate:
             admission._ticket = ticket
         return ticket
 
-    def _submit(
-        self, request: Request, prepared: Admit | Demote | None = None
-    ) -> Ticket | Waiter | Rejected:
-        """Submit: a ticket if it starts at once, else its waiter (queued, or
-        already expired), or the refusal to raise. ``prepared``: the decision
-        of ``policy.prepare``, its quota already held in the quota store."""
-        if self._state != "open":
-            if self._state == "new":
-                raise UsageError("enter the gate first: async with Gate(...) as gate")
-            return GateClosed()
+    def _closed(self) -> GateClosed | None:
+        """``GateClosed`` to refuse an arrival with once the gate has closed."""
+        if self._state == "open":
+            return None
+        if self._state == "new":
+            raise UsageError("enter the gate first: async with Gate(...) as gate")
+        return GateClosed()
+
+    def _is_open(self) -> bool:
+        return self._state == "open"
+
+    def _submit(self, request: Request) -> Ticket | Waiter | Rejected:
+        """Submit without waiting (:meth:`admit_nowait`): see :meth:`_queued`."""
+        closed = self._closed()
+        if closed is not None:
+            return closed
         now = self.clock()
+        return self._queued(request, self._quota.admit_now(request, now), now)
+
+    async def _arrive(self, request: Request) -> Ticket | Waiter | Rejected:
+        """Submit through the quota strategy (a round trip for a store): see :meth:`_queued`."""
+        closed = self._closed()
+        if closed is not None:
+            return closed
+        try:
+            decision = await self._quota.admit(request, self.clock, self._is_open)
+        except GateClosed as refused:  # closed during the strategy's round trip
+            return refused
+        return self._queued(request, decision, self.clock())
+
+    def _queued(
+        self, request: Request, decision: Decision, now: float
+    ) -> Ticket | Waiter | Rejected:
+        """Act on the strategy's decision: a ticket if it starts at once, else
+        its waiter (queued, or already expired), or the refusal to raise."""
         policy = self.policy
-        if prepared is None:
-            decision = policy.submit(request, now)
-        else:
-            decision = policy.enqueue(prepared, now, quota_held=True)
         if isinstance(decision, (Defer, Reject)):
             return self._refused(request, decision, now)
         if decision.displaced is not None:  # it took a full queue's room from another
@@ -465,8 +486,7 @@ class Gate:
     ) -> None:
         if self._telemetry is not None:
             self._telemetry.ended(finished, error)
-        if self._quota is not None:
-            self._quota.ended(finished)
+        self._quota.ended(finished)
         if self._log is None and self._on_end is None:
             return
         self._emit(ArrivalRecord.ended(finished, request, self._epoch))
