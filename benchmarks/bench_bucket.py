@@ -30,7 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from slopolicy.core.quota.bucket import TokenBucket
-from slopolicy.core.quota.tenants import QuotaLease, TenantQuotas
+from slopolicy.core.quota.lease import Lease
+from slopolicy.core.quota.tenants import TenantQuotas
 from slopolicy.core.specs import TierSpec
 
 __all__ = ("BareBuckets", "main")
@@ -90,7 +91,7 @@ def _ours_quotas(rate: int) -> Decide:
 
     def decide(key: str, cost: int) -> bool:
         lease = quotas.acquire(key, tier, "chat", cost, clock())
-        return isinstance(lease, QuotaLease) and quotas.release(lease, clock())
+        return isinstance(lease, Lease) and quotas.release(lease, clock())
 
     return decide
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
 from slopolicy.core.decisions import Reason
+from slopolicy.core.quota.lease import Lease
 from slopolicy.core.quota.tenants import QuotaRefusal
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
@@ -28,78 +29,6 @@ from slopolicy.errors import UsageError
 __all__ = ("Lease", "QuotaStore", "StoreStatistics", "TenantSnapshot")
 
 T = TypeVar("T")
-
-
-class Lease:
-    """One admitted request's hold on its tenant's quota in a :class:`QuotaStore`.
-
-    Attributes:
-        id: unique among the store's leases (Redis: unique across replicas).
-        tenant: who holds it.
-        lane: the lane it was admitted to.
-        acquired_at: when the store granted it, in seconds on the store's clock
-            (Redis: server time, unless a test clock was injected).
-        released_at: when its slots were given back on the store's clock, or
-            ``None`` while held (and when the release could not be confirmed).
-    """
-
-    __slots__ = (
-        "_cost",
-        "_local",
-        "_owner",
-        "_released",
-        "_token",
-        "acquired_at",
-        "id",
-        "lane",
-        "released_at",
-        "tenant",
-    )
-
-    def __init__(
-        self,
-        owner: object,
-        id: str,
-        tenant: str,
-        lane: str,
-        cost: float,
-        acquired_at: float,
-        token: object = None,
-    ) -> None:
-        self._owner = owner
-        self.id = id
-        self.tenant = tenant
-        self.lane = lane
-        self._cost = cost
-        self.acquired_at = acquired_at
-        self.released_at: float | None = None
-        self._released = False
-        self._token = token
-        # The fail-open fallback's lease, when admitted on local limits.
-        self._local: Lease | None = None
-
-    def __repr__(self) -> str:
-        fallback = ", fallback=True" if self._local is not None else ""
-        return (
-            f"Lease(id={self.id!r}, tenant={self.tenant!r}, lane={self.lane!r}, "
-            f"cost={self._cost!r}, released={self._released!r}{fallback})"
-        )
-
-    @property
-    def cost(self) -> float:
-        """Cost units charged for the request: the estimate, then the settled cost."""
-        return self._cost
-
-    @property
-    def released(self) -> bool:
-        """Whether the concurrency slots have been given back."""
-        return self._released
-
-    @property
-    def fallback(self) -> bool:
-        """Whether a fail-open store admitted it on local limits because the
-        shared store was unavailable."""
-        return self._local is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from slopolicy.backends.base import (
     own_token,
     refusal_counts,
 )
-from slopolicy.core.quota.tenants import QuotaLease, QuotaRefusal, TenantQuotas
+from slopolicy.core.quota.tenants import QuotaRefusal, TenantQuotas
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 
@@ -83,7 +83,7 @@ class MemoryQuotaStore:
 
     async def settle(self, lease: Lease, actual_cost: float) -> None:
         """See :meth:`QuotaStore.settle`."""
-        inner = own_token(lease, self, QuotaLease, "settle")
+        inner = own_token(lease, self, Lease, "settle")
         if lease._released:
             raise UsageError(f"cannot settle a released lease: {lease!r}")
         check_cost("actual_cost", actual_cost)
@@ -92,7 +92,7 @@ class MemoryQuotaStore:
 
     async def release(self, lease: Lease) -> bool:
         """See :meth:`QuotaStore.release`."""
-        inner = own_token(lease, self, QuotaLease, "release")
+        inner = own_token(lease, self, Lease, "release")
         now = self._clock()
         if not self._quotas.release(inner, now):
             return False

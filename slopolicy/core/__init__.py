@@ -68,7 +68,7 @@ from slopolicy.core.queueing.prefill import PrefillStatistics as PrefillStatisti
 from slopolicy.core.queueing.scheduler import LaneScheduler as LaneScheduler
 from slopolicy.core.quota.bucket import BucketStatistics as BucketStatistics
 from slopolicy.core.quota.bucket import TokenBucket as TokenBucket
-from slopolicy.core.quota.tenants import QuotaLease as QuotaLease
+from slopolicy.core.quota.lease import Lease as Lease
 from slopolicy.core.quota.tenants import QuotaRefusal as QuotaRefusal
 from slopolicy.core.quota.tenants import QuotaStatistics as QuotaStatistics
 from slopolicy.core.quota.tenants import TenantQuotas as TenantQuotas
@@ -149,6 +149,7 @@ __all__ = (
     "LaneScheduler",
     "LaneSpec",
     "LatencyBudget",
+    "Lease",
     "Message",
     "Objective",
     "Outcome",
@@ -162,7 +163,6 @@ __all__ = (
     "PrefillStatistics",
     "Pressure",
     "QuantileSketch",
-    "QuotaLease",
     "QuotaRefusal",
     "QuotaStatistics",
     "Reason",

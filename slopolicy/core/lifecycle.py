@@ -95,7 +95,6 @@ class Entry:
         "dispatched_at",
         "first_token_at",
         "gaps",
-        "holds_quota",
         "id",
         "kv_blocks",
         "kv_output",
@@ -120,7 +119,6 @@ class Entry:
         prompt_tokens: int,
         kv_blocks: int,
         cost: float,
-        holds_quota: bool,
         arrival: float,
         deadline: float,
         rungs: tuple[str, ...] = (),
@@ -135,9 +133,6 @@ class Entry:
         # Output tokens per sequence its KV reservation holds room for.
         self.kv_output = request.max_new_tokens
         self.cost = cost
-        # Whether the policy's own TenantQuotas holds the request's quota
-        # (else a shared store does, settled by the caller).
-        self.holds_quota = holds_quota
         self.arrival = arrival
         self.deadline = deadline
         self.rungs = rungs

@@ -204,6 +204,9 @@ class Policy:
         self._prefilling = dict.fromkeys(lanes, 0)
         self._ahead_of = {name: tuple(lanes[: i + 1]) for i, name in enumerate(lanes)}
         self._entries: dict[str, Entry] = {}
+        # Ids prepare accepted that await their enqueue, refuse or withdraw.
+        self._prepared: set[str] = set()
+        self._quota_delegated = False
         # Deadlines, and each lane's oldest waiting request: the watched
         # lane's oldest one's age is a live queue-wait signal for the ladder.
         self._deadlines = Deadlines(lanes)
@@ -228,21 +231,32 @@ class Policy:
         caller. A request id that is still live raises :class:`UsageError`.
         Equivalent to :meth:`prepare` then :meth:`enqueue`.
         """
-        decision = self.prepare(request, now)
+        decision = self._route(request, now)
         if isinstance(decision, (Admit, Demote)):
-            decision = self._admit(decision, self._now, quota_held=False)
+            decision = self._admit(decision, self._now)
         return decision
 
     def prepare(self, request: Request, now: float) -> Decision:
         """The first half of :meth:`submit`: route ``request`` and apply the
         fallback ladder, without queueing it or taking quota.
 
-        A shared quota store (several gateway replicas) sits between this and
-        :meth:`enqueue`: take the tenant's quota for the accepted decision's
-        lane and cost there, then enqueue with ``quota_held=True``.
+        A shared quota store (several gateway replicas, see
+        :meth:`delegate_quota`) sits between this and :meth:`enqueue`: take the
+        tenant's quota for the accepted decision's lane and cost there. An
+        accepted decision then gets exactly one outcome: :meth:`enqueue`,
+        :meth:`refuse` or :meth:`withdraw`; until it does, its id is live (a
+        second submit of it raises), and a second outcome raises
+        :class:`UsageError`.
         """
+        decision = self._route(request, now)
+        if isinstance(decision, (Admit, Demote)):
+            self._prepared.add(request.id)
+        return decision
+
+    def _route(self, request: Request, now: float) -> Decision:
+        """:meth:`prepare` without registering the accepted decision."""
         now = self._advance(now)
-        if request.id in self._entries:
+        if request.id in self._entries or request.id in self._prepared:
             raise UsageError(f"request id {request.id!r} is already live")
         self._submitted += 1
         decision = self.router.route(request)
@@ -252,23 +266,45 @@ class Policy:
             self._rejected(decision, request.tenant, now)
         return decision
 
-    def enqueue(
-        self, decision: Admit | Demote, now: float, *, quota_held: bool = False
-    ) -> Decision:
+    def enqueue(self, decision: Admit | Demote, now: float) -> Decision:
         """The second half of :meth:`submit`: queue a decision :meth:`prepare`
-        accepted. Takes the tenant's quota from :attr:`quotas` unless
-        ``quota_held`` (the caller took it elsewhere, and settles it with the
-        cost in the request's :class:`Finished` record). Returns ``decision``
+        accepted. Takes the tenant's quota from :attr:`quotas` unless the
+        quota is delegated (:meth:`delegate_quota`). Returns ``decision``
         (with what it ``displaced`` from a full queue, as :meth:`submit`), or the
         refusal that replaced it."""
         now = self._advance(now)
-        if decision.request.id in self._entries:
-            raise UsageError(f"request id {decision.request.id!r} is already live")
-        return self._admit(decision, now, quota_held=quota_held)
+        self._resolve(decision)
+        return self._admit(decision, now)
 
-    def _admit(self, decision: Admit | Demote, now: float, *, quota_held: bool) -> Decision:
+    def _resolve(self, decision: Admit | Demote) -> None:
+        """Give a prepared decision its one outcome (validated, then recorded)."""
+        request_id = decision.request.id
+        if request_id not in self._prepared:
+            raise UsageError(
+                f"request {request_id!r} has no prepared decision awaiting an outcome "
+                "(never prepared, or already enqueued, refused or withdrawn)"
+            )
+        self._prepared.remove(request_id)
+
+    def delegate_quota(self) -> None:
+        """Tenant quotas are taken and settled outside this policy from now on
+        (a shared quota store: see :class:`~slopolicy.runtime.store_quota.StoreQuota`):
+        :meth:`submit` and :meth:`enqueue` take none from :attr:`quotas`, and
+        the caller settles its quota with the cost in each request's
+        :class:`Finished` record. Only while nothing is live (else
+        :class:`UsageError`); idempotent."""
+        if self._entries or self._prepared:
+            raise UsageError("delegate the quota before any request is live")
+        self._quota_delegated = True
+
+    @property
+    def quota_delegated(self) -> bool:
+        """Whether tenant quotas are taken outside this policy (:meth:`delegate_quota`)."""
+        return self._quota_delegated
+
+    def _admit(self, decision: Admit | Demote, now: float) -> Decision:
         """:meth:`enqueue` once ``now`` is advanced and the id is known not live."""
-        result = self._enqueue(decision, now, quota_held)
+        result = self._enqueue(decision, now)
         if not result.accepted:
             self._rejected(result, decision.request.tenant, now)
         return result
@@ -290,6 +326,7 @@ class Policy:
         ``retry_after``, or a transient reason) or ``Reject`` to answer with;
         the decision's steps name the cause ``quota``."""
         now = self._advance(now)
+        self._resolve(decision)
         result = _refuse(decision, reason, message, retry_after, http_status, "quota")
         self._rejected(result, decision.request.tenant, now)
         return result
@@ -299,6 +336,7 @@ class Policy:
         the caller went away (cancelled) before the quota store answered.
         Counted as ``cancelled``; nothing else was held."""
         self._advance(now)
+        self._resolve(decision)
         self._outcomes[Outcome.CANCELLED] += 1
 
     def _rejected(self, decision: Decision, tenant: str, now: float) -> None:
@@ -337,7 +375,7 @@ class Policy:
             decision, request=degraded, cost=cost, steps=steps, rungs=applied
         )
 
-    def _enqueue(self, decision: Admit | Demote, now: float, quota_held: bool) -> Decision:
+    def _enqueue(self, decision: Admit | Demote, now: float) -> Decision:
         lane = self._lanes[decision.lane]
         request = decision.request
         # The request's counts were checked when it was made.
@@ -363,7 +401,7 @@ class Policy:
             deadline = now + bound  # past it the request can only miss
         tier = self.router.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
-        if not quota_held:
+        if not self._quota_delegated:
             refusal = self.quotas._grant(request.tenant, tier, lane.name, decision.cost, now)
             if refusal is not None:
                 return _refuse(
@@ -383,7 +421,6 @@ class Policy:
             decision.prompt_tokens,
             needed,
             decision.cost,
-            not quota_held,
             now,
             deadline,
             decision.rungs,
@@ -422,7 +459,7 @@ class Policy:
 
     def _settle(self, entry: Entry, cost: float, now: float) -> None:
         """Settle and release the entry's quota, when this policy holds it."""
-        if entry.holds_quota:  # its own live grant, checked values
+        if not self._quota_delegated:  # its own live grant, checked values
             self.quotas._close_held(entry.tenant, entry.lane, entry.cost, cost, now)
 
     # -- dispatch -----------------------------------------------------------
@@ -566,6 +603,23 @@ class Policy:
             ]
             ready = max(ready, min(opens, default=self._now))
         return ready if ready > self._now else None
+
+    def next_wakeup(self, now: float) -> float | None:
+        """When a :meth:`dispatch` next has work if no other call comes first
+        (monotonic seconds, never before ``now`` or the latest ``now`` seen),
+        as aioquic's ``get_timer()``: the earliest of the next queue deadline
+        (:meth:`next_deadline`), the next paced or prefill-gated start
+        (:meth:`next_start`) and the next ladder evaluation; ``None`` when none
+        is pending. Before then a dispatch starts, expires and evaluates
+        nothing, provided the caller dispatched after its last other call (as
+        the Gate and the simulator do). A read."""
+        check_now(now)
+        at = max(now, self._now)
+        wake = math.inf
+        for when in (self.next_deadline(), self.next_start(), self.health.next_evaluation):
+            if when is not None and when < wake:
+                wake = when
+        return None if wake == math.inf else max(wake, at)
 
     def _overdue(self, now: float) -> bool:
         deadline = self.next_deadline()
@@ -786,6 +840,34 @@ class Policy:
     def running(self) -> int:
         """Requests dispatched and not yet finished."""
         return self._running
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        """The lane names, most urgent first (the router's order)."""
+        return tuple(self._lanes)
+
+    def quiet(self, now: float) -> bool:
+        """Whether nothing is live and the watched lane's SLO windows hold no
+        latency samples at ``now``: until the next submit, the ladder's inputs
+        are the engine's signals alone. A read."""
+        check_now(now)
+        tracker = self.health.trackers.lane(self.health.watch_lane)
+        return (
+            not self._entries
+            and tracker.quantile("ttft", 0.5, now) is None
+            and tracker.quantile("queue_wait", 0.5, now) is None
+        )
+
+    @property
+    def ladder_settle_time(self) -> float | None:
+        """Seconds of constant ladder inputs after which the fallback ladder has
+        made every move it will (at most ``top`` moves, each within
+        ``max(dwell, cooldown)`` plus one evaluation period of the last), or
+        ``None`` without a ladder."""
+        ladder, every = self.health.ladder, self.health.evaluate_every
+        if ladder is None:
+            return None
+        return ladder.top * (max(ladder.dwell, ladder.cooldown) + every) + every
 
     def statistics(self, now: float | None = None) -> PolicyStatistics:
         """A frozen snapshot of queues, running requests, outcomes and ledgers;

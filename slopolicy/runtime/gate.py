@@ -38,7 +38,7 @@ from anyio.abc import TaskGroup
 from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint
 
 from slopolicy.backends.base import QuotaStore
-from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Displaced, Reject
+from slopolicy.core.decisions import Decision, Defer, Displaced, Reject
 from slopolicy.core.health.signals import EngineSignals, check_signals
 from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
@@ -54,6 +54,7 @@ from slopolicy.runtime.loop import (
     bind_clock,
     bind_parking,
 )
+from slopolicy.runtime.quota import LocalQuota, QuotaStrategy
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.waiting import Admission, Waiter
@@ -103,7 +104,6 @@ class Gate:
         "_group",
         "_log",
         "_max_expired",
-        "_next_evaluation",
         "_on_end",
         "_park",
         "_poll_every",
@@ -146,8 +146,9 @@ class Gate:
         self._group: TaskGroup | None = None
         self._timer_scope: anyio.CancelScope | None = None
         self._epoch = 0.0
-        self._next_evaluation = -math.inf
-        self._quota = None if quota_store is None else StoreQuota(self, quota_store)
+        self._quota: QuotaStrategy = (
+            LocalQuota(self.policy) if quota_store is None else StoreQuota(self.policy, quota_store)
+        )
         self._telemetry = recorder_for(telemetry, self.policy)
         #: Monotonic seconds on the gate's event loop (bound when entered).
         self.clock: Clock = anyio.current_time
@@ -174,8 +175,7 @@ class Gate:
             group.start_soon(self._poll, name="slopolicy signal poll")
         if self._log is not None:
             group.start_soon(self._log.run, name="slopolicy arrival log")
-        if self._quota is not None:
-            group.start_soon(self._quota.run, name="slopolicy quota leases")
+        await group.start(self._quota.run, name="slopolicy quota leases")
         if self._telemetry is not None:
             await group.start(self._telemetry.watch, name="slopolicy telemetry")
         return self
@@ -230,7 +230,7 @@ class Gate:
         :class:`~slopolicy.WouldBlock` (nothing left queued; the policy counts
         the attempt as cancelled) or :class:`~slopolicy.Rejected`. Not with a
         ``quota_store``: taking quota there is a round trip."""
-        if self._quota is not None:
+        if self._quota.waits:
             raise UsageError("admit_nowait cannot wait for a quota store; await admit()")
         waiter = self._submit(request)
         if isinstance(waiter, Ticket):
@@ -250,8 +250,7 @@ class Gate:
         # paced, as it comes. The checkpoint follows: a cancel delivered there
         # gives back a start; a refusal or an expiry, already recorded, is
         # raised as it is (the cancel reaches the caller's next checkpoint).
-        quota = self._quota
-        waiter = self._submit(request) if quota is None else await quota.submit(request)
+        waiter = await self._arrive(request)
         if isinstance(waiter, Ticket):
             ticket = waiter
             try:
@@ -278,22 +277,42 @@ class Gate:
             admission._ticket = ticket
         return ticket
 
-    def _submit(
-        self, request: Request, prepared: Admit | Demote | None = None
-    ) -> Ticket | Waiter | Rejected:
-        """Submit: a ticket if it starts at once, else its waiter (queued, or
-        already expired), or the refusal to raise. ``prepared``: the decision
-        of ``policy.prepare``, its quota already held in the quota store."""
-        if self._state != "open":
-            if self._state == "new":
-                raise UsageError("enter the gate first: async with Gate(...) as gate")
-            return GateClosed()
+    def _closed(self) -> GateClosed | None:
+        """``GateClosed`` to refuse an arrival with once the gate has closed."""
+        if self._state == "open":
+            return None
+        if self._state == "new":
+            raise UsageError("enter the gate first: async with Gate(...) as gate")
+        return GateClosed()
+
+    def _is_open(self) -> bool:
+        return self._state == "open"
+
+    def _submit(self, request: Request) -> Ticket | Waiter | Rejected:
+        """Submit without waiting (:meth:`admit_nowait`): see :meth:`_queued`."""
+        closed = self._closed()
+        if closed is not None:
+            return closed
         now = self.clock()
+        return self._queued(request, self._quota.admit_now(request, now), now)
+
+    async def _arrive(self, request: Request) -> Ticket | Waiter | Rejected:
+        """Submit through the quota strategy (a round trip for a store): see :meth:`_queued`."""
+        closed = self._closed()
+        if closed is not None:
+            return closed
+        try:
+            decision = await self._quota.admit(request, self.clock, self._is_open)
+        except GateClosed as refused:  # closed during the strategy's round trip
+            return refused
+        return self._queued(request, decision, self.clock())
+
+    def _queued(
+        self, request: Request, decision: Decision, now: float
+    ) -> Ticket | Waiter | Rejected:
+        """Act on the strategy's decision: a ticket if it starts at once, else
+        its waiter (queued, or already expired), or the refusal to raise."""
         policy = self.policy
-        if prepared is None:
-            decision = policy.submit(request, now)
-        else:
-            decision = policy.enqueue(prepared, now, quota_held=True)
         if isinstance(decision, (Defer, Reject)):
             return self._refused(request, decision, now)
         if decision.displaced is not None:  # it took a full queue's room from another
@@ -416,8 +435,9 @@ class Gate:
     # -- background ----------------------------------------------------------
 
     async def _timer(self) -> None:
-        """Sleep until the next queue deadline or ladder evaluation, dispatch, repeat.
-        A new earlier deadline moves the sleep's deadline (see _watch_deadline)."""
+        """Sleep until :meth:`Policy.next_wakeup` (a queue deadline, a paced
+        start or a ladder evaluation), dispatch, repeat. A call that brings the
+        wake-up forward moves the sleep's deadline (see _watch_deadline)."""
         while True:
             with anyio.CancelScope(deadline=self._next_wake()) as scope:
                 self._timer_scope = scope
@@ -427,26 +447,16 @@ class Gate:
             while len(self._dispatch(now).expired) >= self._max_expired:
                 await checkpoint()  # let others run between bounded batches
                 now = self.clock()
-            if self.policy.health.ladder is not None:
-                self._next_evaluation = now + self.policy.health.evaluate_every
 
     def _next_wake(self) -> float:
-        wake = self._next_dispatch()
-        if self.policy.health.ladder is not None:
-            wake = min(wake, self._next_evaluation)
-        return wake
-
-    def _next_dispatch(self) -> float:
-        """The earliest queue deadline or paced start (``inf``: none)."""
-        policy = self.policy
-        deadline, paced = policy.next_deadline(), policy.next_start()
-        wake = math.inf if deadline is None else deadline
-        return wake if paced is None else min(wake, paced)
+        """The policy's next wake-up on the gate's clock (``inf``: none)."""
+        wake = self.policy.next_wakeup(self.clock())
+        return math.inf if wake is None else wake
 
     def _watch_deadline(self) -> None:
         scope = self._timer_scope
         if scope is not None:
-            wake = self._next_dispatch()
+            wake = self._next_wake()
             if wake < scope.deadline:
                 scope.deadline = wake
 
@@ -477,8 +487,7 @@ class Gate:
     ) -> None:
         if self._telemetry is not None:
             self._telemetry.ended(finished, error)
-        if self._quota is not None:
-            self._quota.ended(finished)
+        self._quota.ended(finished)
         if self._log is None and self._on_end is None:
             return
         self._emit(ArrivalRecord.ended(finished, request, self._epoch))

@@ -1,38 +1,38 @@
-"""The Gate's side of a quota store: take quota there, queue in the policy, give it back.
+"""Quota in a shared store: take it there, queue in the policy, give it back.
 
-With ``Gate(policy, quota_store=store)`` an admission is::
+With ``Gate(policy, quota_store=store)`` the policy's quota is delegated
+(:meth:`Policy.delegate_quota <slopolicy.Policy.delegate_quota>`) and an
+admission is::
 
-    policy.prepare(request, now)        route + ladder, no quota taken
+    policy.prepare(request, now)                    route + ladder, no quota taken
     await store.acquire(tenant, tier, lane, cost)   one round trip (Redis)
-    policy.enqueue(decision, now, quota_held=True)  queue; the policy's own quotas untouched
+    policy.enqueue / refuse / withdraw              exactly one outcome
 
 and the end of every accepted request (finished, failed, cancelled, expired,
 or refused by a full queue after the store granted it) settles the lease
 with the cost in its :class:`~slopolicy.Finished` record and releases it,
-exactly once, in a task of the Gate's task group, shielded from
+exactly once, in a task of the strategy's task group, shielded from
 cancellation (the store's own timeouts bound it). The store's
 :meth:`~slopolicy.backends.QuotaStore.maintain` (lease renewal) runs in the
-same task group.
+same task group, a task of the Gate's.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import anyio
+from anyio.abc import TaskGroup, TaskStatus
 
 from slopolicy.backends.base import Lease, QuotaStore
-from slopolicy.core.decisions import Admit, Demote
+from slopolicy.core.decisions import Admit, Decision, Demote
 from slopolicy.core.outcome import Finished
+from slopolicy.core.policy import Policy
 from slopolicy.core.quota.tenants import QuotaRefusal
 from slopolicy.core.request import Request
-from slopolicy.errors import GateClosed, Rejected, UsageError
-
-if TYPE_CHECKING:
-    from slopolicy.runtime.gate import Gate
-    from slopolicy.runtime.ticket import Ticket
-    from slopolicy.runtime.waiting import Waiter
+from slopolicy.errors import GateClosed, UsageError
+from slopolicy.runtime.loop import Clock
 
 __all__ = ("StoreQuota",)
 
@@ -40,33 +40,47 @@ logger = logging.getLogger("slopolicy.gate")
 
 
 class StoreQuota:
-    """Admission through a :class:`~slopolicy.backends.QuotaStore` for one Gate."""
+    """Admission through a :class:`~slopolicy.backends.QuotaStore` (see the module
+    docstring); a :class:`~slopolicy.runtime.quota.QuotaStrategy`."""
 
-    __slots__ = ("_gate", "_leases", "store")
+    __slots__ = ("_group", "_leases", "policy", "store")
 
-    def __init__(self, gate: Gate, store: QuotaStore) -> None:
-        self._gate = gate
+    waits = True
+
+    def __init__(self, policy: Policy, store: QuotaStore) -> None:
+        policy.delegate_quota()
+        self.policy = policy
         self.store = store
         # Request id -> its lease until the request ends; None while the
         # store's answer is awaited, so an id is live from prepare on.
         self._leases: dict[str, Lease | None] = {}
+        self._group: TaskGroup | None = None
 
-    async def run(self) -> None:
-        """Keep the store's leases alive while the gate is open."""
-        await self.store.maintain()
+    async def run(self, *, task_status: TaskStatus[None]) -> None:
+        """Keep the store's leases alive, and release ended ones, while the
+        gate is open."""
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                task_status.started()
+                await self.store.maintain()
+                await anyio.sleep_forever()
+        finally:
+            self._group = None
 
-    async def submit(self, request: Request) -> Ticket | Waiter | Rejected:
-        """What ``Gate._submit`` returns, with the quota taken in the store."""
-        gate = self._gate
-        if gate._state != "open":
-            return gate._submit(request)  # raises or refuses as the gate does
+    def admit_now(self, request: Request, now: float) -> Decision:
+        """Refused: taking quota in the store is a round trip."""
+        raise UsageError("admit_nowait cannot wait for a quota store; await admit()")
+
+    async def admit(self, request: Request, clock: Clock, is_open: Callable[[], bool]) -> Decision:
+        """``request``'s decision, with its quota taken in the store (see the
+        module docstring)."""
         if request.id in self._leases:
             raise UsageError(f"request id {request.id!r} is already live")
-        policy = gate.policy
-        now = self._gate.clock()
-        decision = policy.prepare(request, now)
+        policy = self.policy
+        decision = policy.prepare(request, clock())
         if not isinstance(decision, (Admit, Demote)):
-            return gate._refused(request, decision, now)
+            return decision
         tier = policy.router.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
         self._leases[request.id] = None
@@ -74,39 +88,31 @@ class StoreQuota:
             granted = await self.store.acquire(request.tenant, tier, decision.lane, decision.cost)
         except BaseException:
             del self._leases[request.id]
-            policy.withdraw(decision, self._gate.clock())  # cancelled: the store undid its part
+            policy.withdraw(decision, clock())  # cancelled: the store undid its part
             raise
         if isinstance(granted, QuotaRefusal):
             del self._leases[request.id]
-            return self._refuse(request, decision, granted)
+            return policy.refuse(
+                decision,
+                granted.reason,
+                granted.message,
+                clock(),
+                retry_after=granted.retry_after,
+                http_status=granted.http_status,
+            )
         # From here the lease must reach settle and release whatever happens.
         self._leases[request.id] = granted
         try:
-            if gate._state != "open":  # the gate closed during the round trip
-                policy.withdraw(decision, self._gate.clock())
-                result: Ticket | Waiter | Rejected = GateClosed(decision=decision)
-            else:
-                result = gate._submit(request, decision)
+            if not is_open():  # the gate closed during the round trip
+                policy.withdraw(decision, clock())
+                raise GateClosed(decision=decision)
+            result = policy.enqueue(decision, clock())
         except BaseException:
             self._give_back(request.id, 0.0)
             raise
-        if isinstance(result, Rejected):  # refused after the store granted it (queue full)
+        if not result.accepted:  # refused after the store granted it (queue full)
             self._give_back(request.id, 0.0)
         return result
-
-    def _refuse(
-        self, request: Request, decision: Admit | Demote, refusal: QuotaRefusal
-    ) -> Rejected:
-        now = self._gate.clock()
-        refused = self._gate.policy.refuse(
-            decision,
-            refusal.reason,
-            refusal.message,
-            now,
-            retry_after=refusal.retry_after,
-            http_status=refusal.http_status,
-        )
-        return self._gate._refused(request, refused, now)
 
     def ended(self, finished: Finished) -> None:
         """A request ended: settle its lease with the actual cost and release it."""
@@ -117,22 +123,20 @@ class StoreQuota:
         if lease is None:  # none, or still being acquired
             return
         del self._leases[request_id]
-        group = self._gate._group
-        try:
-            if group is None:
-                raise RuntimeError("no task group")
+        group = self._group
+        if group is not None:
             group.start_soon(self._shielded, lease, cost, name="slopolicy quota release")
-        except RuntimeError:
-            # The gate's task group is gone: a ticket released after the gate
-            # closed. A store that answers without suspending (in memory) is
-            # done with it here; a network store's lease expires on its own.
-            finishing = self._finish(lease, cost)
-            try:
-                finishing.send(None)
-            except StopIteration:
-                return
-            finishing.close()
-            logger.warning("quota lease %r outlived its gate; it expires on its own", lease)
+            return
+        # The task group is gone: a ticket released after the gate closed. A
+        # store that answers without suspending (in memory) is done with it
+        # here; a network store's lease expires on its own.
+        finishing = self._finish(lease, cost)
+        try:
+            finishing.send(None)
+        except StopIteration:
+            return
+        finishing.close()
+        logger.warning("quota lease %r outlived its gate; it expires on its own", lease)
 
     async def _shielded(self, lease: Lease, cost: float) -> None:
         with anyio.CancelScope(shield=True):

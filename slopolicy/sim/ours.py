@@ -7,8 +7,9 @@ gateway's periodic polling would), and keeps the fallback ladder's moves and
 the overload state as a timeline for the report.
 
 Timers: the policy evaluates its ladder inside ``dispatch`` once every
-``evaluate_every`` seconds and expires queued requests at their deadlines, so
-:meth:`PolicyScheduler.wakeup` asks for a dispatch at the next of those times.
+``evaluate_every`` seconds, expires queued requests at their deadlines and
+paces starts, so :meth:`PolicyScheduler.wakeup` asks for a dispatch at
+:meth:`Policy.next_wakeup`.
 Idle time costs nothing: once nothing is queued or running and the ladder can
 no longer move, the ticks stop until the next event, so a trace with a
 month-long gap replays in as many steps as one without it.
@@ -84,12 +85,11 @@ class PolicyScheduler:
         self.name = name
         self.signals = frozenset(signals)
         self.scheduling: Scheduling = "priority" if engine_priority else "fcfs"
-        ranks = {lane.name: rank for rank, lane in enumerate(policy.router.lanes)}
+        ranks = {lane: rank for rank, lane in enumerate(policy.lanes)}
         self._ranks = ranks if engine_priority else dict.fromkeys(ranks, 0)
         self.moves: list[LadderMove] = []
-        self._every = policy.health.evaluate_every
-        self._ticks = policy.health.ladder is not None
-        self._next_tick = 0.0
+        self._settle = policy.ladder_settle_time
+        self._now = 0.0  # the latest time this scheduler was called at
         self._last_decode: tuple[float, int] | None = None
         # Idle ticks: since when the ladder's inputs stopped changing, and
         # whether the ticks sleep until the next event.
@@ -97,6 +97,7 @@ class PolicyScheduler:
         self._asleep = False
 
     def submit(self, request: SimRequest, now: float) -> Admission:
+        self._now = now
         decision = self.policy.submit(request.to_request(), now)
         if isinstance(decision, Defer):
             return _refusal(decision)
@@ -112,10 +113,9 @@ class PolicyScheduler:
             # would have observed (the idle engine), so the ladder reads fresh signals.
             self._asleep = False
             self.observe(engine, now)
-        if self._ticks and self.policy.health.due(now):
-            self._next_tick = now + self._every  # dispatch evaluates the ladder now
+        self._now = now
         result = self.policy.dispatch(now)
-        if self._ticks:
+        if self._settle is not None:
             self._asleep = self._settled(now)
         if result.ladder is not None:
             state, why = self.policy.overload()
@@ -134,55 +134,42 @@ class PolicyScheduler:
         return Released(started, tuple(f.id for f in result.expired))
 
     def first_token(self, request_id: str, now: float) -> None:
+        self._now = now
         self.policy.first_token(request_id, now)
 
     def tokens(self, request_id: str, count: int, now: float) -> None:
+        self._now = now
         self.policy.tokens(request_id, count, now)
 
     def finish(self, request_id: str, now: float, output_tokens: int) -> None:
+        self._now = now
         self.policy.finish(request_id, now, "completed", output_tokens=output_tokens)
 
     def _settled(self, now: float) -> bool:
         """Whether further ladder ticks would change nothing until the next
         event (and since when that has been so, kept in ``_quiet_since``).
 
-        Idle (nothing queued or running) with the watched lane's windows
-        empty, every input of the ladder is constant: no latency, no queue,
-        the idle engine's signals. Under constant pressure the ladder makes at
-        most ``top`` moves, each within ``max(dwell, cooldown)`` plus one tick
-        of the last; once that long has passed quiet, it has made them all.
+        Quiet (:meth:`Policy.quiet`: nothing live, the watched lane's windows
+        empty), every input of the ladder is constant: no latency, no queue,
+        the idle engine's signals. Under constant inputs the ladder has made
+        all its moves once :attr:`Policy.ladder_settle_time` has passed quiet.
         With ``decode_tps`` fed, the decode baseline the drop is read against
         still moves while idle, so idle time is ticked through then.
         """
         if "decode_tps" in self.signals:
             return False
-        policy = self.policy
-        health = policy.health
-        tracker = health.trackers.lane(health.watch_lane)
-        if (
-            policy.running
-            or policy.next_deadline() is not None
-            or tracker.quantile("ttft", 0.5, now) is not None
-            or tracker.quantile("queue_wait", 0.5, now) is not None
-        ):
+        if not self.policy.quiet(now):
             self._quiet_since = None
             return False
         if self._quiet_since is None:
             self._quiet_since = now
-        ladder = health.ladder
-        assert ladder is not None  # ticks run only with a ladder
-        moves = ladder.top * (max(ladder.dwell, ladder.cooldown) + self._every) + self._every
-        return now - self._quiet_since >= moves
+        assert self._settle is not None  # ticks run only with a ladder
+        return now - self._quiet_since >= self._settle
 
     def wakeup(self) -> float | None:
-        times = [self._next_tick] if self._ticks and not self._asleep else []
-        deadline = self.policy.next_deadline()
-        if deadline is not None:
-            times.append(deadline)
-        paced = self.policy.next_start()
-        if paced is not None:
-            times.append(paced)
-        return min(times, default=None)
+        # Asleep, nothing is live: no deadline, no paced start, and the
+        # ladder's ticks wait for the next event.
+        return None if self._asleep else self.policy.next_wakeup(self._now)
 
     def observe(self, engine: EngineView, now: float) -> None:
         wanted = self.signals

@@ -15,15 +15,13 @@ Needs the ``redis-server`` executable (Debian: ``apt-get install redis-server``)
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 from types import TracebackType
+
+from slopolicy.testing.local_server import LocalServer, free_port
 
 __all__ = ("LocalCluster", "RedisServer", "free_port", "redis_server_path")
 
@@ -31,14 +29,6 @@ __all__ = ("LocalCluster", "RedisServer", "free_port", "redis_server_path")
 def redis_server_path() -> str | None:
     """The ``redis-server`` executable on ``PATH`` (or ``/usr/bin``), or None."""
     return shutil.which("redis-server") or shutil.which("redis-server", path="/usr/sbin:/usr/bin")
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _ask(port: int, command: str) -> bytes:
@@ -56,7 +46,7 @@ def _pong(port: int) -> bool:
     return _ask(port, "PING").startswith(b"+PONG")
 
 
-class RedisServer:
+class RedisServer(LocalServer):
     """One ``redis-server`` process on ``127.0.0.1``.
 
     Args:
@@ -67,6 +57,10 @@ class RedisServer:
         port: the port (default: a free one, kept across restarts).
         cluster: start it as a Redis Cluster node (see :class:`LocalCluster`).
     """
+
+    name = "redis-server"
+    log_name = "redis.log"
+    poll_every = 0.01
 
     def __init__(
         self,
@@ -79,26 +73,16 @@ class RedisServer:
         found = executable or redis_server_path()
         if found is None:
             raise FileNotFoundError("redis-server is not installed (apt-get install redis-server)")
+        super().__init__(port=port)
         self.executable = found
         self.persist = persist
-        self.port = free_port() if port is None else port
         # The cluster bus would be port + 10000 by default: maybe taken, or past 65535.
         self._bus_port = free_port() if cluster else None
-        # Ports picked here are only free when picked: until the first start
-        # succeeds, one taken meanwhile is picked again (then kept for restarts).
-        self._repick = port is None
-        self._dir = tempfile.TemporaryDirectory(prefix="slopolicy-redis-")
-        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         """``redis://127.0.0.1:<port>/0``."""
         return f"redis://127.0.0.1:{self.port}/0"
-
-    @property
-    def running(self) -> bool:
-        """Whether the process is alive."""
-        return self._process is not None and self._process.poll() is None
 
     def _command(self) -> list[str]:
         command = [
@@ -110,7 +94,7 @@ class RedisServer:
             "--daemonize", "no",
             "--protected-mode", "yes",
             "--loglevel", "warning",
-            "--logfile", str(Path(self._dir.name) / "redis.log"),
+            "--logfile", str(self.log_path),
         ]  # fmt: skip
         if self.persist:
             command += ["--appendonly", "yes", "--appendfsync", "always"]
@@ -121,69 +105,21 @@ class RedisServer:
             command += ["--cluster-port", str(self._bus_port)]
         return command
 
-    def start(self, timeout: float = 15.0) -> RedisServer:
-        """Start (or restart) the server and wait until it answers PING."""
-        if self.running:
-            raise RuntimeError(f"redis-server is already running on port {self.port}")
-        deadline = time.monotonic() + timeout
-        while True:
-            failure = self._launch(deadline)
-            if failure is None:
-                self._repick = False
-                return self
-            if not (self._repick and "Address already in use" in failure):
-                raise RuntimeError(f"redis-server did not start on port {self.port}:\n{failure}")
-            self.port = free_port()
-            if self._bus_port is not None:
-                self._bus_port = free_port()
-
-    def _launch(self, deadline: float) -> str | None:
-        """Run the process until it answers PING (``None``), or return its log
-        after it exited or ``deadline`` passed."""
-        log = Path(self._dir.name) / "redis.log"
-        log.unlink(missing_ok=True)
-        self._process = subprocess.Popen(
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             self._command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        while not _pong(self.port):
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                return log.read_text(errors="replace") if log.exists() else ""
-            time.sleep(0.01)  # polling a starting process, not waiting out a timer
-        return None
 
-    def kill(self) -> None:
-        """SIGKILL the server, as a crash: no save, no goodbye to clients."""
-        if self._process is not None and self._process.poll() is None:
-            os.kill(self._process.pid, signal.SIGKILL)
-            self._process.wait()
+    def _ready(self) -> bool:
+        return _pong(self.port)
 
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 5 s)."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    def _port_taken(self, log: str) -> bool:
+        return "Address already in use" in log
 
-    def close(self) -> None:
-        """Stop the server and remove its directory."""
-        self.stop()
-        self._dir.cleanup()
-
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _new_ports(self) -> None:
+        super()._new_ports()
+        if self._bus_port is not None:
+            self._bus_port = free_port()
 
 
 class LocalCluster:

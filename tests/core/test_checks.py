@@ -42,7 +42,7 @@ from slopolicy.core.checks import (
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Admit, Reason
 from slopolicy.core.ladder.rungs import Rung
-from slopolicy.core.quota.tenants import QuotaLease
+from slopolicy.core.quota.lease import Lease
 from slopolicy.core.slo.burn import BurnWindows
 from slopolicy.core.slo.targets import Objective
 from slopolicy.errors import UsageError
@@ -96,11 +96,11 @@ _TIER = TierSpec("pro", "chat", rate=10.0, burst=100.0)
 _SIGNALS = EngineSignals(observed_at=1.0, kv_usage=0.1)
 
 
-def _leased(act: Callable[[TenantQuotas, QuotaLease, Any], object]) -> Call:
+def _leased(act: Callable[[TenantQuotas, Lease, Any], object]) -> Call:
     """``act(quotas, lease, now)`` on a lease granted at 1.0."""
     quotas = TenantQuotas()
     lease = quotas.acquire("acme", _TIER, "chat", 1.0, 1.0)
-    assert isinstance(lease, QuotaLease)
+    assert isinstance(lease, Lease)
     return lambda now: act(quotas, lease, now)
 
 

@@ -37,7 +37,7 @@ class DeadlineIndex(RuleBasedStateMachine):
         deadline = lane_deadline if own is None else min(lane_deadline, self.now + own)
         self.count += 1
         request = Request(id=f"r{self.count}", prompt_tokens=1, max_new_tokens=1)
-        entry = Entry(request, lane, 1.0, 1, 1, 1.0, True, self.now, deadline)
+        entry = Entry(request, lane, 1.0, 1, 1, 1.0, self.now, deadline)
         self.index.add(entry, lane_deadline)
         self.queued.append(entry)
         if deadline < lane_deadline:
@@ -110,4 +110,4 @@ def test_entries_left_behind_a_waiting_head_are_dropped_in_rebuilds() -> None:
 
 def _entry(name: str, arrival: float, deadline: float) -> Entry:
     request = Request(id=name, prompt_tokens=1, max_new_tokens=1)
-    return Entry(request, "lane", 1.0, 1, 1, 1.0, True, arrival, deadline)
+    return Entry(request, "lane", 1.0, 1, 1, 1.0, arrival, deadline)

@@ -361,18 +361,53 @@ def test_a_lane_cap_bounds_what_runs_but_not_other_lanes() -> None:
 
 def test_a_quota_held_elsewhere_is_neither_taken_nor_settled_here() -> None:
     policy = _policy()
+    policy.delegate_quota()
+    assert policy.quota_delegated
     small = {"prompt_tokens": 10, "max_new_tokens": 8}
     decision = policy.prepare(Request(id="a", tenant="small", **small), 0.0)  # type: ignore[arg-type]
     assert isinstance(decision, Admit)
     assert policy.phase("a") is None  # prepared, not queued
-    assert policy.enqueue(decision, 0.0, quota_held=True) is decision
-    # 'small' may only have one request in flight, but this one's quota lives elsewhere.
+    assert policy.enqueue(decision, 0.0) is decision
+    # 'small' may only have one request in flight, but its quota lives elsewhere.
     second = policy.submit(Request(tenant="small", **small), 0.0)  # type: ignore[arg-type]
     assert isinstance(second, Admit)
     policy.dispatch(0.0)
     done = policy.finish("a", 1.0, output_tokens=4)
     assert done.cost == 10 + 2 * 4  # the caller settles its store with this
-    assert policy.statistics().quotas.in_flight == 1
+    assert policy.statistics().quotas.in_flight == 0
+
+
+def test_the_quota_is_delegated_only_while_nothing_is_live() -> None:
+    policy = _policy()
+    policy.submit(Request(id="a", prompt_tokens=10, max_new_tokens=8), 0.0)
+    with pytest.raises(UsageError, match="before any request is live"):
+        policy.delegate_quota()
+    assert not policy.quota_delegated
+
+
+def test_a_prepared_decision_gets_exactly_one_outcome() -> None:
+    policy = _policy()
+    decision = policy.prepare(Request(id="a", prompt_tokens=10, max_new_tokens=8), 0.0)
+    assert isinstance(decision, Admit)
+    with pytest.raises(UsageError, match="already live"):  # prepared: its id is live
+        policy.submit(Request(id="a", prompt_tokens=10), 0.0)
+    with pytest.raises(UsageError, match=r"^now must be"):  # a bad call resolves nothing
+        policy.enqueue(decision, math.nan)
+    policy.withdraw(decision, 0.0)
+    for second in (
+        lambda: policy.enqueue(decision, 0.0),
+        lambda: policy.refuse(decision, Reason.RATE_LIMITED, "x", 0.0),
+        lambda: policy.withdraw(decision, 0.0),
+    ):
+        with pytest.raises(UsageError, match="no prepared decision awaiting an outcome"):
+            second()
+    assert policy.statistics().outcomes[Outcome.CANCELLED] == 1
+    assert policy.phase("a") is None
+    # A decision from another policy, or one submit already queued, has none either.
+    queued = policy.submit(Request(id="b", prompt_tokens=10), 0.0)
+    assert isinstance(queued, Admit)
+    with pytest.raises(UsageError, match="no prepared decision"):
+        policy.enqueue(queued, 0.0)
 
 
 def test_decisions_carry_the_rungs_the_ladder_applied() -> None:

@@ -7,7 +7,8 @@ from dataclasses import FrozenInstanceError
 import pytest
 
 from slopolicy.core.decisions import Reason
-from slopolicy.core.quota.tenants import QuotaLease, QuotaRefusal, TenantQuotas
+from slopolicy.core.quota.lease import Lease
+from slopolicy.core.quota.tenants import QuotaRefusal, TenantQuotas
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 from slopolicy.errors import UsageError
 
@@ -22,12 +23,12 @@ PRO = TierSpec(
 UNLIMITED = TierSpec("unlimited", "chat")
 
 
-def _lease(result: QuotaLease | QuotaRefusal) -> QuotaLease:
-    assert isinstance(result, QuotaLease), result
+def _lease(result: Lease | QuotaRefusal) -> Lease:
+    assert isinstance(result, Lease), result
     return result
 
 
-def _refusal(result: QuotaLease | QuotaRefusal) -> QuotaRefusal:
+def _refusal(result: Lease | QuotaRefusal) -> QuotaRefusal:
     assert isinstance(result, QuotaRefusal), result
     return result
 
@@ -300,7 +301,7 @@ def _churn(quotas: TenantQuotas, tier: TierSpec, first: int, last: int) -> None:
     for i in range(first, last):
         now = i * 1e-3
         lease = acquire(f"tenant-{i}", tier, "chat", 5.0, now)
-        assert isinstance(lease, QuotaLease)
+        assert isinstance(lease, Lease)
         settle(lease, 3.0, now)
         release(lease, now)
         if i % 1000 == 0:
@@ -340,3 +341,16 @@ def test_a_million_distinct_tenants_keep_the_table_bounded() -> None:
     assert late <= early * 1.25, (early, late)
     assert late_peak <= early_peak * 1.25, (early_peak, late_peak)
     assert late <= 1000 * 1024, late
+
+
+def test_the_tables_lease_is_the_stores_lease() -> None:
+    from slopolicy.backends import Lease as StoreLease
+
+    assert StoreLease is Lease  # one class for the table and every store
+    quotas = TenantQuotas()
+    first = _lease(quotas.acquire("acme", PRO, "chat", 1.0, 2.0))
+    second = _lease(quotas.acquire("acme", PRO, "chat", 1.0, 3.0))
+    assert first.id != second.id
+    assert (first.acquired_at, first.released_at, first.fallback) == (2.0, None, False)
+    assert quotas.release(first, 4.0)
+    assert (first.released, first.released_at) == (True, 4.0)

@@ -17,7 +17,8 @@ from hypothesis.stateful import (
 )
 
 from slopolicy.core.decisions import Reason
-from slopolicy.core.quota.tenants import QuotaLease, QuotaRefusal, TenantQuotas
+from slopolicy.core.quota.lease import Lease
+from slopolicy.core.quota.tenants import QuotaRefusal, TenantQuotas
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 from slopolicy.errors import UsageError
 
@@ -148,7 +149,7 @@ class QuotasMachine(RuleBasedStateMachine):
         self.tenants: dict[str, Tenant] = {}
         self.recency: list[str] = []  # least recently used first
         self.tiers = dict.fromkeys(TENANTS, TIERS[0])
-        self.leases: list[QuotaLease] = []
+        self.leases: list[Lease] = []
         self.refusals = 0
         self.evictions = 0
 
@@ -204,7 +205,7 @@ class QuotasMachine(RuleBasedStateMachine):
             if model is not None:
                 self._touch(tenant)
             return
-        assert isinstance(result, QuotaLease), result
+        assert isinstance(result, Lease), result
         if model is None:
             if len(self.tenants) >= self.max_tenants:
                 victim = next(t for t in self.recency if self.tenants[t].in_flight == 0)
@@ -263,7 +264,7 @@ class QuotasMachine(RuleBasedStateMachine):
         with pytest.raises(UsageError):
             self.quotas.acquire(tenant, self.tiers[tenant], "chat", cost, self.now)
         foreign = TenantQuotas().acquire(tenant, TIERS[3], "chat", 1.0, self.now)
-        assert isinstance(foreign, QuotaLease)
+        assert isinstance(foreign, Lease)
         with pytest.raises(UsageError):
             self.quotas.release(foreign, self.now)
         assert self._snapshot() == before

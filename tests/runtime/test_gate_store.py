@@ -13,6 +13,7 @@ from slopolicy import Gate, GateClosed, Outcome, Reason, Rejected, UsageError
 from slopolicy.backends import Lease, MemoryQuotaStore, QuotaStore
 from slopolicy.core.quota.tenants import QuotaRefusal
 from slopolicy.core.specs import TierSpec
+from slopolicy.runtime.store_quota import StoreQuota
 from tests.runtime.conftest import assert_clean, policy
 from tests.runtime.conftest import make_request as _request
 
@@ -221,3 +222,31 @@ async def test_admit_nowait_needs_the_round_trip() -> None:
     async with Gate(policy(), quota_store=MemoryQuotaStore()) as gate:
         with pytest.raises(UsageError, match="quota store"):
             gate.admit_nowait(_request("a"))
+
+
+async def test_the_store_strategy_needs_no_gate() -> None:
+    # A strategy hands decisions back; the lease lives from grant to end.
+    p, store = policy(), MemoryQuotaStore()
+    clock = anyio.current_time
+    busy = policy()
+    busy.submit(_request("x"), clock())
+    with pytest.raises(UsageError, match="before any request is live"):
+        StoreQuota(busy, store)
+    quota = StoreQuota(p, store)
+    assert p.quota_delegated
+    async with anyio.create_task_group() as group:
+        await group.start(quota.run)
+        decision = await quota.admit(_request("a", "small"), clock, lambda: True)
+        assert decision.accepted
+        assert p.phase("a") == "queued"
+        assert store.statistics().in_flight == 1
+        with pytest.raises(GateClosed):  # closed during the round trip: withdrawn, given back
+            await quota.admit(_request("b"), clock, lambda: False)
+        assert p.phase("b") is None
+        await anyio.wait_all_tasks_blocked()
+        assert store.statistics().in_flight == 1
+        quota.ended(p.cancel("a", clock()))
+        await anyio.wait_all_tasks_blocked()
+        assert store.statistics().in_flight == 0
+        assert p.statistics().quotas.in_flight == 0  # the policy took none itself
+        group.cancel_scope.cancel()

@@ -135,6 +135,12 @@ class Health:
         """Whether an automatic ladder evaluation is due at ``now``."""
         return self.ladder is not None and now >= self._due
 
+    @property
+    def next_evaluation(self) -> float | None:
+        """When the next automatic ladder evaluation is due (monotonic seconds;
+        ``-inf`` before the first), or ``None`` without a ladder."""
+        return None if self.ladder is None else self._due
+
     def pressure(self, now: float, *, kv_ledger: float, oldest_wait: float) -> Pressure:
         """The ladder's inputs at ``now``; see the module docstring."""
         tracker = self.trackers.lane(self.watch_lane)

@@ -22,12 +22,12 @@ from types import MappingProxyType
 from slopolicy.core.checks import MAX_AMOUNT, check_now, shown
 from slopolicy.core.decisions import Reason
 from slopolicy.core.quota.bucket import BucketStatistics, TokenBucket
+from slopolicy.core.quota.lease import Lease
 from slopolicy.core.quota.plan import TenantState, TierPlan
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 
 __all__ = (
-    "QuotaLease",
     "QuotaRefusal",
     "QuotaStatistics",
     "TenantQuotas",
@@ -63,49 +63,6 @@ class QuotaRefusal:
     message: str
     retry_after: float | None = None
     http_status: int = 429
-
-
-class QuotaLease:
-    """One admitted request's hold on its tenant's quota.
-
-    ``cost`` is the cost units currently charged for it (the estimate, then
-    the actual cost once settled). Give it back with :meth:`TenantQuotas.release`.
-    """
-
-    __slots__ = ("_cost", "_lane", "_owner", "_released", "_tenant")
-
-    def __init__(self, owner: TenantQuotas, tenant: str, lane: str, cost: float) -> None:
-        self._owner = owner
-        self._tenant = tenant
-        self._lane = lane
-        self._cost = cost
-        self._released = False
-
-    def __repr__(self) -> str:
-        return (
-            f"QuotaLease(tenant={self._tenant!r}, lane={self._lane!r}, "
-            f"cost={self._cost!r}, released={self._released!r})"
-        )
-
-    @property
-    def tenant(self) -> str:
-        """The tenant holding the lease."""
-        return self._tenant
-
-    @property
-    def lane(self) -> str:
-        """The lane the request was admitted to."""
-        return self._lane
-
-    @property
-    def cost(self) -> float:
-        """Cost units currently charged for the request."""
-        return self._cost
-
-    @property
-    def released(self) -> bool:
-        """Whether the concurrency slots have been given back."""
-        return self._released
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +155,7 @@ class TenantQuotas:
 
     def acquire(
         self, tenant: str, tier: TierSpec, lane: str, cost: float, now: float
-    ) -> QuotaLease | QuotaRefusal:
+    ) -> Lease | QuotaRefusal:
         """Admit one request of ``cost`` cost units for ``tenant`` in ``lane`` at
         ``now`` (monotonic seconds), or say why not.
 
@@ -207,7 +164,9 @@ class TenantQuotas:
         """
         _check_args(now, "cost", cost)
         refusal = self._grant(tenant, tier, lane, cost, now)
-        return QuotaLease(self, tenant, lane, cost) if refusal is None else refusal
+        if refusal is not None:
+            return refusal
+        return Lease(self, f"q{self._admitted}", tenant, lane, cost, now)  # admitted: unique
 
     def _grant(
         self, tenant: str, tier: TierSpec, lane: str, cost: float, now: float
@@ -302,16 +261,16 @@ class TenantQuotas:
     def _foreign(self, action: str) -> UsageError:
         return UsageError(f"cannot {action} a lease this TenantQuotas did not grant")
 
-    def settle(self, lease: QuotaLease, actual_cost: float, now: float) -> None:
+    def settle(self, lease: Lease, actual_cost: float, now: float) -> None:
         """Reconcile ``lease``'s estimate with ``actual_cost`` (cost units) at ``now``:
         refund or charge the difference on the same buckets. Settle before
         :meth:`release`; settling again reconciles against the last settle."""
-        if not isinstance(lease, QuotaLease) or lease._owner is not self:
+        if not isinstance(lease, Lease) or lease._owner is not self:
             raise self._foreign("settle")
         if lease._released:
             raise UsageError(f"cannot settle a released lease: {lease!r}")
         _check_args(now, "actual_cost", actual_cost)
-        self._reconcile(self._tenants[lease._tenant], lease._lane, lease._cost, actual_cost, now)
+        self._reconcile(self._tenants[lease.tenant], lease.lane, lease._cost, actual_cost, now)
         lease._cost = actual_cost
 
     def _close_held(
@@ -339,17 +298,18 @@ class TenantQuotas:
                 else:
                     bucket._refund(-difference, now)
 
-    def release(self, lease: QuotaLease, now: float) -> bool:
+    def release(self, lease: Lease, now: float) -> bool:
         """Give back ``lease``'s concurrency slots. True the first time; later
         calls return False and change nothing. Cost is not refunded (settle does).
         ``now`` (monotonic seconds) is unused by this in-memory table."""
-        if not isinstance(lease, QuotaLease) or lease._owner is not self:
+        if not isinstance(lease, Lease) or lease._owner is not self:
             raise self._foreign("release")
         check_now(now)
         if lease._released:
             return False
         lease._released = True
-        self._release(lease._tenant, self._tenants[lease._tenant], lease._lane)
+        lease.released_at = now
+        self._release(lease.tenant, self._tenants[lease.tenant], lease.lane)
         return True
 
     def _release(self, tenant: str, state: TenantState, lane: str) -> None:

@@ -25,28 +25,23 @@ running at interpreter exit is stopped.
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import math
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 import urllib.error
 import urllib.request
-import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from slopolicy.errors import UsageError
 from slopolicy.testing.llama.build import Installation
-from slopolicy.testing.redis_server import free_port
+from slopolicy.testing.local_server import LocalServer
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -54,7 +49,6 @@ if TYPE_CHECKING:
 __all__ = ("LlamaServer",)
 
 _PR_SET_PDEATHSIG = 1
-_RUNNING: weakref.WeakSet[LlamaServer] = weakref.WeakSet()
 
 
 def _pre_exec() -> Callable[[], None] | None:
@@ -68,13 +62,7 @@ def _pre_exec() -> Callable[[], None] | None:
     return lambda: prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-@atexit.register
-def _stop_all() -> None:
-    for server in list(_RUNNING):
-        server.stop()
-
-
-class LlamaServer:
+class LlamaServer(LocalServer):
     """One ``llama-server`` on ``127.0.0.1``.
 
     Args:
@@ -87,6 +75,10 @@ class LlamaServer:
         port: the port (default: a free one, kept across restarts).
         extra_args: more command-line arguments, appended as given.
     """
+
+    name = "llama-server"
+    log_name = "llama-server.log"
+    start_timeout = 60.0
 
     def __init__(
         self,
@@ -104,18 +96,13 @@ class LlamaServer:
                 raise UsageError(f"{name} must be an int >= 1, got {value!r}")
         if context < slots:
             raise UsageError(f"context ({context} tokens) must hold a token per slot ({slots})")
+        super().__init__(port=port)
         self.installation = installation
         self.model = model
         self.slots = slots
         self.context = context
         self.threads = threads
         self.extra_args = tuple(extra_args)
-        self.port = free_port() if port is None else port
-        # A port picked here is only free when picked: until the first start
-        # succeeds, one taken meanwhile is picked again (then kept for restarts).
-        self._repick = port is None
-        self._dir = tempfile.TemporaryDirectory(prefix="slopolicy-llama-")
-        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -126,20 +113,6 @@ class LlamaServer:
     def slot_context(self) -> int:
         """KV tokens each slot holds: the longest prompt plus output, in tokens."""
         return self.context // self.slots
-
-    @property
-    def running(self) -> bool:
-        """Whether the process is alive."""
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def log_path(self) -> Path:
-        """The server's combined stdout and stderr."""
-        return Path(self._dir.name) / "llama-server.log"
-
-    def log(self) -> str:
-        """What the server has printed so far."""
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def command(self) -> list[str]:
         """The command line the server runs with."""
@@ -168,11 +141,9 @@ class LlamaServer:
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         return env
 
-    def _launch(self) -> None:
-        if self.running:
-            raise UsageError(f"llama-server is already running on port {self.port}")
+    def _spawn(self) -> subprocess.Popen[bytes]:
         with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen(
+            return subprocess.Popen(
                 self.command(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -180,7 +151,6 @@ class LlamaServer:
                 env=self._environment(),
                 preexec_fn=_pre_exec(),  # prctl only: safe between fork and exec
             )
-        _RUNNING.add(self)
 
     def _health(self) -> int | None:
         """``/health``'s status (200: ready; 503: loading), or None: no answer."""
@@ -193,39 +163,11 @@ class LlamaServer:
         except OSError:
             return None
 
-    def _failed(self, deadline: float) -> str | None:
-        """Why the start failed, once it has (the process exited, or the
-        deadline passed); ``None`` while it may still come up."""
-        if self._process is not None and self._process.poll() is not None:
-            return f"llama-server exited with {self._process.returncode}"
-        if time.monotonic() > deadline:
-            return "llama-server did not become healthy in time"
-        return None
+    def _ready(self) -> bool:
+        return self._health() == 200
 
-    def _retry(self, failure: str) -> bool:
-        """Whether a failed start should try again on another port."""
-        self.stop()
-        if self._repick and "bind" in self.log() and "exited" in failure:
-            self.port = free_port()
-            return True
-        return False
-
-    def _give_up(self, failure: str) -> RuntimeError:
-        return RuntimeError(f"{failure} (port {self.port}); its log ends:\n{self.log()[-3000:]}")
-
-    def start(self, timeout: float = 60.0) -> LlamaServer:
-        """Start (or restart) the server and wait until ``/health`` is 200;
-        raises :class:`RuntimeError` with its log if it does not come up."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self._launch()
-            while (failure := self._failed(deadline)) is None:
-                if self._health() == 200:
-                    self._repick = False
-                    return self
-                time.sleep(0.05)  # polling a starting process, not waiting out a timer
-            if not self._retry(failure):
-                raise self._give_up(failure)
+    def _port_taken(self, log: str) -> bool:
+        return "bind" in log
 
     async def astart(self) -> LlamaServer:
         """:meth:`start` without blocking the event loop: the process starts
@@ -243,10 +185,10 @@ class LlamaServer:
         while True:
             self._launch()
             while (failure := self._failed(deadline)) is None:
-                if await anyio.to_thread.run_sync(self._health) == 200:
+                if await anyio.to_thread.run_sync(self._ready):
                     self._repick = False
                     return self
-                await anyio.sleep(0.05)  # polling a starting process
+                await anyio.sleep(self.poll_every)  # polling a starting process
             if not self._retry(failure):
                 raise self._give_up(failure)
 
@@ -269,39 +211,3 @@ class LlamaServer:
         no_reuse = type(limits)(max_connections=limits.max_connections, max_keepalive_connections=0)
         options.setdefault("http_client", openai.DefaultAsyncHttpxClient(limits=no_reuse))
         return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="-", **options)
-
-    def kill(self) -> None:
-        """SIGKILL the server, as a crash: open streams break mid-body."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait()
-        _RUNNING.discard(self)
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 5 s)."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        _RUNNING.discard(self)
-
-    def close(self) -> None:
-        """Stop the server and remove its log folder."""
-        self.stop()
-        self._dir.cleanup()
-
-    def __enter__(self) -> LlamaServer:
-        return self if self.running else self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
