@@ -200,12 +200,6 @@ class ToolPool:
             )
         group = self._groups[spec.name]
         state = self._tenants.get(tenant)
-        full = state is None and len(self._tenants) >= self._limits.max_tenants
-        if full and not self._sweep(now):
-            return self._refused(
-                group, tenant, tool, Reason.TENANT_TABLE_FULL, 503,
-                f"the tool pool keeps {self._limits.max_tenants} tenants and none is idle",
-            )  # fmt: skip
         buckets = self._buckets(group, tenant, now)
         wait = max((bucket.time_until(1.0, now) for bucket in buckets), default=0.0)
         if wait > 0:
@@ -224,6 +218,13 @@ class ToolPool:
                     group, tenant, tool, Reason.QUEUE_FULL, 503,
                     f"{group.waiting} calls already wait for tool {spec.name!r}",
                 )  # fmt: skip
+        # Last, so that sweeping idle tenants out happens only for a call that is taken.
+        full = state is None and len(self._tenants) >= self._limits.max_tenants
+        if full and not self._sweep(now):
+            return self._refused(
+                group, tenant, tool, Reason.TENANT_TABLE_FULL, 503,
+                f"the tool pool keeps {self._limits.max_tenants} tenants and none is idle",
+            )  # fmt: skip
         # Checked: from here on, it is taken.
         for bucket in buckets:
             bucket._try_acquire(1.0, now)
