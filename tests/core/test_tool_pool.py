@@ -58,6 +58,17 @@ def test_a_freed_slot_goes_to_the_tenant_holding_fewest() -> None:
     assert [lease.id for lease in started] == [flood[0].id]
 
 
+def test_fewest_held_comes_before_least_recently_served() -> None:
+    pool = _pool(max_concurrency=4)
+    a = [_lease(pool.acquire("a", "search", 0.0)) for _ in range(3)]
+    _lease(pool.acquire("b", "search", 0.0))  # served after a, and holds fewer
+    waiting_a = _waiting(pool.acquire("a", "search", 0.0))
+    waiting_b = _waiting(pool.acquire("b", "search", 0.0))
+    assert [lease.id for lease in pool.release(a[0].id, 1.0, ToolOutcome.OK)] == [waiting_b.id]
+    # Now 2 each: the least recently served (a) goes first.
+    assert [lease.id for lease in pool.release(a[1].id, 1.0, ToolOutcome.OK)] == [waiting_a.id]
+
+
 def test_a_full_queue_pushes_out_the_most_backlogged_tenants_newest() -> None:
     pool = _pool(max_concurrency=1, max_waiting=3)
     _lease(pool.acquire("a", "search", 0.0))
