@@ -71,10 +71,10 @@ class Model:
 def _state(pool: ToolPool, now: float) -> object:
     """Everything a refused call must leave as it was (refusal counts aside)."""
     stats = pool.statistics(now)
-    levels = []
+    levels: list[tuple[str, str, float]] = []
     for name, group in pool._groups.items():
         if group.bucket is not None:
-            levels.append((name, group.bucket.level(now)))
+            levels.append((name, "", group.bucket.level(now)))
         levels.extend((name, t, b.level(now)) for t, b in sorted(group.tenant_buckets.items()))
     tools = [(t.name, t.in_flight, t.waiting, t.started, dict(t.ended)) for t in stats.tools]
     return (stats.in_flight, stats.waiting, stats.tenants, tools, levels)
