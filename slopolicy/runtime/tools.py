@@ -30,7 +30,7 @@ import anyio
 from anyio.lowlevel import cancel_shielded_checkpoint
 
 from slopolicy.core.reasons import Reason
-from slopolicy.core.tools.calls import ToolLease, ToolOutcome, ToolRefused
+from slopolicy.core.tools.calls import ToolLease, ToolOutcome, ToolRefused, ToolWaiting
 from slopolicy.errors import GateClosed, Rejected, ToolTimeout, UsageError
 from slopolicy.runtime.loop import Parked
 
@@ -95,6 +95,12 @@ class ToolCalls:
                 raise
             self._started(result)
             return result
+        return await self._wait(result)
+
+    async def _wait(self, result: ToolWaiting) -> ToolLease:
+        """Wait for a queued call's slot until its deadline (``max_wait_s``)."""
+        gate = self._gate
+        telemetry = gate._telemetry
         if result.displaced is not None:
             self._wake(result.displaced.id, _rejected(result.displaced.refusal))
             if telemetry is not None:
@@ -115,14 +121,14 @@ class ToolCalls:
             raise got
         # Its max_wait passed with no slot: it leaves the queue, refused.
         del self._waiters[result.id]
-        pool.withdraw(result.id, gate.clock(), expired=True)
+        gate.policy.tools.withdraw(result.id, gate.clock(), expired=True)
         expired = ToolRefused(
             reason=Reason.EXPIRED,
             message=f"tool call waited {gate.clock() - result.queued_at:.3g} s for a slot "
             f"of tool {result.group!r} and passed its max_wait_s",
             http_status=503,
-            tenant=tenant,
-            tool=name,
+            tenant=result.tenant,
+            tool=result.tool,
         )
         if telemetry is not None:
             telemetry.tool_refused(expired, result.group)
