@@ -14,6 +14,8 @@ from slopolicy._version import __version__ as __version__
 from slopolicy.config import LaneConfig as LaneConfig
 from slopolicy.config import PolicyConfig as PolicyConfig
 from slopolicy.config import TierConfig as TierConfig
+from slopolicy.config import ToolConfig as ToolConfig
+from slopolicy.config import ToolsConfig as ToolsConfig
 from slopolicy.core import Admit as Admit
 from slopolicy.core import CostEstimator as CostEstimator
 from slopolicy.core import CostWeights as CostWeights
@@ -40,6 +42,9 @@ from slopolicy.core import SLOTracker as SLOTracker
 from slopolicy.core import Started as Started
 from slopolicy.core import TenantQuotas as TenantQuotas
 from slopolicy.core import TokenBucket as TokenBucket
+from slopolicy.core import ToolLimits as ToolLimits
+from slopolicy.core import ToolOutcome as ToolOutcome
+from slopolicy.core import ToolPool as ToolPool
 from slopolicy.core import Verdict as Verdict
 from slopolicy.errors import ConfigError as ConfigError
 from slopolicy.errors import Expired as Expired
@@ -48,12 +53,14 @@ from slopolicy.errors import InvalidRequest as InvalidRequest
 from slopolicy.errors import Rejected as Rejected
 from slopolicy.errors import RoutingError as RoutingError
 from slopolicy.errors import SlopolicyError as SlopolicyError
+from slopolicy.errors import ToolTimeout as ToolTimeout
 from slopolicy.errors import UsageError as UsageError
 from slopolicy.errors import WouldBlock as WouldBlock
 
 if typing.TYPE_CHECKING:
     from slopolicy.runtime import Gate as Gate
     from slopolicy.runtime import Ticket as Ticket
+    from slopolicy.runtime import ToolCall as ToolCall
 
 
 __all__ = (
@@ -95,13 +102,20 @@ __all__ = (
     "Ticket",
     "TierConfig",
     "TokenBucket",
+    "ToolCall",
+    "ToolConfig",
+    "ToolLimits",
+    "ToolOutcome",
+    "ToolPool",
+    "ToolTimeout",
+    "ToolsConfig",
     "UsageError",
     "Verdict",
     "WouldBlock",
     "__version__",
 )
 
-_RUNTIME = frozenset({"Gate", "Ticket"})
+_RUNTIME = frozenset({"Gate", "Ticket", "ToolCall"})
 
 
 def __getattr__(name: str) -> typing.Any:

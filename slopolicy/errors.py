@@ -15,7 +15,8 @@ derives from one root::
     │   └── TraceError       a trace file that cannot be replayed: file, line, column
     ├── Rejected             the gate refused a request: quota, overload, full queue, rule
     │   ├── Expired          accepted, but its deadline passed while it waited in the queue
-    │   └── GateClosed       the gate closed before the request could start
+    │   ├── GateClosed       the gate closed before the request could start
+    │   └── ToolTimeout      a tool call ran past its timeout (``gate.tool``)
     └── WouldBlock           admit_nowait: accepted, but it could not start at once
 
 Each carries structured fields so callers never parse messages. ``WouldBlock``
@@ -43,6 +44,7 @@ __all__ = (
     "RoutingError",
     "SimulationError",
     "SlopolicyError",
+    "ToolTimeout",
     "TraceError",
     "UsageError",
     "WouldBlock",
@@ -222,6 +224,26 @@ class GateClosed(Rejected):
         from slopolicy.core.reasons import Reason
 
         super().__init__(Reason.GATE_CLOSED, message, http_status=503, decision=decision)
+
+
+class ToolTimeout(Rejected):
+    """A tool call (``gate.tool``) ran past its timeout and was cancelled; its
+    slot is back, and the call counts as timed out (HTTP 504).
+
+    Attributes:
+        tenant: whose call it was.
+        tool: the tool's name.
+        timeout: the seconds it was allowed.
+    """
+
+    def __init__(self, tenant: str, tool: str, timeout: float) -> None:
+        from slopolicy.core.reasons import Reason
+
+        message = f"tool {tool!r} of tenant {tenant!r} ran past its timeout of {timeout:.3g} s"
+        super().__init__(Reason.TOOL_TIMEOUT, message, http_status=504)
+        self.tenant = tenant
+        self.tool = tool
+        self.timeout = timeout
 
 
 class WouldBlock(SlopolicyError):

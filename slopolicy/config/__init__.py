@@ -19,6 +19,8 @@ from slopolicy.config.policy import DEFAULT_LANES as DEFAULT_LANES
 from slopolicy.config.policy import PolicyConfig as PolicyConfig
 from slopolicy.config.tenants import LaneQuotaConfig as LaneQuotaConfig
 from slopolicy.config.tenants import TierConfig as TierConfig
+from slopolicy.config.tools import ToolConfig as ToolConfig
+from slopolicy.config.tools import ToolsConfig as ToolsConfig
 
 __all__ = (
     "DEFAULT_LANES",
@@ -34,4 +36,6 @@ __all__ = (
     "Threshold",
     "TierConfig",
     "TokenizerConfig",
+    "ToolConfig",
+    "ToolsConfig",
 )

@@ -13,6 +13,7 @@ from slopolicy.config.engine import CostConfig, EngineConfig, KVPoolConfig, Toke
 from slopolicy.config.ladder import LadderConfig
 from slopolicy.config.lanes import LaneConfig, LaneSLO
 from slopolicy.config.tenants import TierConfig
+from slopolicy.config.tools import ToolsConfig
 from slopolicy.core.cost.estimator import CostEstimator
 from slopolicy.core.cost.tokens import TokenCounter
 from slopolicy.core.policy import PolicySpec
@@ -81,6 +82,8 @@ class PolicyConfig(ConfigModel):
         engine: how many requests the engine may run at once.
         max_tenants: tenant quota states kept; idle ones beyond are evicted.
         ladder: the fallback ladder.
+        tools: limits for the host's tool calls (``gate.tool``); the default
+            limits nothing.
     """
 
     version: Literal[1] = 1
@@ -94,6 +97,7 @@ class PolicyConfig(ConfigModel):
     engine: EngineConfig = EngineConfig()
     max_tenants: Count = 100_000
     ladder: LadderConfig = LadderConfig()
+    tools: ToolsConfig = ToolsConfig()
 
     @model_validator(mode="after")
     def _cross_references(self) -> PolicyConfig:
@@ -182,6 +186,7 @@ class PolicyConfig(ConfigModel):
             evaluate_every=self.ladder.evaluate_every_s,
             signal_max_age=self.ladder.signal_max_age_s,
             prefill_horizon=self.engine.prefill_horizon_s or None,
+            tools=self.tools.to_limits(),
         )
 
     @classmethod

@@ -102,6 +102,16 @@ from slopolicy.core.specs import LaneSpec as LaneSpec
 from slopolicy.core.specs import OverBudget as OverBudget
 from slopolicy.core.specs import TierSpec as TierSpec
 from slopolicy.core.specs import TierTable as TierTable
+from slopolicy.core.tools import ToolDisplaced as ToolDisplaced
+from slopolicy.core.tools import ToolLease as ToolLease
+from slopolicy.core.tools import ToolLimits as ToolLimits
+from slopolicy.core.tools import ToolOutcome as ToolOutcome
+from slopolicy.core.tools import ToolPool as ToolPool
+from slopolicy.core.tools import ToolPoolStatistics as ToolPoolStatistics
+from slopolicy.core.tools import ToolRefused as ToolRefused
+from slopolicy.core.tools import ToolSpec as ToolSpec
+from slopolicy.core.tools import ToolStatistics as ToolStatistics
+from slopolicy.core.tools import ToolWaiting as ToolWaiting
 
 __all__ = (
     "BUILTIN_RUNGS",
@@ -190,6 +200,16 @@ __all__ = (
     "TokenCounter",
     "TokenEstimate",
     "TokenizerFallbackWarning",
+    "ToolDisplaced",
+    "ToolLease",
+    "ToolLimits",
+    "ToolOutcome",
+    "ToolPool",
+    "ToolPoolStatistics",
+    "ToolRefused",
+    "ToolSpec",
+    "ToolStatistics",
+    "ToolWaiting",
     "TrackerSet",
     "Trigger",
     "Verdict",

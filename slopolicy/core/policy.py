@@ -64,6 +64,8 @@ from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel
 from slopolicy.core.specs import LaneSpec
+from slopolicy.core.tools.limits import ToolLimits
+from slopolicy.core.tools.pool import ToolPool
 from slopolicy.errors import UsageError
 
 __all__ = ("Policy", "PolicySource", "PolicySpec")
@@ -94,6 +96,8 @@ class PolicySpec:
         prefill_horizon: seconds of prefill backlog the engine is handed
             ahead (:class:`~slopolicy.core.queueing.prefill.PrefillGate`), or ``None``
             for no gate.
+        tools: the limits of the tool pool (:attr:`Policy.tools`); ``None``
+            limits nothing.
     """
 
     router: LaneRouter
@@ -110,6 +114,7 @@ class PolicySpec:
     signal_max_age: float = 10.0
     max_tracked_tenants: int = 1024
     prefill_horizon: float | None = None
+    tools: ToolLimits | None = None
 
 
 class PolicySource(Protocol):
@@ -152,6 +157,8 @@ class Policy:
         for tier in spec.router.tiers.tiers.values():
             _check_weight(tier.weight, f"tier {tier.name!r} weight")
         lanes = [lane.name for lane in spec.router.lanes]
+        #: Slots, rate limits and fair waiting for the host's tool calls.
+        self.tools = ToolPool(spec.tools)
         self.health = Health(
             {name: spec.targets.get(name, SLOTargets()) for name in lanes},
             watch_lane=spec.watch_lane or lanes[0],
@@ -160,6 +167,7 @@ class Policy:
             signal_max_age=spec.signal_max_age,
             max_tenants=spec.max_tracked_tenants,
             cost_model=cost_model,
+            tool_signal=self.tools.signal,
         )
         self._first_lane = lanes[0]
         self.router = spec.router

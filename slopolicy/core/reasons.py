@@ -34,6 +34,10 @@ class Reason(enum.Enum):
     # A shared quota store (Redis) could not be reached and the store fails
     # closed: 503, retry once the store is back.
     QUOTA_STORE_UNAVAILABLE = "quota_store_unavailable"
+    # Tool calls (``gate.tool``): a name no tool limits cover (400), and a
+    # call that ran past its timeout (504: the tool may have done the work).
+    UNKNOWN_TOOL = "unknown_tool"
+    TOOL_TIMEOUT = "tool_timeout"
 
     __hash__ = object.__hash__  # singletons compared by identity: hash at C speed
 

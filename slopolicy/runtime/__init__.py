@@ -13,6 +13,7 @@ from slopolicy.runtime.gate import GateStatistics as GateStatistics
 from slopolicy.runtime.gate import SignalSource as SignalSource
 from slopolicy.runtime.ticket import Ticket as Ticket
 from slopolicy.runtime.ticket import TrackedStream as TrackedStream
+from slopolicy.runtime.tools import ToolCall as ToolCall
 from slopolicy.runtime.waiting import Admission as Admission
 
 __all__ = (
@@ -23,5 +24,6 @@ __all__ = (
     "GateStatistics",
     "SignalSource",
     "Ticket",
+    "ToolCall",
     "TrackedStream",
 )

@@ -57,6 +57,7 @@ from slopolicy.runtime.loop import (
 from slopolicy.runtime.quota import LocalQuota, QuotaStrategy
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
+from slopolicy.runtime.tools import ToolCall, ToolCalls
 from slopolicy.runtime.waiting import Admission, Waiter
 from slopolicy.telemetry.config import Telemetry, recorder_for
 
@@ -112,6 +113,7 @@ class Gate:
         "_state",
         "_telemetry",
         "_timer_scope",
+        "_tools",
         "_waiters",
         "clock",
         "policy",
@@ -150,6 +152,7 @@ class Gate:
             LocalQuota(self.policy) if quota_store is None else StoreQuota(self.policy, quota_store)
         )
         self._telemetry = recorder_for(telemetry, self.policy)
+        self._tools = ToolCalls(self)
         #: Monotonic seconds on the gate's event loop (bound when entered).
         self.clock: Clock = anyio.current_time
         # The loop's own parking and checkpoint, bound when entered.
@@ -189,6 +192,7 @@ class Gate:
         assert self._group is not None
         self._state = "closed"
         self._close_waiters()
+        self._tools.close()
         self._group.cancel_scope.cancel()
         try:
             if isinstance(exc, Exception):
@@ -243,6 +247,16 @@ class Gate:
             self._ended(finished, request)
             raise WouldBlock(waiter.decision)
         return self._ticket(waiter)
+
+    def tool(self, *, tenant: str, name: str, timeout_s: float | None = None) -> ToolCall:
+        """A tool or retriever call of ``tenant``'s, between turns:
+        ``async with gate.tool(tenant=t, name="search") as call: ...``.
+
+        Waits fairly for a slot under ``policy.tools``'s limits, runs the body
+        under ``timeout_s`` (seconds; the tool's own if shorter) and gives the
+        slot back exactly once; see :mod:`slopolicy.runtime.tools`.
+        """
+        return ToolCall(self._tools, tenant, name, timeout_s)
 
     async def _admit(self, request: Request, admission: Admission | None = None) -> Ticket:
         # The request arrives (and may start) when the caller asks, not one

@@ -12,6 +12,8 @@ overload: ``overload_shed``, ``queue_full``                 503     when known
 ``expired``: the deadline passed while queued               503     no
 ``gate_closed``                                             503     no
 ``admit_nowait`` could not start at once (``would_block``)  503     no
+a tool call (``gate.tool``) past its timeout                504     no
+(``tool_timeout``); ``unknown_tool``                        400     no
 a request that can never pass (``prompt_too_long`` 413,     4xx     no
 ``unknown_lane``/``unknown_tier`` 400, ...)
 a malformed request (``InvalidRequest``)                    400     no
@@ -38,6 +40,7 @@ from typing import Any
 
 from slopolicy.core.decisions import Defer, Reject
 from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.tools.calls import ToolRefused
 from slopolicy.errors import InvalidRequest, Rejected, SlopolicyError, UsageError, WouldBlock
 
 __all__ = (
@@ -56,13 +59,16 @@ _OUTCOME_STATUS = {
     Outcome.EXPIRED: 503,
 }
 
-Refusal = SlopolicyError | Defer | Reject
+Refusal = SlopolicyError | Defer | Reject | ToolRefused
+#: What carries its own reason, status and Retry-After.
+_DECIDED = (Rejected, Defer, Reject, ToolRefused)
 
 
 def error_status(error: Refusal) -> int:
-    """The HTTP status for a refusal: a :class:`Rejected` (or its decision),
-    :class:`InvalidRequest`, :class:`WouldBlock`, or any other slopolicy error (500)."""
-    if isinstance(error, (Rejected, Defer, Reject)):
+    """The HTTP status for a refusal: a :class:`Rejected` (or its decision, or a
+    tool pool's :class:`~slopolicy.core.tools.ToolRefused`), :class:`InvalidRequest`,
+    :class:`WouldBlock`, or any other slopolicy error (500)."""
+    if isinstance(error, _DECIDED):
         return error.http_status
     if isinstance(error, InvalidRequest):
         return 400
@@ -81,7 +87,7 @@ def outcome_status(outcome: Outcome | str | Finished) -> int:
 
 
 def _code(error: Refusal) -> str:
-    if isinstance(error, (Rejected, Defer, Reject)):
+    if isinstance(error, _DECIDED):
         return str(error.reason.value)
     if isinstance(error, InvalidRequest):
         return "invalid_request"
@@ -103,7 +109,7 @@ def error_headers(error: Refusal, *, default_retry_after: float | None = None) -
     wait, else ``default_retry_after`` for 429 and 503 if given; and
     ``X-Slopolicy-Reason`` with the reason code."""
     headers = {"x-slopolicy-reason": _code(error)}
-    retry = error.retry_after if isinstance(error, (Rejected, Defer, Reject)) else None
+    retry = error.retry_after if isinstance(error, _DECIDED) else None
     if retry is None and error_status(error) in (429, 503):
         retry = default_retry_after
     if retry is not None:
@@ -113,10 +119,7 @@ def error_headers(error: Refusal, *, default_retry_after: float | None = None) -
 
 def error_body(error: Refusal) -> dict[str, dict[str, Any]]:
     """OpenAI's error object: ``{"error": {"message", "type", "param", "code"}}``."""
-    if isinstance(error, (Rejected, Defer, Reject, InvalidRequest)):
-        message = error.message
-    else:
-        message = str(error)
+    message = error.message if isinstance(error, (*_DECIDED, InvalidRequest)) else str(error)
     param = error.field if isinstance(error, InvalidRequest) else None
     return {
         "error": {

@@ -159,6 +159,13 @@ class AttributeSets:
         """A ladder move."""
         return self._other((n.RUNG, rung), (n.DIRECTION, direction), (n.CAUSE, cause))
 
+    def tool(self, tool: str, tenant: str, result: str | None = None) -> Attrs:
+        """A tool call: the configured tool name, a tenant label and, for the
+        call counter, how it ended or why it was refused."""
+        if result is None:
+            return self._other((n.TOOL, tool), (n.TENANT, tenant))
+        return self._other((n.TOOL, tool), (n.TENANT, tenant), (n.TOOL_RESULT, result))
+
     def _other(self, *pairs: tuple[str, str]) -> Attrs:
         found = self._others.get(pairs)
         if found is None:

@@ -119,6 +119,9 @@ class Instruments:
         "stalls",
         "tbt",
         "token_usage",
+        "tool_calls",
+        "tool_duration",
+        "tool_wait",
         "tpot",
         "transitions",
         "ttft",
@@ -192,6 +195,24 @@ class Instruments:
             description="Time a request spent in each engine phase: schedule, prefill, "
             "transfer (the TTFT stages after the queue) and decode.",
             explicit_bucket_boundaries_advisory=n.LATENCY_BUCKETS,
+        )
+        self.tool_wait = histogram(
+            n.TOOL_WAIT,
+            unit="s",
+            description="Time a tool call (gate.tool) waited for its slot, calls that got one.",
+            explicit_bucket_boundaries_advisory=n.LATENCY_BUCKETS,
+        )
+        self.tool_duration = histogram(
+            n.TOOL_DURATION,
+            unit="s",
+            description="Time a tool call ran holding its slot, by how it ended.",
+            explicit_bucket_boundaries_advisory=n.LATENCY_BUCKETS,
+        )
+        self.tool_calls = meter.create_counter(
+            n.TOOL_CALLS,
+            unit="{call}",
+            description="Tool calls by how they ended (ok, error, timeout, cancelled) "
+            "or the reason they were refused.",
         )
         self.admissions = meter.create_counter(
             n.ADMISSIONS,

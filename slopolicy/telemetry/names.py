@@ -50,6 +50,13 @@ TBT: Final = "slopolicy.request.time_between_tokens"
 STALLS: Final = "slopolicy.request.stalls"
 LADDER_TRANSITIONS: Final = "slopolicy.ladder.transitions"
 LADDER_APPLIED: Final = "slopolicy.ladder.applied"
+#: Histogram, seconds: a tool call's wait for its slot (``gate.tool``).
+TOOL_WAIT: Final = "slopolicy.tool.wait"
+#: Histogram, seconds: a tool call's run, slot held, by how it ended.
+TOOL_DURATION: Final = "slopolicy.tool.duration"
+#: Counter: tool calls by how they ended (``ok``, ``error``, ``timeout``,
+#: ``cancelled``) or the reason they were refused.
+TOOL_CALLS: Final = "slopolicy.tool.calls"
 # Observable (read from the policy when a reader collects).
 KV_UTILIZATION: Final = "slopolicy.kv.utilization"
 KV_USAGE: Final = "slopolicy.kv.usage"
@@ -87,6 +94,9 @@ KV_SOURCE: Final = "slopolicy.kv.source"
 STATE: Final = "slopolicy.overload.state"
 REQUEST_ID: Final = "slopolicy.request.id"
 REQUESTED_MODEL: Final = "slopolicy.request.requested_model"
+#: A tool's configured name (``*`` for the unlisted ones, ``other`` for a refused unknown one).
+TOOL: Final = "slopolicy.tool.name"
+TOOL_RESULT: Final = "slopolicy.tool.result"
 
 #: The value every tenant or model outside the named set is reported as.
 OTHER: Final = "other"

@@ -21,6 +21,7 @@ from slopolicy.core.lifecycle import Dispatch
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy
 from slopolicy.core.request import Request
+from slopolicy.core.tools.calls import ToolLease, ToolOutcome, ToolRefused
 from slopolicy.telemetry import names as n
 from slopolicy.telemetry import spans
 from slopolicy.telemetry.attributes import LaneSets, ModelSets, TenantSets
@@ -235,6 +236,30 @@ class Recorder:
         record(max(prefill, 0.0), phase["prefill"])
         if ttft is not None:
             record(finished.e2e - ttft, phase["decode"])
+
+    def tool_started(self, lease: ToolLease) -> None:
+        """A tool call got its slot after waiting ``lease.wait`` seconds."""
+        telemetry = self._telemetry
+        if telemetry.listening():
+            attrs = self._sets.tool(lease.group, telemetry.tenants.label(lease.tenant))
+            self._instruments.tool_wait.record(lease.wait, attrs)
+
+    def tool_ended(self, lease: ToolLease, outcome: ToolOutcome, now: float) -> None:
+        """A tool call gave its slot back at ``now`` (the gate's clock)."""
+        telemetry = self._telemetry
+        if telemetry.listening():
+            tenant = telemetry.tenants.label(lease.tenant)
+            attrs = self._sets.tool(lease.group, tenant, outcome.value)
+            self._instruments.tool_duration.record(now - lease.started_at, attrs)
+            self._instruments.tool_calls.add(1, attrs)
+
+    def tool_refused(self, refused: ToolRefused, group: str | None) -> None:
+        """A tool call was refused; ``group`` is its configured name (``None``: unknown)."""
+        telemetry = self._telemetry
+        if telemetry.listening():
+            tenant = telemetry.tenants.label(refused.tenant)
+            tool = n.OTHER if group is None else group
+            self._instruments.tool_calls.add(1, self._sets.tool(tool, tenant, refused.reason.value))
 
     async def watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the gauges while the gate is open (the gate runs this as a task)."""

@@ -10,7 +10,9 @@ trackers, keeps the engine's latest signals, and turns both into the
   of its oldest waiting request, over the same target, so a queue that is not
   moving shows pressure before anything finishes;
 * ``kv_usage``: the larger of the KV ledger's usage and the engine's report;
-* ``decode_tps_drop``, ``tool_timeout_rate``: from the engine's signals;
+* ``decode_tps_drop``: from the engine's signals;
+* ``tool_timeout_rate``: the larger of the reported one and the tool pool's
+  own rolling rate (``tool_signal``, when its limits ask it to report one);
 * ``tbt_p99_fraction``: the watched lane's p99 time between tokens over its
   ``tbt_p99`` target (0 without the target or without gaps in the window).
 
@@ -22,7 +24,8 @@ ever reported counts as 0, so a deployment without it is not pinned.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from slopolicy.core.health.diagnosis import diagnose
 from slopolicy.core.health.findings import Finding
@@ -56,6 +59,8 @@ class Health:
         max_tenants: per-tenant trackers kept (least recently used dropped).
         cost_model: cost of a finished request for cost-per-success (default:
             the cost units charged).
+        tool_signal: the tool pool's rolling timeout (or failure) rate at a
+            ``now``, or ``None`` when it reports none (``ToolPool.signal``).
 
     It is the policy's own part: each ``now`` its methods are given was
     checked once by the :class:`~slopolicy.Policy` call it serves, so
@@ -67,6 +72,7 @@ class Health:
         "_due",
         "_gap_windows",
         "_reported",
+        "_tool_signal",
         "decode",
         "evaluate_every",
         "ladder",
@@ -85,6 +91,7 @@ class Health:
         signal_max_age: float = 10.0,
         max_tenants: int = 1024,
         cost_model: CostModel | None = None,
+        tool_signal: Callable[[float], float | None] | None = None,
     ) -> None:
         self.trackers = TrackerSet(targets, max_tenants=max_tenants, cost_model=cost_model)
         # Each lane's gap window and TBT bound (lane trackers always keep one).
@@ -100,6 +107,7 @@ class Health:
         self.signals = SignalBoard(signal_max_age)
         self.decode = DecodeBaseline()
         self._reported: set[str] = set()
+        self._tool_signal = tool_signal
         self._due = float("-inf")
 
     def record(self, finished: Finished, now: float) -> None:
@@ -158,9 +166,18 @@ class Health:
             queue_wait_fraction=queued,
             kv_usage=self._known(current.kv_usage, "kv_usage", floor=kv_ledger),
             decode_tps_drop=self._known(self._decode_drop(current), "decode_tps"),
-            tool_timeout_rate=self._known(current.tool_timeout_rate, "tool_timeout_rate"),
+            tool_timeout_rate=self._tools(
+                self._known(current.tool_timeout_rate, "tool_timeout_rate"), now
+            ),
             tbt_p99_fraction=tbt,
         )
+
+    def _tools(self, reported: float | None, now: float) -> float | None:
+        """The tool timeout rate: the larger of ``reported`` and the pool's own."""
+        own = None if self._tool_signal is None else self._tool_signal(now)
+        if own is None:
+            return reported
+        return own if reported is None else max(own, reported)
 
     def _decode_drop(self, current: EngineSignals) -> float | None:
         # An engine known to run nothing is idle, not slow: no drop. (Unknown
@@ -214,4 +231,7 @@ class Health:
     def diagnose(self, now: float) -> list[Finding]:
         """Likely causes of what the trackers and signals show, most severe first."""
         current = self.signals.current(now)
+        tools = self._tools(current.tool_timeout_rate, now)
+        if tools != current.tool_timeout_rate:
+            current = replace(current, tool_timeout_rate=tools)
         return diagnose(self.snapshots(now), current, decode_drop=self.decode.drop(current))
