@@ -345,7 +345,11 @@ class Policy:
             deadline = now + bound  # past it the request can only miss
         task, task_slo = request.task, self._task_slos[lane.name]
         if task is not None:
-            refusal = self.tasks.check(task, request.tenant, lane.name, task_slo, now)
+            # The pace a turn goes at now: the lane's median turn, end to end.
+            pace = self.health.trackers.lane(lane.name).quantile("e2e", 0.5, now)
+            refusal = self.tasks.check(
+                task, request.tenant, lane.name, task_slo, now, turn_time=pace
+            )
             if refusal is not None:
                 if refusal.reason is Reason.TASK_DEADLINE_LOST:
                     self._tasks_ended([self.tasks.lost(task, now)])

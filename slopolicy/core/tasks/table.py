@@ -36,6 +36,8 @@ from slopolicy.errors import UsageError
 __all__ = ("TaskBudget", "TaskEnded", "TaskOutcome", "TaskRefusal", "TaskStatistics", "TaskTable")
 
 _NO_SLO = TaskSLO()
+# The weight of the latest gap between turns in the lane's moving average.
+_GAP_WEIGHT = 0.05
 
 
 class TaskOutcome(enum.Enum):
@@ -151,7 +153,17 @@ class TaskTable:
         max_ended: ended task ids remembered (>= 0).
     """
 
-    __slots__ = ("_active", "_counts", "_due", "_ended", "_max_ended", "_max_tasks", "_seq", "_tasks")
+    __slots__ = (
+        "_active",
+        "_counts",
+        "_due",
+        "_ended",
+        "_gaps",
+        "_max_ended",
+        "_max_tasks",
+        "_seq",
+        "_tasks",
+    )
 
     def __init__(self, *, max_tasks: int = 100_000, max_ended: int = 100_000) -> None:
         for name, value, least in (("max_tasks", max_tasks, 1), ("max_ended", max_ended, 0)):
@@ -165,6 +177,7 @@ class TaskTable:
         self._counts = dict.fromkeys(TaskOutcome, 0)
         self._due: list[tuple[float, int, str, int]] = []  # idle tasks' timeouts
         self._seq = itertools.count()
+        self._gaps: dict[str, float] = {}  # mean seconds between turns, per lane
 
     # -- reads ----------------------------------------------------------------
 
@@ -177,6 +190,11 @@ class TaskTable:
     def active(self, lane: str) -> int:
         """Tasks under way in ``lane``."""
         return self._active.get(lane, 0)
+
+    def tool_time(self, lane: str) -> float | None:
+        """The mean seconds between a turn's end and its task's next turn in
+        ``lane`` (the host's tool calls), a moving average; ``None`` before any."""
+        return self._gaps.get(lane)
 
     def deadline(self, ref: TaskRef, slo: TaskSLO | None, now: float) -> float | None:
         """The deadline of ``ref``'s task (monotonic seconds): its own if it is
@@ -196,9 +214,39 @@ class TaskTable:
         return TaskBudget(deadline, remaining, left, share)
 
     def check(
+        self,
+        ref: TaskRef,
+        tenant: str,
+        lane: str,
+        slo: TaskSLO | None,
+        now: float,
+        *,
+        turn_time: float | None = None,
+    ) -> TaskRefusal | None:
+        """Why the turn ``ref`` may not be admitted at ``now``, or ``None``. A read.
+
+        ``turn_time`` is what one turn takes at the lane's current pace
+        (seconds): a task with a known deadline and ``expected_turns`` whose
+        turns left, with the lane's mean tool time between turns
+        (:meth:`tool_time`), cannot all fit before the deadline is lost
+        already, and told so now rather than served to fail."""
+        refusal = self._check(ref, tenant, lane, slo, now)
+        if refusal is not None or turn_time is None:
+            return refusal
+        left, deadline = ref.turns_left, self.deadline(ref, slo, now)
+        gaps = 0.0 if left is None else (left - 1) * self._gaps.get(lane, 0.0)
+        if left is not None and deadline is not None and now + left * turn_time + gaps > deadline:
+            return TaskRefusal(
+                Reason.TASK_DEADLINE_LOST,
+                f"task {ref.id!r} cannot finish its {left} turns left by its deadline "
+                f"at {turn_time:.3g} s a turn",
+                408,
+            )
+        return None
+
+    def _check(
         self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO | None, now: float
     ) -> TaskRefusal | None:
-        """Why the turn ``ref`` may not be admitted at ``now``, or ``None``. A read."""
         task = self._tasks.get(ref.id)
         if task is None:
             ended = self._ended.get(ref.id)
@@ -280,6 +328,10 @@ class TaskTable:
             self._active[lane] = self._active.get(lane, 0) + 1
         else:
             self._tasks.move_to_end(ref.id)
+            if ref.turn == task.next_turn and task.turns:  # the gap after a completed turn
+                gap = now - task.touched
+                mean = self._gaps.get(lane)
+                self._gaps[lane] = gap if mean is None else mean + _GAP_WEIGHT * (gap - mean)
         task.live, task.live_turn = request_id, ref.turn
         task.touched = now
         task.version += 1  # its idle timer, if any, is void
