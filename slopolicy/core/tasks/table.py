@@ -11,8 +11,10 @@ admitted and ends exactly once, in one :class:`TaskOutcome`:
   or the table made room, see below).
 
 Turns run in order: a turn is accepted only when none of its task's turns is
-live and its index is past every turn that completed, so no turn starts before
-an earlier one (a turn refused or cancelled may be sent again).
+live and it is the turn after the last one completed, so no turn starts
+before an earlier one and none is skipped (a turn refused or cancelled may be
+sent again). A turn > 0 of a task the table does not hold starts it there
+(the task began on another replica, or before a restart).
 
 Bounded memory: at most ``max_tasks`` tasks are kept (the least recently
 active idle one is abandoned to make room) and ``max_ended`` ended ones are
@@ -262,8 +264,10 @@ class TaskTable:
             deadline = _deadline(ref, slo or _NO_SLO, now)
             if deadline is not None and now >= deadline:
                 return _lost(ref)
+            # Any turn of a task not under way would start one (a host may
+            # resume a task the table no longer holds), so the cap holds for all.
             cap = None if slo is None else slo.max_tasks
-            if ref.first and cap is not None and self.active(lane) >= cap:
+            if cap is not None and self.active(lane) >= cap:
                 return TaskRefusal(
                     Reason.TASK_LIMIT,
                     f"lane {lane!r} has {cap:,} tasks under way; new tasks wait for them",
@@ -283,10 +287,10 @@ class TaskTable:
                 "is still queued or running",
                 409,
             )
-        if ref.turn < task.next_turn:
+        if ref.turn != task.next_turn:  # every turn, in order: none skipped, none again
             return TaskRefusal(
                 Reason.TASK_OUT_OF_ORDER,
-                f"turn {ref.turn} of task {ref.id!r} comes after turn {task.next_turn - 1}",
+                f"task {ref.id!r} expects turn {task.next_turn} next, not turn {ref.turn}",
                 409,
             )
         return None
@@ -324,6 +328,7 @@ class TaskTable:
             while len(self._tasks) >= self._max_tasks:
                 made_room.append(self._evict(now))
             task = _Task(ref, tenant, lane, slo or _NO_SLO, now)
+            task.next_turn = ref.turn  # a task resumed here (another replica began it)
             self._tasks[ref.id] = task
             self._active[lane] = self._active.get(lane, 0) + 1
         else:
