@@ -102,6 +102,12 @@ from slopolicy.core.specs import LaneSpec as LaneSpec
 from slopolicy.core.specs import OverBudget as OverBudget
 from slopolicy.core.specs import TierSpec as TierSpec
 from slopolicy.core.specs import TierTable as TierTable
+from slopolicy.core.tasks import TaskBudget as TaskBudget
+from slopolicy.core.tasks import TaskEnded as TaskEnded
+from slopolicy.core.tasks import TaskOutcome as TaskOutcome
+from slopolicy.core.tasks import TaskRef as TaskRef
+from slopolicy.core.tasks import TaskSnapshot as TaskSnapshot
+from slopolicy.core.tasks import TaskTable as TaskTable
 
 __all__ = (
     "BUILTIN_RUNGS",
@@ -181,6 +187,12 @@ __all__ = (
     "Started",
     "Step",
     "Summary",
+    "TaskBudget",
+    "TaskEnded",
+    "TaskOutcome",
+    "TaskRef",
+    "TaskSnapshot",
+    "TaskTable",
     "TenantQuotas",
     "TenantStatistics",
     "TierSpec",

@@ -46,8 +46,10 @@ class TaskSLO:
             value = getattr(self, name)
             if value is None and name == "deadline":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                0 < value < 1e11
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (0 < value < 1e11)
             ):
                 raise UsageError(f"task {name} must be a number of seconds in (0, 1e11)")
         cap = self.max_tasks

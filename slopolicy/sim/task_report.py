@@ -36,9 +36,7 @@ class TaskSummary:
         return self.completed / self.tasks if self.tasks else None
 
 
-def task_summaries(
-    workload: Workload, records: Sequence[RequestRecord]
-) -> tuple[TaskSummary, ...]:
+def task_summaries(workload: Workload, records: Sequence[RequestRecord]) -> tuple[TaskSummary, ...]:
     """Every tenant's tasks together first, then each tenant's, in order of first arrival."""
     by_id = {record.request.id: record for record in records}
     tasks: dict[str, list[SimRequest]] = {}

@@ -88,8 +88,14 @@ class SimRequest:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"request {self.id!r}: {name} must be an int >= 1, got {value!r}")
         wait = self.tool_wait
-        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= MAX_ARRIVAL:
-            raise UsageError(f"request {self.id!r}: tool_wait must be within [0, {MAX_ARRIVAL:g}] s")
+        if (
+            isinstance(wait, bool)
+            or not isinstance(wait, (int, float))
+            or not 0 <= wait <= MAX_ARRIVAL
+        ):
+            raise UsageError(
+                f"request {self.id!r}: tool_wait must be within [0, {MAX_ARRIVAL:g}] s"
+            )
         if self.task is None and (self.turn or self.turns is not None or self.task_deadline):
             raise UsageError(f"request {self.id!r}: turn, turns and task_deadline need a task")
         # What the policy will be asked must be a valid request (text lengths,
@@ -194,11 +200,7 @@ class Workload:
         """The requests arriving in ``[start, end)`` seconds, shifted to start at 0."""
         if not start < end:
             raise UsageError("window start must be before its end")
-        kept = [
-            _moved(r, r.arrival - start)
-            for r in self.requests
-            if start <= r.arrival < end
-        ]
+        kept = [_moved(r, r.arrival - start) for r in self.requests if start <= r.arrival < end]
         duration = min(self.duration, end) - start
         return Workload(tuple(kept), duration, self.name, self.bursts)
 

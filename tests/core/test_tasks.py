@@ -88,7 +88,9 @@ def test_a_turn_while_another_is_live_or_an_old_turn_is_refused() -> None:
     assert busy.http_status == 409
     policy.dispatch(0.0)
     policy.finish("a.0", 1.0)
-    again = policy.submit(Request(id="a.0b", tenant="t", prompt_tokens=1, task=TaskRef("a", 0)), 2.0)
+    again = policy.submit(
+        Request(id="a.0b", tenant="t", prompt_tokens=1, task=TaskRef("a", 0)), 2.0
+    )
     assert isinstance(again, Reject) and again.reason is Reason.TASK_OUT_OF_ORDER
     other = policy.submit(_turn("a", 1, tenant="u"), 2.0)
     assert isinstance(other, Reject) and other.reason is Reason.TASK_OUT_OF_ORDER

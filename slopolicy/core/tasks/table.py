@@ -123,9 +123,7 @@ class _Task:
         "version",
     )
 
-    def __init__(
-        self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO, now: float
-    ) -> None:
+    def __init__(self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO, now: float) -> None:
         self.id = ref.id
         self.tenant = tenant
         self.lane = lane
