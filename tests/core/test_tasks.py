@@ -1,4 +1,4 @@
-"""Agent tasks in the core: the request's TaskRef, the task table and the policy's task decisions."""
+"""Agent tasks in the core: TaskRef, the task table and the policy's task decisions."""
 
 from __future__ import annotations
 
@@ -77,23 +77,27 @@ def test_a_task_completes_with_its_last_turn() -> None:
     )
     # A later turn of the ended task is told so.
     late = policy.submit(_turn("a", 3), 31.0)
-    assert isinstance(late, Reject) and late.reason is Reason.TASK_OUT_OF_ORDER
+    assert isinstance(late, Reject)
+    assert late.reason is Reason.TASK_OUT_OF_ORDER
 
 
 def test_a_turn_while_another_is_live_or_an_old_turn_is_refused() -> None:
     policy = _policy()
     assert policy.submit(_turn("a", 0), 0.0).accepted
     busy = policy.submit(_turn("a", 1), 0.0)
-    assert isinstance(busy, Reject) and busy.reason is Reason.TASK_OUT_OF_ORDER
+    assert isinstance(busy, Reject)
+    assert busy.reason is Reason.TASK_OUT_OF_ORDER
     assert busy.http_status == 409
     policy.dispatch(0.0)
     policy.finish("a.0", 1.0)
     again = policy.submit(
         Request(id="a.0b", tenant="t", prompt_tokens=1, task=TaskRef("a", 0)), 2.0
     )
-    assert isinstance(again, Reject) and again.reason is Reason.TASK_OUT_OF_ORDER
+    assert isinstance(again, Reject)
+    assert again.reason is Reason.TASK_OUT_OF_ORDER
     other = policy.submit(_turn("a", 1, tenant="u"), 2.0)
-    assert isinstance(other, Reject) and other.reason is Reason.TASK_OUT_OF_ORDER
+    assert isinstance(other, Reject)
+    assert other.reason is Reason.TASK_OUT_OF_ORDER
 
 
 def test_a_turn_past_the_deadline_is_refused_and_its_task_fails() -> None:
@@ -102,7 +106,8 @@ def test_a_turn_past_the_deadline_is_refused_and_its_task_fails() -> None:
     policy.dispatch(0.0)
     policy.finish("a.0", 2.0)
     lost = policy.submit(_turn("a", 1), 11.0)
-    assert isinstance(lost, Reject) and lost.reason is Reason.TASK_DEADLINE_LOST
+    assert isinstance(lost, Reject)
+    assert lost.reason is Reason.TASK_DEADLINE_LOST
     assert lost.http_status == 408
     assert policy.tasks.statistics().failed == 1
     assert len(policy.tasks) == 0
@@ -116,7 +121,8 @@ def test_a_turn_that_cannot_finish_at_the_lanes_pace_is_refused_early() -> None:
     for index in range(3):
         policy.finish(f"w{index}.0", 30.0)
     refused = policy.submit(_turn("long", 0, turns=4), 30.0)  # 4 x 30 s > 100 s
-    assert isinstance(refused, Reject) and refused.reason is Reason.TASK_DEADLINE_LOST
+    assert isinstance(refused, Reject)
+    assert refused.reason is Reason.TASK_DEADLINE_LOST
     assert policy.submit(_turn("short", 0, turns=2), 30.0).accepted
 
 
@@ -138,7 +144,8 @@ def test_max_tasks_defers_new_tasks_but_not_turns_of_running_ones() -> None:
     policy.dispatch(0.0)
     policy.finish("a.0", 1.0)
     deferred = policy.submit(_turn("b", 0), 1.0)
-    assert isinstance(deferred, Defer) and deferred.reason is Reason.TASK_LIMIT
+    assert isinstance(deferred, Defer)
+    assert deferred.reason is Reason.TASK_LIMIT
     assert policy.submit(_turn("a", 1), 1.0).accepted
 
 
@@ -171,7 +178,8 @@ def test_the_table_is_bounded_and_evicts_idle_tasks_first() -> None:
     assert [(e.id, e.outcome, e.why) for e in made_room] == [
         ("a", TaskOutcome.ABANDONED, "evicted")
     ]
-    assert len(table) == 2 and table.active("lane") == 2
+    assert len(table) == 2
+    assert table.active("lane") == 2
     with pytest.raises(UsageError):
         TaskTable(max_tasks=0)
 

@@ -38,7 +38,8 @@ def test_a_later_turn_arrives_its_tool_wait_after_the_turn_before_it_finished() 
         before, this = records[f"t.{turn - 1}"], records[f"t.{turn}"]
         assert before.finished_at is not None
         assert this.request.arrival == before.finished_at + 2.5
-        assert this.dispatched_at is not None and this.dispatched_at >= this.request.arrival
+        assert this.dispatched_at is not None
+        assert this.dispatched_at >= this.request.arrival
     (overall, tenant) = task_summaries(workload, result.records)
     assert (overall.tasks, overall.completed, tenant.tenant) == (1, 1, "a")
 
@@ -64,5 +65,6 @@ def test_ours_completes_more_agent_tasks_than_every_baseline_with_chat_on_target
         rates[name] = rate
         if name == "slopolicy":
             chat = report.lanes["interactive"]
-            assert chat.ttft_p95_s is not None and chat.ttft_p95_s <= 0.5
+            assert chat.ttft_p95_s is not None
+            assert chat.ttft_p95_s <= 0.5
     assert rates["slopolicy"] > max(v for k, v in rates.items() if k != "slopolicy"), rates
