@@ -347,15 +347,11 @@ class Policy:
         if task is not None:
             # The pace a turn goes at now: the lane's median turn, end to end.
             pace = self.health.trackers.lane(lane.name).quantile("e2e", 0.5, now)
-            refusal = self.tasks.check(
-                task, request.tenant, lane.name, task_slo, now, turn_time=pace
-            )
-            if refusal is not None:
-                if refusal.reason is Reason.TASK_DEADLINE_LOST:
+            told = self.tasks.check(task, request.tenant, lane.name, task_slo, now, turn_time=pace)
+            if told is not None:
+                if told.reason is Reason.TASK_DEADLINE_LOST:
                     self._tasks_ended([self.tasks.lost(task, now)])
-                return _refuse(
-                    decision, refusal.reason, refusal.message, None, refusal.http_status, "task"
-                )
+                return _refuse(decision, told.reason, told.message, None, told.http_status, "task")
             task_deadline = self.tasks.deadline(task, task_slo, now)
             if task_deadline is not None and task_deadline < deadline:
                 deadline = task_deadline  # a turn started past it cannot complete its task
