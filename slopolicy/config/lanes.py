@@ -70,15 +70,19 @@ class LaneTaskSLO(ConfigModel):
         max_tasks: tasks under way in the lane at once (unset: no cap); a first
             turn beyond it is deferred (503, ``task_limit``), so the tasks
             already started keep the capacity they still need.
+        hold_new_tasks: defer a new task's first turn (503, ``task_limit``)
+            while turns of tasks under way wait in the lane's queue: new
+            tasks start only while the engine keeps up with the started ones.
     """
 
     deadline_s: Seconds | None = None
     idle_timeout_s: Seconds = 300.0
     max_tasks: Count | None = None
+    hold_new_tasks: bool = False
 
     def to_spec(self) -> TaskSLO:
         """The plain core value."""
-        return TaskSLO(self.deadline_s, self.idle_timeout_s, self.max_tasks)
+        return TaskSLO(self.deadline_s, self.idle_timeout_s, self.max_tasks, self.hold_new_tasks)
 
 
 class LaneConfig(ConfigModel):

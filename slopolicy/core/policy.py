@@ -497,6 +497,8 @@ class Policy:
                     gate.started(entry.prompt_tokens, now)
                 entry.phase = Phase.RUNNING
                 entry.dispatched_at = now
+                if entry.request.task is not None:
+                    self.tasks.started(entry.request.task, entry.id)
                 self._running += 1
                 self._lane_running[lane] += 1
                 return entry

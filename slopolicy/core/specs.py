@@ -35,11 +35,15 @@ class TaskSLO:
             ``abandoned``.
         max_tasks: tasks under way in the lane at once (``None``: no cap);
             first turns beyond it are deferred, so started tasks can finish.
+        hold_new: defer a new task's first turn while turns of tasks under
+            way wait in the lane's queue (the engine is not keeping up with
+            what started tasks still need).
     """
 
     deadline: float | None = None
     idle_timeout: float = 300.0
     max_tasks: int | None = None
+    hold_new: bool = False
 
     def __post_init__(self) -> None:
         for name in ("deadline", "idle_timeout"):
@@ -55,6 +59,8 @@ class TaskSLO:
         cap = self.max_tasks
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise UsageError(f"task max_tasks must be an int >= 1, got {cap!r}")
+        if not isinstance(self.hold_new, bool):
+            raise UsageError(f"task hold_new must be a bool, got {self.hold_new!r}")
 
 
 @dataclass(frozen=True, slots=True)

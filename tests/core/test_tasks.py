@@ -201,3 +201,21 @@ def test_trackers_keep_a_bounded_number_of_tenants() -> None:
     snapshots = trackers.snapshots(1.0)
     assert [s.tenant for s in snapshots] == [None, "tenant3", "tenant4"]
     assert snapshots[0].completed == 5
+
+
+def test_hold_new_defers_new_tasks_while_turns_of_running_ones_wait() -> None:
+    policy = _policy(hold_new_tasks=True)
+    policy.max_running = 1
+    policy.submit(_turn("a", 0), 0.0)
+    policy.dispatch(0.0)
+    policy.finish("a.0", 1.0)
+    policy.submit(Request(id="blocker", prompt_tokens=10), 1.0)
+    policy.dispatch(1.0)  # the engine is full: a's next turn will wait
+    assert policy.submit(_turn("a", 1), 1.0).accepted
+    held = policy.submit(_turn("b", 0), 1.0)
+    assert isinstance(held, Defer)
+    assert held.reason is Reason.TASK_LIMIT
+    policy.finish("blocker", 2.0)
+    policy.dispatch(2.0)  # a's turn starts: nothing of a running task waits now
+    assert policy.tasks.waiting("agent") == 0
+    assert policy.submit(_turn("b", 0), 2.0).accepted

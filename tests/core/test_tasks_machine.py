@@ -40,7 +40,12 @@ class TaskMachine(RuleBasedStateMachine):
                     {
                         "name": LANE,
                         "slo_deadline": False,
-                        "task": {"deadline_s": 40, "idle_timeout_s": 15, "max_tasks": MAX_TASKS},
+                        "task": {
+                            "deadline_s": 40,
+                            "idle_timeout_s": 15,
+                            "max_tasks": MAX_TASKS,
+                            "hold_new_tasks": True,
+                        },
                     }
                 ],
                 "engine": {"max_running": 2},
@@ -137,6 +142,8 @@ class TaskMachine(RuleBasedStateMachine):
         assert stats.completed + stats.failed + stats.abandoned == ended
         assert self.policy.tasks.active(LANE) == stats.active == len(self.policy.tasks)
         assert stats.active <= MAX_TASKS
+        queued = sum(1 for i in self.live if self.policy.phase(i) == "queued")
+        assert 0 <= self.policy.tasks.waiting(LANE) <= queued
 
     def teardown(self) -> None:
         # Everything ends: cancel what is live, then let every task time out.
@@ -144,6 +151,7 @@ class TaskMachine(RuleBasedStateMachine):
             self.policy.cancel(request_id, self.now)
         self.policy.dispatch(self.now + 1000.0)
         assert self.policy.tasks.active(LANE) == len(self.policy.tasks) == 0
+        assert self.policy.tasks.waiting(LANE) == 0
         stats = self.policy.tasks.statistics()
         assert stats.started == len(self.recording.ended)
 

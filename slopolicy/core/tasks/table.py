@@ -121,6 +121,7 @@ class _Task:
         "touched",
         "turns",
         "version",
+        "waiting",
     )
 
     def __init__(self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO, now: float) -> None:
@@ -136,6 +137,7 @@ class _Task:
         self.turns = 0
         self.touched = now
         self.version = 0
+        self.waiting = False  # its live turn continues it and is still queued
 
 
 def _deadline(ref: TaskRef, slo: TaskSLO, start: float) -> float | None:
@@ -163,6 +165,7 @@ class TaskTable:
         "_max_tasks",
         "_seq",
         "_tasks",
+        "_waiting",
     )
 
     def __init__(self, *, max_tasks: int = 100_000, max_ended: int = 100_000) -> None:
@@ -178,6 +181,7 @@ class TaskTable:
         self._due: list[tuple[float, int, str, int]] = []  # idle tasks' timeouts
         self._seq = itertools.count()
         self._gaps: dict[str, float] = {}  # mean seconds between turns, per lane
+        self._waiting: dict[str, int] = {}  # queued turns of tasks under way, per lane
 
     # -- reads ----------------------------------------------------------------
 
@@ -190,6 +194,11 @@ class TaskTable:
     def active(self, lane: str) -> int:
         """Tasks under way in ``lane``."""
         return self._active.get(lane, 0)
+
+    def waiting(self, lane: str) -> int:
+        """Turns of tasks under way queued in ``lane`` (not yet started): what
+        the running tasks still need that the engine has not taken yet."""
+        return self._waiting.get(lane, 0)
 
     def tool_time(self, lane: str) -> float | None:
         """The mean seconds between a turn's end and its task's next turn in
@@ -271,6 +280,14 @@ class TaskTable:
                     f"lane {lane!r} has {cap:,} tasks under way; new tasks wait for them",
                     503,
                 )
+            waiting = self.waiting(lane)
+            if slo is not None and slo.hold_new and waiting:
+                return TaskRefusal(
+                    Reason.TASK_LIMIT,
+                    f"{waiting:,} turns of tasks under way wait in lane {lane!r}; "
+                    "new tasks wait for them",
+                    503,
+                )
             return None
         if task.tenant != tenant:
             return TaskRefusal(
@@ -331,6 +348,8 @@ class TaskTable:
             self._active[lane] = self._active.get(lane, 0) + 1
         else:
             self._tasks.move_to_end(ref.id)
+            task.waiting = True
+            self._waiting[lane] = self._waiting.get(lane, 0) + 1
             if ref.turn == task.next_turn and task.turns:  # the gap after a completed turn
                 gap = now - task.touched
                 mean = self._gaps.get(lane)
@@ -339,6 +358,21 @@ class TaskTable:
         task.touched = now
         task.version += 1  # its idle timer, if any, is void
         return made_room
+
+    def started(self, ref: TaskRef, request_id: str) -> None:
+        """The turn ``ref`` (request ``request_id``) left the queue for the engine."""
+        task = self._tasks.get(ref.id)
+        if task is not None and task.live == request_id:
+            self._unwait(task)
+
+    def _unwait(self, task: _Task) -> None:
+        if task.waiting:
+            task.waiting = False
+            left = self._waiting[task.lane] - 1
+            if left:
+                self._waiting[task.lane] = left
+            else:
+                del self._waiting[task.lane]
 
     def turn_ended(
         self, ref: TaskRef, request_id: str, outcome: Outcome, now: float
@@ -349,6 +383,7 @@ class TaskTable:
         task = self._tasks.get(ref.id)
         if task is None or task.live != request_id:
             return None
+        self._unwait(task)
         task.live = None
         task.touched = now
         if outcome is Outcome.COMPLETED:
@@ -413,6 +448,7 @@ class TaskTable:
         return self._end(victim, TaskOutcome.ABANDONED, "evicted", now)
 
     def _end(self, task: _Task, outcome: TaskOutcome, why: str, now: float) -> TaskEnded:
+        self._unwait(task)
         del self._tasks[task.id]
         left = self._active[task.lane] - 1
         if left:
