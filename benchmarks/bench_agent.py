@@ -11,6 +11,11 @@ chat lane's attainment and TTFT p95 against its targets, and the task
 completion rate with task e2e p50/p95; then each agent tenant's completion
 rate. Baselines see turns as unrelated requests; ours reads each request's
 ``TaskRef``. ``--quick`` runs the first 200 s of traffic.
+
+The default ``--rate-scale 0.83`` is the load the issue asks about: FCFS
+still has about 99% of requests within their targets while only about half
+of the tasks complete (at 0.85 per-request attainment collapses too; at 0.75
+most tasks complete under every policy). Try other scales to see the curve.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from slopolicy.sim import POLICIES, builtin_scenario, classify, evaluate, make_scheduler
+from slopolicy.sim import POLICIES, builtin_scenario, run_scenario
 from slopolicy.sim.task_report import TaskSummary, task_summaries
 
 
@@ -33,7 +38,9 @@ def _seconds(value: float | None) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the first 200 s only")
-    parser.add_argument("--rate-scale", type=float, default=1.0, help="compress time by X")
+    parser.add_argument(
+        "--rate-scale", type=float, default=0.83, help="compress time by X (default 0.83)"
+    )
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
     args = parser.parse_args(argv)
     scenario = builtin_scenario("agents")
@@ -43,7 +50,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         workload = workload.window(0, 200)
     scenario = dataclasses.replace(scenario, workload=workload)
-    lanes = classify(workload, scenario.policy)
     tasks = sum(1 for r in workload.requests if r.task is not None and r.turn == 0)
     print(
         f"{len(workload):,} requests ({tasks:,} agent tasks) over {workload.duration:,.0f} s "
@@ -55,23 +61,9 @@ def main(argv: list[str] | None = None) -> None:
         f"{'tasks done':>11}{'task p50 s':>11}{'task p95 s':>11}"
     )
     per_tenant: dict[str, tuple[TaskSummary, ...]] = {}
-    for name in args.policies.split(","):
-        chosen = make_scheduler(
-            name,
-            scenario.policy,
-            rpm_limit=scenario.rpm_limit,
-            signals=scenario.signals,
-            engine_priority=scenario.engine_priority,
-        )
-        result, report = evaluate(
-            chosen,
-            workload,
-            scenario.engine,
-            scenario.policy,
-            lanes=lanes,
-            drain=scenario.drain_s,
-            client=scenario.client,
-        )
+    comparison = run_scenario(scenario, policies=args.policies.split(","))
+    for name, report in comparison.reports.items():
+        result = comparison.results[name]
         summaries = task_summaries(workload, result.records)
         per_tenant[name] = summaries[1:]
         overall = summaries[0]

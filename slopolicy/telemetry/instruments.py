@@ -375,18 +375,17 @@ class _Observer:
                     yield Observation(lane.attainment, {**source.attributes, n.LANE: lane.lane})
 
     def task_completion(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source in self._sources():
-            for lane in source.tasks():
-                if lane.completion_rate is not None:
-                    yield Observation(
-                        lane.completion_rate, {**source.attributes, n.LANE: lane.lane}
-                    )
+        return self._per_task_lane(lambda lane: lane.completion_rate)
 
     def task_duration(self, options: CallbackOptions) -> Iterable[Observation]:
+        return self._per_task_lane(lambda lane: lane.e2e_p95)
+
+    def _per_task_lane(self, read: Callable[[TaskSnapshot], float | None]) -> Iterator[Observation]:
         for source in self._sources():
             for lane in source.tasks():
-                if lane.e2e_p95 is not None:
-                    yield Observation(lane.e2e_p95, {**source.attributes, n.LANE: lane.lane})
+                value = read(lane)
+                if value is not None:  # no task ended (completed) in the window: no value
+                    yield Observation(value, {**source.attributes, n.LANE: lane.lane})
 
     def goodput(self, options: CallbackOptions) -> Iterable[Observation]:
         for source in self._sources():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from slopolicy.sim import builtin_scenario, classify, evaluate, make_scheduler
+import dataclasses
+
+from slopolicy.sim import POLICIES, builtin_scenario, run_scenario
 from slopolicy.sim.baselines import FCFS
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.profiles import profile
@@ -50,21 +52,23 @@ def test_a_task_past_its_deadline_does_not_complete() -> None:
     assert task_summaries(workload, result.records)[0].completion_rate == 0.0
 
 
-def test_ours_completes_more_agent_tasks_than_every_baseline_with_chat_on_target() -> None:
+def test_ours_completes_half_again_fcfss_tasks_where_requests_still_attain() -> None:
+    """The issue's must-show, on the built-in agents scenario at the load the
+    benchmark runs (``python -m benchmarks.bench_agent``): FCFS keeps 95%+ of
+    requests within their targets but completes about half of the tasks."""
     scenario = builtin_scenario("agents")
-    workload = scenario.workload.scaled(0.8).window(0, 300)
-    lanes = classify(workload, scenario.policy)
-    rates: dict[str, float] = {}
-    for name in ("slopolicy", "fcfs", "llm-d-slo", "vtc"):
-        chosen = make_scheduler(name, scenario.policy, signals=scenario.signals)
-        result, report = evaluate(
-            chosen, workload, scenario.engine, scenario.policy, lanes=lanes, client=scenario.client
-        )
-        rate = task_summaries(workload, result.records)[0].completion_rate
+    scenario = dataclasses.replace(scenario, workload=scenario.workload.scaled(0.83))
+    comparison = run_scenario(scenario, policies=POLICIES)
+    rates = {}
+    for name, result in comparison.results.items():
+        rate = task_summaries(scenario.workload, result.records)[0].completion_rate
         assert rate is not None
         rates[name] = rate
-        if name == "slopolicy":
-            chat = report.lanes["interactive"]
-            assert chat.ttft_p95_s is not None
-            assert chat.ttft_p95_s <= 0.5
+    fcfs = comparison.reports["fcfs"]
+    assert fcfs.attainment is not None
+    assert fcfs.attainment >= 0.95  # per-request, all looks well
+    assert rates["slopolicy"] >= 1.5 * rates["fcfs"], rates
     assert rates["slopolicy"] > max(v for k, v in rates.items() if k != "slopolicy"), rates
+    chat = comparison.reports["slopolicy"].lanes["interactive"]
+    assert chat.ttft_p95_s is not None
+    assert chat.ttft_p95_s <= 0.5
