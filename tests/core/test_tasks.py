@@ -219,3 +219,19 @@ def test_hold_new_defers_new_tasks_while_turns_of_running_ones_wait() -> None:
     policy.dispatch(2.0)  # a's turn starts: nothing of a running task waits now
     assert policy.tasks.waiting("agent") == 0
     assert policy.submit(_turn("b", 0), 2.0).accepted
+
+
+def test_task_goodput_counts_completed_tasks_per_second_of_the_window() -> None:
+    trackers = TaskTrackers()
+    table = TaskTable()
+    for index in range(4):
+        ref = TaskRef(f"g{index}", final=True)
+        table.admitted(ref, f"g{index}", "t", "lane", None, 0.0)
+        ended = table.turn_ended(ref, f"g{index}", Outcome.COMPLETED, 100.0 + index)
+        assert ended is not None
+        trackers.record(ended)
+    lane = trackers.lane("lane")
+    assert lane is not None
+    snapshot = lane.snapshot(200.0)
+    assert snapshot.span_s == 100.0  # from the first task's end, not the window's start
+    assert snapshot.goodput == pytest.approx(0.04)

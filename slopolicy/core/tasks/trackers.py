@@ -25,11 +25,13 @@ _FIELDS = {TaskOutcome.COMPLETED: 0, TaskOutcome.FAILED: 1, TaskOutcome.ABANDONE
 @dataclass(frozen=True, slots=True)
 class TaskSnapshot:
     """Tasks that ended in the window, for one lane (``tenant`` ``None``) or one
-    tenant in a lane; e2e quantiles in seconds, ``None`` without completed tasks."""
+    tenant in a lane; e2e quantiles in seconds, ``None`` without completed tasks;
+    ``span_s`` the seconds the window covers (from the tracker's first task on)."""
 
     lane: str
     tenant: str | None
     window_s: float
+    span_s: float
     completed: int
     failed: int
     abandoned: int
@@ -46,11 +48,16 @@ class TaskSnapshot:
         """Completed over ended, or ``None`` when none ended."""
         return self.completed / self.ended if self.ended else None
 
+    @property
+    def goodput(self) -> float:
+        """Task goodput: tasks completed per second over the window."""
+        return self.completed / self.span_s if self.span_s > 0 else 0.0
+
 
 class TaskTracker:
     """Ended tasks of one lane, or of one tenant in a lane, over a sliding window."""
 
-    __slots__ = ("_counts", "_e2e", "lane", "tenant")
+    __slots__ = ("_counts", "_e2e", "_first", "lane", "tenant")
 
     def __init__(
         self, lane: str, tenant: str | None = None, *, window_s: float = 600.0, slices: int = 12
@@ -59,9 +66,12 @@ class TaskTracker:
         self.tenant = tenant
         self._counts = SlidingCounts(window_s, slices, len(_FIELDS))
         self._e2e = SlidingQuantiles(window_s, slices)
+        self._first: float | None = None  # the first task's end: the window starts no earlier
 
     def record(self, ended: TaskEnded) -> None:
         """Count one ended task at its ``ended_at``."""
+        if self._first is None:
+            self._first = ended.ended_at
         self._counts.add(ended.ended_at, _FIELDS[ended.outcome])
         if ended.outcome is TaskOutcome.COMPLETED:
             self._e2e.record(ended.e2e, ended.ended_at)
@@ -70,10 +80,13 @@ class TaskTracker:
         """The window at ``now`` (monotonic seconds)."""
         completed, failed, abandoned = self._counts.totals(now)
         p50, p95 = self._e2e.quantiles((0.5, 0.95), now)
+        counts = self._counts
+        start = counts.start(now) if self._first is None else max(counts.start(now), self._first)
         return TaskSnapshot(
             self.lane,
             self.tenant,
-            self._counts.window_s,
+            counts.window_s,
+            max(now - start, counts.width),
             int(completed),
             int(failed),
             int(abandoned),
