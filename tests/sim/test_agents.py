@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from rich.console import Console
+
+from slopolicy.config import PolicyConfig
 from slopolicy.sim import POLICIES, builtin_scenario, run_scenario
 from slopolicy.sim.baselines import FCFS
+from slopolicy.sim.comparison import compare
+from slopolicy.sim.console import print_comparison
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.profiles import profile
 from slopolicy.sim.simulator import simulate
@@ -72,3 +77,15 @@ def test_ours_completes_half_again_fcfss_tasks_where_requests_still_attain() -> 
     chat = comparison.reports["slopolicy"].lanes["interactive"]
     assert chat.ttft_p95_s is not None
     assert chat.ttft_p95_s <= 0.5
+
+
+def test_the_console_report_shows_agent_tasks_per_tenant() -> None:
+    workload = Workload.of(_task("t", 2))
+    comparison = compare(
+        workload, PolicyConfig(), EngineSpec(profile("llama3-8b/h100")), policies=["fcfs"]
+    )
+    console = Console(width=120, record=True)
+    print_comparison(comparison, console)
+    text = console.export_text()
+    assert "Agent tasks" in text
+    assert "100.0%" in text.split("Agent tasks")[1]
