@@ -40,6 +40,8 @@ from slopolicy.core import Reject as Reject
 from slopolicy.core import Request as Request
 from slopolicy.core import SLOTracker as SLOTracker
 from slopolicy.core import Started as Started
+from slopolicy.core import TaskOutcome as TaskOutcome
+from slopolicy.core import TaskRef as TaskRef
 from slopolicy.core import TenantQuotas as TenantQuotas
 from slopolicy.core import TokenBucket as TokenBucket
 from slopolicy.core import ToolLimits as ToolLimits
@@ -98,6 +100,8 @@ __all__ = (
     "SLOTracker",
     "SlopolicyError",
     "Started",
+    "TaskOutcome",
+    "TaskRef",
     "TenantQuotas",
     "Ticket",
     "TierConfig",

@@ -8,9 +8,9 @@ from pydantic import Field, model_validator
 
 from slopolicy.config._base import ConfigModel, CostUnits, Count, Seconds, Weight
 from slopolicy.core.slo.targets import SLOTargets
-from slopolicy.core.specs import LaneSpec, OverBudget
+from slopolicy.core.specs import LaneSpec, OverBudget, TaskSLO
 
-__all__ = ("LaneConfig", "LaneName", "LaneSLO")
+__all__ = ("LaneConfig", "LaneName", "LaneSLO", "LaneTaskSLO")
 
 #: Lane names: short lowercase identifiers (they become metric attributes).
 LaneName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
@@ -68,6 +68,35 @@ class LaneSLO(ConfigModel):
         return self
 
 
+class LaneTaskSLO(ConfigModel):
+    """A lane's objective for agent tasks (requests with a ``task``): every
+    turn succeeds and the task ends within ``deadline_s`` of its first turn.
+
+    Attributes:
+        deadline_s: end-to-end task deadline, seconds (unset: only the
+            task's own ``TaskRef.deadline``). Each turn waits in the queue at
+            most until it, and a turn arriving after it is refused
+            (``task_deadline_lost``).
+        idle_timeout_s: seconds without a turn after which a task is
+            ``abandoned``.
+        max_tasks: tasks under way in the lane at once (unset: no cap); a first
+            turn beyond it is deferred (503, ``task_limit``), so the tasks
+            already started keep the capacity they still need.
+        hold_new_tasks: defer a new task's first turn (503, ``task_limit``)
+            while turns of tasks under way wait in the lane's queue: new
+            tasks start only while the engine keeps up with the started ones.
+    """
+
+    deadline_s: Seconds | None = None
+    idle_timeout_s: Seconds = 300.0
+    max_tasks: Count | None = None
+    hold_new_tasks: bool = False
+
+    def to_spec(self) -> TaskSLO:
+        """The plain core value."""
+        return TaskSLO(self.deadline_s, self.idle_timeout_s, self.max_tasks, self.hold_new_tasks)
+
+
 class LaneConfig(ConfigModel):
     """One lane. Lanes are listed from most interactive to least.
 
@@ -94,6 +123,8 @@ class LaneConfig(ConfigModel):
             of at ``max_queue_wait_s``. Work that would miss anyway gives its
             engine time to work that can still attain. Off: queued requests
             wait up to ``max_queue_wait_s``.
+        task: the lane's objective for agent tasks (unset: tasks are tracked,
+            with their own deadlines only).
     """
 
     name: LaneName
@@ -109,6 +140,7 @@ class LaneConfig(ConfigModel):
     kv_reserve: Annotated[float, Field(ge=0, lt=1)] = 0.0
     max_running: Count | None = None
     slo_deadline: bool = True
+    task: LaneTaskSLO | None = None
 
     def to_spec(self) -> LaneSpec:
         """The plain core value for this lane."""
@@ -125,4 +157,5 @@ class LaneConfig(ConfigModel):
             kv_reserve=self.kv_reserve,
             max_running=self.max_running,
             slo_deadline=self.slo_deadline,
+            task=None if self.task is None else self.task.to_spec(),
         )

@@ -102,6 +102,12 @@ from slopolicy.core.specs import LaneSpec as LaneSpec
 from slopolicy.core.specs import OverBudget as OverBudget
 from slopolicy.core.specs import TierSpec as TierSpec
 from slopolicy.core.specs import TierTable as TierTable
+from slopolicy.core.tasks import TaskBudget as TaskBudget
+from slopolicy.core.tasks import TaskEnded as TaskEnded
+from slopolicy.core.tasks import TaskOutcome as TaskOutcome
+from slopolicy.core.tasks import TaskRef as TaskRef
+from slopolicy.core.tasks import TaskSnapshot as TaskSnapshot
+from slopolicy.core.tasks import TaskTable as TaskTable
 from slopolicy.core.tools import ToolDisplaced as ToolDisplaced
 from slopolicy.core.tools import ToolLease as ToolLease
 from slopolicy.core.tools import ToolLimits as ToolLimits
@@ -191,6 +197,12 @@ __all__ = (
     "Started",
     "Step",
     "Summary",
+    "TaskBudget",
+    "TaskEnded",
+    "TaskOutcome",
+    "TaskRef",
+    "TaskSnapshot",
+    "TaskTable",
     "TenantQuotas",
     "TenantStatistics",
     "TierSpec",

@@ -64,6 +64,8 @@ from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel
 from slopolicy.core.specs import LaneSpec
+from slopolicy.core.tasks.table import TaskEnded, TaskTable
+from slopolicy.core.tasks.trackers import TaskTrackers
 from slopolicy.core.tools.limits import ToolLimits
 from slopolicy.core.tools.pool import ToolPool
 from slopolicy.errors import UsageError
@@ -215,6 +217,10 @@ class Policy:
         # Ids prepare accepted that await their enqueue, refuse or withdraw.
         self._prepared: set[str] = set()
         self._quota_delegated = False
+        #: Agent tasks under way (requests with a ``task``), and how they ended.
+        self.tasks = TaskTable()
+        self.task_trackers = TaskTrackers(max_tenants=spec.max_tracked_tenants)
+        self._task_slos = {lane.name: lane.task for lane in spec.router.lanes}
         # Deadlines, and each lane's oldest waiting request: the watched
         # lane's oldest one's age is a live queue-wait signal for the ladder.
         self._deadlines = Deadlines(lanes)
@@ -357,6 +363,15 @@ class Policy:
         if ladder is None or ladder.level == 0:
             return decision
         lane = decision.lane
+        task = decision.request.task
+        if task is not None and task.first and self._task_slos[lane] is not None:
+            # Under pressure, what can still finish goes first: a new task's
+            # first turn waits, the turns of tasks under way are served.
+            message = "under overload a new task waits while tasks under way finish"
+            steps = (*decision.steps, Step("fallback", lane, message))
+            return Defer(
+                Reason.OVERLOAD_SHED, message, None, 503, lane, steps, decision.prompt_tokens
+            )
         verdict = ladder.admission(lane)
         if verdict is not None and verdict.action is AdmissionAction.SHED:
             steps = (*decision.steps, Step("fallback", lane, verdict.message))
@@ -407,6 +422,18 @@ class Policy:
         bound = self._slo_bounds.get(lane.name)
         if bound is not None and now + bound < deadline:
             deadline = now + bound  # past it the request can only miss
+        task, task_slo = request.task, self._task_slos[lane.name]
+        if task is not None:
+            # The pace a turn goes at now: the lane's median turn, end to end.
+            pace = self.health.trackers.lane(lane.name).quantile("e2e", 0.5, now)
+            told = self.tasks.check(task, request.tenant, lane.name, task_slo, now, turn_time=pace)
+            if told is not None:
+                if told.reason is Reason.TASK_DEADLINE_LOST:
+                    self._tasks_ended([self.tasks.lost(task, now)])
+                return _refuse(decision, told.reason, told.message, None, told.http_status, "task")
+            task_deadline = self.tasks.deadline(task, task_slo, now)
+            if task_deadline is not None and task_deadline < deadline:
+                deadline = task_deadline  # a turn started past it cannot complete its task
         tier = self.router.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
         if not self._quota_delegated:
@@ -453,6 +480,10 @@ class Policy:
             decision = dataclasses.replace(decision, displaced=displaced)
         self._entries[request.id] = entry
         self._deadlines.add(entry, lane_deadline)
+        if task is not None:
+            self._tasks_ended(
+                self.tasks.admitted(task, request.id, request.tenant, lane.name, task_slo, now)
+            )
         return decision
 
     def _displace(self, entry: Entry, lane: LaneSpec, now: float) -> Displaced:
@@ -493,6 +524,9 @@ class Policy:
             raise UsageError(f"max_expired must be an int >= 1 or None, got {max_expired!r}")
         now = self._advance(now)
         event = self.evaluate(now) if self.health.due(now) else None
+        due = self.tasks.next_due()
+        if due is not None and due <= now:
+            self._tasks_ended(self.tasks.sweep(now))
         expired = self._expire(now, max_expired)
         started: list[Started] = []
         if len(expired) == max_expired and self._overdue(now):
@@ -549,6 +583,8 @@ class Policy:
                     entry.ahead = self._ahead(lane)
                 entry.phase = Phase.RUNNING
                 entry.dispatched_at = now
+                if entry.request.task is not None:
+                    self.tasks.started(entry.request.task, entry.id)
                 self._running += 1
                 self._lane_running[lane] += 1
                 return entry
@@ -767,6 +803,7 @@ class Policy:
         self._lane_running[entry.lane] -= 1
         del self._entries[entry.id]
         self._outcomes[end] += 1
+        self._turn_ended(entry, end, now)
         finished = entry.finished(end, now, cost)
         self.health.record(finished, now)
         return finished
@@ -794,12 +831,23 @@ class Policy:
         self._settle(entry, 0.0, now)
         del self._entries[entry.id]
         self._outcomes[outcome] += 1
+        self._turn_ended(entry, outcome, now)
         finished = entry.finished(outcome, now, 0.0)
         if outcome is Outcome.REJECTED:  # displaced: a refusal to the SLO trackers
             self.health.record_rejected(entry.lane, entry.tenant, now)
         else:
             self.health.record(finished, now)
         return finished
+
+    def _turn_ended(self, entry: Entry, outcome: Outcome, now: float) -> None:
+        task = entry.request.task
+        if task is not None:
+            self._tasks_ended([self.tasks.turn_ended(task, entry.id, outcome, now)])
+
+    def _tasks_ended(self, ended: Sequence[TaskEnded | None]) -> None:
+        for task in ended:
+            if task is not None:
+                self.task_trackers.record(task)
 
     def _running_entry(self, request_id: str) -> Entry:
         entry = self._entries.get(request_id)

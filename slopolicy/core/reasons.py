@@ -38,6 +38,13 @@ class Reason(enum.Enum):
     # call that ran past its timeout (504: the tool may have done the work).
     UNKNOWN_TOOL = "unknown_tool"
     TOOL_TIMEOUT = "tool_timeout"
+    # Agent tasks: a turn of a task whose deadline has passed (408: it cannot
+    # complete, so it is not served to fail anyway); a turn out of its task's
+    # order, or of a task already ended (409); a first turn while the lane
+    # has as many tasks under way as it takes (503, retry later).
+    TASK_DEADLINE_LOST = "task_deadline_lost"
+    TASK_OUT_OF_ORDER = "task_out_of_order"
+    TASK_LIMIT = "task_limit"
 
     __hash__ = object.__hash__  # singletons compared by identity: hash at C speed
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slopolicy.core.checks import count_problem, shown, time_problem
+from slopolicy.core.tasks.ref import TaskRef
 from slopolicy.errors import InvalidRequest
 
 __all__ = ("REASONING_EFFORTS", "Message", "Request")
@@ -117,6 +118,8 @@ class Request:
         model: model name the host will call.
         deadline: time by which the request must start, in monotonic seconds
             on the same clock as the ``now`` given to the policy.
+        task: the agent task this request is one turn of
+            (:class:`~slopolicy.TaskRef`), or ``None``.
     """
 
     tenant: str = "anonymous"
@@ -134,6 +137,7 @@ class Request:
     tier: str | None = None
     model: str | None = None
     deadline: float | None = None
+    task: TaskRef | None = None
 
     def __post_init__(self) -> None:
         _check_text("tenant", self.tenant, allow_empty=False, max_chars=_MAX_ID_CHARS)
@@ -164,6 +168,8 @@ class Request:
             problem = time_problem(self.deadline)
             if problem is not None:
                 raise InvalidRequest("deadline", f"must be {problem}")
+        if self.task is not None and not isinstance(self.task, TaskRef):
+            raise InvalidRequest("task", f"expected a TaskRef, got {type(self.task).__name__}")
 
     @property
     def sequences(self) -> int:

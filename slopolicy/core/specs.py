@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from slopolicy.errors import UsageError
 
-__all__ = ("LaneQuotaSpec", "LaneSpec", "OverBudget", "TierSpec", "TierTable")
+__all__ = ("LaneQuotaSpec", "LaneSpec", "OverBudget", "TaskSLO", "TierSpec", "TierTable")
 
 
 class OverBudget(enum.Enum):
@@ -21,6 +21,46 @@ class OverBudget(enum.Enum):
     DEMOTE = "demote"  # try the next lower lane
     DEFER = "defer"  # answer "not now" with a Retry-After
     REJECT = "reject"  # refuse: the prompt is too long for this service
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSLO:
+    """A lane's objective for agent tasks: every turn succeeds and the last one
+    ends within ``deadline`` seconds of the first turn's admission.
+
+    Attributes:
+        deadline: the end-to-end task deadline (seconds), or ``None`` for none
+            (tasks then only carry their own ``TaskRef.deadline``).
+        idle_timeout: seconds without a turn after which a task counts as
+            ``abandoned``.
+        max_tasks: tasks under way in the lane at once (``None``: no cap);
+            first turns beyond it are deferred, so started tasks can finish.
+        hold_new: defer a new task's first turn while turns of tasks under
+            way wait in the lane's queue (the engine is not keeping up with
+            what started tasks still need).
+    """
+
+    deadline: float | None = None
+    idle_timeout: float = 300.0
+    max_tasks: int | None = None
+    hold_new: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("deadline", "idle_timeout"):
+            value = getattr(self, name)
+            if value is None and name == "deadline":
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (0 < value < 1e11)
+            ):
+                raise UsageError(f"task {name} must be a number of seconds in (0, 1e11)")
+        cap = self.max_tasks
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise UsageError(f"task max_tasks must be an int >= 1, got {cap!r}")
+        if not isinstance(self.hold_new, bool):
+            raise UsageError(f"task hold_new must be a bool, got {self.hold_new!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +82,8 @@ class LaneSpec:
             bounds how much of each engine iteration long prefills can take.
         slo_deadline: a queued request leaves (``expired``) once it has waited
             its lane's latency target (TTFT, else e2e), when it can only miss.
+        task: the lane's task objective (``None``: tasks are tracked, with no
+            deadline but their own and no cap).
     """
 
     name: str
@@ -56,6 +98,7 @@ class LaneSpec:
     kv_reserve: float = 0.0
     max_running: int | None = None
     slo_deadline: bool = False
+    task: TaskSLO | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,9 @@ overload: ``overload_shed``, ``queue_full``                 503     when known
 ``admit_nowait`` could not start at once (``would_block``)  503     no
 a tool call (``gate.tool``) past its timeout                504     no
 (``tool_timeout``); ``unknown_tool``                        400     no
+a new agent task waits for running ones (``task_limit``)    503     no
+a turn whose task cannot finish (``task_deadline_lost``)    408     no
+a turn out of its task's order (``task_out_of_order``)      409     no
 a request that can never pass (``prompt_too_long`` 413,     4xx     no
 ``unknown_lane``/``unknown_tier`` 400, ...)
 a malformed request (``InvalidRequest``)                    400     no

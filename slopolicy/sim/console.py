@@ -19,6 +19,7 @@ from slopolicy.sim.comparison import CompareProgress, Comparison
 from slopolicy.sim.load import Load
 from slopolicy.sim.metrics import LaneReport, PolicyReport
 from slopolicy.sim.sweep import NoHarm, Sweep
+from slopolicy.sim.task_report import TaskSummary, task_summaries
 
 __all__ = ("make_console", "print_claims", "print_comparison", "print_sweep", "progress_bar")
 
@@ -207,8 +208,29 @@ def print_comparison(comparison: Comparison, console: Console, *, load: Load | N
     for lane in reports[0].lanes:
         console.print(_lane_table(lane, reports))
     console.print(_gaps_table(reports))
+    if any(request.task is not None for request in workload.requests):
+        console.print(_tasks_table(comparison))
     for report in reports:
         _print_timeline(report, console)
+
+
+def _tasks_table(comparison: Comparison) -> Table:
+    """Each policy's agent tasks: completion rate and task e2e p50/p95, all
+    tenants, then per tenant."""
+    workload, results = comparison.workload, comparison.results
+    summaries = {name: task_summaries(workload, result.records) for name, result in results.items()}
+    tenants = [summary.tenant for summary in next(iter(summaries.values()))]
+    headers = ["policy", *("all tenants" if t is None else t for t in tenants)]
+    table = _table("Agent tasks: completion rate, task e2e p50/p95 (s)", headers)
+    for name, found in summaries.items():
+        table.add_row(name, *(_task_cell(summary) for summary in found))
+    return table
+
+
+def _task_cell(summary: TaskSummary) -> str:
+    if summary.e2e_p50_s is None or summary.e2e_p95_s is None:
+        return _pct(summary.completion_rate)
+    return f"{_pct(summary.completion_rate)} {summary.e2e_p50_s:.0f}/{summary.e2e_p95_s:.0f}"
 
 
 def _print_timeline(report: PolicyReport, console: Console) -> None:

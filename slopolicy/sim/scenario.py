@@ -47,7 +47,7 @@ __all__ = (
 )
 
 #: Scenarios shipped with slopolicy, by name.
-BUILTIN_SCENARIOS = ("seed", "azure-2023", "long-prompts")
+BUILTIN_SCENARIOS = ("seed", "azure-2023", "long-prompts", "agents")
 
 
 @dataclass(frozen=True, slots=True)

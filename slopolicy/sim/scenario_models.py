@@ -12,13 +12,14 @@ from pydantic import Field, model_validator
 
 from slopolicy.config._base import ConfigModel
 from slopolicy.sim import arrivals, lengths
+from slopolicy.sim.agents import AgentTurns
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.ours import SIGNALS
 from slopolicy.sim.profiles import PROFILES, profile
 from slopolicy.sim.simulator import Client
 from slopolicy.sim.streams import Stream, Tenants
 
-__all__ = ("ClientModel", "EngineModel", "ScenarioModel", "StreamModel", "TraceModel")
+__all__ = ("AgentModel", "ClientModel", "EngineModel", "ScenarioModel", "StreamModel", "TraceModel")
 
 _Positive = Annotated[float, Field(gt=0)]
 _NonNegative = Annotated[float, Field(ge=0)]
@@ -194,6 +195,26 @@ class TenantsModel(ConfigModel):
         return Tenants.numbered(self.prefix, self.count, skew=self.skew)
 
 
+class AgentModel(ConfigModel):
+    """Each arrival is an agent task (see :class:`~slopolicy.sim.agents.AgentTurns`):
+    ``turns`` per task, ``tool_wait_ms`` before each later turn,
+    ``tool_output_tokens`` added to the context per tool call, and the task's
+    ``deadline_s`` after its first turn arrives."""
+
+    turns: Lengths
+    tool_wait_ms: Lengths
+    tool_output_tokens: Lengths
+    deadline_s: _Positive | None = None
+
+    def build(self) -> AgentTurns:
+        return AgentTurns(
+            self.turns.build(),
+            self.tool_wait_ms.build(),
+            self.tool_output_tokens.build(),
+            self.deadline_s,
+        )
+
+
 class StreamModel(ConfigModel):
     """One kind of synthetic traffic (see :class:`~slopolicy.sim.streams.Stream`)."""
 
@@ -208,6 +229,7 @@ class StreamModel(ConfigModel):
     end_s: _Positive | None = None
     retries: Annotated[int, Field(ge=0)] = 0
     tier: str | None = None
+    agent: AgentModel | None = None
 
     def build(self) -> Stream:
         return Stream(
@@ -222,6 +244,7 @@ class StreamModel(ConfigModel):
             self.end_s,
             self.retries,
             self.tier,
+            None if self.agent is None else self.agent.build(),
         )
 
 

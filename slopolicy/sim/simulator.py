@@ -11,12 +11,18 @@ iteration, or a run of pure-decode iterations up to the next known event
 (see :mod:`slopolicy.sim.engine`). Output tokens reach the scheduler at the
 first engine boundary after each ``report_every`` seconds and at finish.
 
+Agent tasks run closed loop: a task's later turn is held back until the turn
+before it completed, then sent ``tool_wait`` seconds later (the tool calls
+in between) with that time as its arrival. A turn that does not complete
+ends its task: the turns after it are never sent (and have no record).
+
 Deterministic: the same inputs give the same records, and nothing reads the
 wall clock (``progress`` is told the fraction of arrivals processed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
@@ -154,9 +160,11 @@ class _Run:
         lanes: Mapping[str, str],
         report_every: float,
         client: Client,
+        followers: Mapping[tuple[str, int], SimRequest],
         targets: Mapping[str, SLOTargets] | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.followers = followers
         self.client = client
         self.retries: list[tuple[float, int, SimRequest]] = []
         self.sequence = itertools.count()
@@ -242,12 +250,23 @@ class _Run:
             live.outcome, live.finished, live.output = SimOutcome.COMPLETED, now, output
             live.slow_gaps = self.engine.slow_gaps(request_id)
             self.outstanding -= 1
+            self.follow(live.request, now)
         for request_id in result.preempted:
             self.live[request_id].preemptions += 1
         if self.report_every and now >= self.next_report:
             self.report(now)
         # A first token may open a prefill gate (the prompt left the backlog).
         return bool(result.finished or result.preempted or result.admitted or result.first_tokens)
+
+    def follow(self, done: SimRequest, now: float) -> None:
+        """Send the next turn of ``done``'s task after its tool wait, if it has one."""
+        if done.task is None:
+            return
+        turn = self.followers.get((done.task, done.turn + 1))
+        if turn is not None:
+            at = now + turn.tool_wait
+            sent = dataclasses.replace(turn, arrival=at)
+            heapq.heappush(self.retries, (at, next(self.sequence), sent))
 
     def report(self, now: float) -> None:
         for request_id, live in self.running.items():
@@ -284,8 +303,9 @@ def simulate(
     """
     if report_every < 0 or not drain >= 0:
         raise UsageError("report_every and drain must be >= 0")
-    run = _Run(scheduler, engine, lanes or {}, report_every, client or Client(), targets)
-    now = _loop(run, workload.requests, workload.duration + drain, progress)
+    followers = {(r.task, r.turn): r for r in workload.requests if r.task is not None and r.turn}
+    run = _Run(scheduler, engine, lanes or {}, report_every, client or Client(), followers, targets)
+    now = _loop(run, workload.openers, workload.duration + drain, progress)
     records = tuple(live.frozen() for live in run.order)
     return SimulationResult(
         scheduler.name,
@@ -310,7 +330,7 @@ def _loop(
         )
         timer = _time(scheduler.wakeup())
         finish = inf if run.end is None else run.end
-        if index >= count and not run.outstanding and run.end is None:
+        if index >= count and not run.outstanding and not retries and run.end is None:
             break
         at = min(arrival, timer, finish)
         if at == inf or at > stop:

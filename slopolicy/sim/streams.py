@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slopolicy.errors import UsageError
+from slopolicy.sim.agents import AgentTurns
 from slopolicy.sim.arrivals import ArrivalProcess, Burst
 from slopolicy.sim.lengths import LengthDistribution
 from slopolicy.sim.workload import SimRequest, Workload
@@ -110,6 +111,9 @@ class Stream:
         end: when it stops (``None``: the workload's duration).
         retries: times a client sends a request again after a retryable refusal.
         tier: tier hint for the policy (default: the tier it gives each tenant).
+        agent: each arrival is an agent task of several turns, as this says
+            (``None``: single requests); ``prompt_tokens`` is then the first
+            turn's prompt.
     """
 
     name: str
@@ -123,6 +127,7 @@ class Stream:
     end: float | None = None
     retries: int = 0
     tier: str | None = None
+    agent: AgentTurns | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -151,22 +156,24 @@ class Stream:
         rng = random.Random(f"{seed}:{self.name}")
         end = self._end(duration)
         pick = self.tenants.picker(rng)
-        found = []
+        found: list[SimRequest] = []
         for index, arrival in enumerate(self.arrivals.times(rng, self.start, end)):
-            found.append(
-                SimRequest(
-                    id=f"{self.name}-{index}",
-                    arrival=arrival,
-                    tenant=pick(),
-                    prompt_tokens=self.prompt_tokens.sample(rng),
-                    output_tokens=self.output_tokens.sample(rng),
-                    max_new_tokens=self.max_new_tokens,
-                    lane=self.lane,
-                    stream=self.name,
-                    retries=self.retries,
-                    tier=self.tier,
-                )
+            request = SimRequest(
+                id=f"{self.name}-{index}",
+                arrival=arrival,
+                tenant=pick(),
+                prompt_tokens=self.prompt_tokens.sample(rng),
+                output_tokens=self.output_tokens.sample(rng),
+                max_new_tokens=self.max_new_tokens,
+                lane=self.lane,
+                stream=self.name,
+                retries=self.retries,
+                tier=self.tier,
             )
+            if self.agent is None:
+                found.append(request)
+            else:
+                found.extend(self.agent.expand(request, self.output_tokens, rng))
         return found
 
 

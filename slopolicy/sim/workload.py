@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from slopolicy.core.request import Request
+from slopolicy.core.tasks.ref import TaskRef
 from slopolicy.errors import InvalidRequest, UsageError
 
 __all__ = ("MAX_ARRIVAL", "SimRequest", "Workload")
@@ -42,6 +43,15 @@ class SimRequest:
             (429/503; see :class:`~slopolicy.sim.simulator.Client`).
         tier: tier hint for the policy (``Request.tier``), or ``None`` for the
             tier the policy gives the tenant.
+        task: the agent task it is a turn of, or ``None``. A later turn
+            (``turn`` > 0) is sent by the simulator only once the turn before
+            it completed, ``tool_wait`` seconds later (closed loop); its
+            ``arrival`` is its task's start until then.
+        turn: its index in the task (0: the first turn).
+        turns: how many turns its task has.
+        tool_wait: seconds of tool calls between the previous turn's end and this one.
+        task_deadline: when the task must be done (seconds from the
+            workload's start), or ``None``.
     """
 
     id: str
@@ -54,6 +64,11 @@ class SimRequest:
     stream: str = "default"
     retries: int = 0
     tier: str | None = None
+    task: str | None = None
+    turn: int = 0
+    turns: int | None = None
+    tool_wait: float = 0.0
+    task_deadline: float | None = None
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
@@ -72,6 +87,17 @@ class SimRequest:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"request {self.id!r}: {name} must be an int >= 1, got {value!r}")
+        wait = self.tool_wait
+        if (
+            isinstance(wait, bool)
+            or not isinstance(wait, (int, float))
+            or not 0 <= wait <= MAX_ARRIVAL
+        ):
+            raise UsageError(
+                f"request {self.id!r}: tool_wait must be within [0, {MAX_ARRIVAL:g}] s"
+            )
+        if self.task is None and (self.turn or self.turns is not None or self.task_deadline):
+            raise UsageError(f"request {self.id!r}: turn, turns and task_deadline need a task")
         # What the policy will be asked must be a valid request (text lengths,
         # count bounds): checked here, so a bad workload never starts a run.
         try:
@@ -88,7 +114,14 @@ class SimRequest:
             max_new_tokens=self.max_new_tokens,
             lane=self.lane,
             tier=self.tier,
+            task=self.task_ref(),
         )
+
+    def task_ref(self) -> TaskRef | None:
+        """Its :class:`~slopolicy.TaskRef`, or ``None`` outside a task."""
+        if self.task is None:
+            return None
+        return TaskRef(self.task, self.turn, self.task_deadline, self.turns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,21 +185,22 @@ class Workload:
         if not (math.isfinite(rate_scale) and rate_scale > 0):
             raise UsageError(f"rate_scale must be a finite number > 0, got {rate_scale!r}")
         return Workload(
-            tuple(dataclasses.replace(r, arrival=r.arrival / rate_scale) for r in self.requests),
+            tuple(_moved(r, r.arrival / rate_scale) for r in self.requests),
             self.duration / rate_scale,
             self.name,
             self.bursts,
         )
 
+    @property
+    def openers(self) -> tuple[SimRequest, ...]:
+        """The requests sent at their arrival: all but the later turns of tasks."""
+        return tuple(r for r in self.requests if r.turn == 0)
+
     def window(self, start: float, end: float) -> Workload:
         """The requests arriving in ``[start, end)`` seconds, shifted to start at 0."""
         if not start < end:
             raise UsageError("window start must be before its end")
-        kept = [
-            dataclasses.replace(r, arrival=r.arrival - start)
-            for r in self.requests
-            if start <= r.arrival < end
-        ]
+        kept = [_moved(r, r.arrival - start) for r in self.requests if start <= r.arrival < end]
         duration = min(self.duration, end) - start
         return Workload(tuple(kept), duration, self.name, self.bursts)
 
@@ -175,3 +209,12 @@ class Workload:
         keep = set(streams)
         kept = tuple(r for r in self.requests if r.stream in keep)
         return Workload(kept, self.duration, self.name, self.bursts & keep)
+
+
+def _moved(request: SimRequest, arrival: float) -> SimRequest:
+    """``request`` arriving at ``arrival`` instead; its task keeps its own
+    time (the deadline as long after its start)."""
+    deadline = request.task_deadline
+    if deadline is not None:
+        deadline = arrival + (deadline - request.arrival)
+    return dataclasses.replace(request, arrival=arrival, task_deadline=deadline)

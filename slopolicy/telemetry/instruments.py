@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
 from opentelemetry import metrics
@@ -31,6 +32,7 @@ from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.lifecycle import PolicyStatistics
 from slopolicy.core.policy import Policy
 from slopolicy.core.slo.tracker import SLOSnapshot
+from slopolicy.core.tasks.trackers import TaskSnapshot
 from slopolicy.telemetry import names as n
 
 __all__ = ("GaugeSource", "Instruments", "Readings", "instruments_for")
@@ -38,6 +40,7 @@ __all__ = ("GaugeSource", "Instruments", "Readings", "instruments_for")
 SCOPE = "slopolicy"
 
 Attrs = dict[str, AttributeValue]
+_S = TypeVar("_S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,7 @@ class Readings:
     at: float
     statistics: PolicyStatistics
     lanes: tuple[SLOSnapshot, ...]
+    tasks: tuple[TaskSnapshot, ...] = ()
 
 
 class GaugeSource:
@@ -68,7 +72,10 @@ class GaugeSource:
         """Read the policy now (on its loop) for readers on other threads."""
         policy = self.policy
         self.published = Readings(
-            now, policy.statistics(now), policy.health.trackers.snapshots(now, tenants=False)
+            now,
+            policy.statistics(now),
+            policy.health.trackers.snapshots(now, tenants=False),
+            policy.task_trackers.snapshots(now, tenants=False),
         )
 
     def statistics(self) -> PolicyStatistics | None:
@@ -80,18 +87,40 @@ class GaugeSource:
 
     def lanes(self) -> tuple[SLOSnapshot, ...]:
         """Every lane's SLO snapshot: live on its loop, else the last published."""
+        trackers = self.policy.health.trackers
+        return self._read(lambda now: trackers.snapshots(now, tenants=False), _lanes_of)
+
+    def tasks(self) -> tuple[TaskSnapshot, ...]:
+        """Every lane's task snapshot (lanes where a task has ended): live on
+        its loop, else the last published."""
+        trackers = self.policy.task_trackers
+        return self._read(lambda now: trackers.snapshots(now, tenants=False), _tasks_of)
+
+    def _read(
+        self,
+        live: Callable[[float], tuple[_S, ...]],
+        published: Callable[[Readings], tuple[_S, ...]],
+    ) -> tuple[_S, ...]:
         if threading.get_ident() == self.thread:
             now = _loop_time()
             if now is not None:
-                return self.policy.health.trackers.snapshots(now, tenants=False)
+                return live(now)
         readings = self._for_reader()
-        return () if readings is None else readings.lanes
+        return () if readings is None else published(readings)
 
     def _for_reader(self) -> Readings | None:
         # Asks the loop to keep publishing; the first such read finds nothing
         # (or an old reading) until the next refresh.
         self.observed = True
         return self.published
+
+
+def _lanes_of(readings: Readings) -> tuple[SLOSnapshot, ...]:
+    return readings.lanes
+
+
+def _tasks_of(readings: Readings) -> tuple[TaskSnapshot, ...]:
+    return readings.tasks
 
 
 def _loop_time() -> float | None:
@@ -289,6 +318,19 @@ class Instruments:
             description="Requests per second over the SLO window that attained their lane's SLO.",
         )
         meter.create_observable_gauge(
+            n.TASK_COMPLETION,
+            [observe.task_completion],
+            unit="1",
+            description="Share of agent tasks that ended in the task window (ten minutes) "
+            "that completed: every turn, by the task's deadline.",
+        )
+        meter.create_observable_gauge(
+            n.TASK_DURATION_P95,
+            [observe.task_duration],
+            unit="s",
+            description="p95 of completed agent tasks' end-to-end time in the task window.",
+        )
+        meter.create_observable_gauge(
             n.DISPATCH_BACKLOG,
             [observe.dispatch_backlog],
             unit="{cost}",
@@ -367,6 +409,19 @@ class _Observer:
             for lane in source.lanes():
                 if lane.attainment is not None:  # nothing eligible in the window: no value
                     yield Observation(lane.attainment, {**source.attributes, n.LANE: lane.lane})
+
+    def task_completion(self, options: CallbackOptions) -> Iterable[Observation]:
+        return self._per_task_lane(lambda lane: lane.completion_rate)
+
+    def task_duration(self, options: CallbackOptions) -> Iterable[Observation]:
+        return self._per_task_lane(lambda lane: lane.e2e_p95)
+
+    def _per_task_lane(self, read: Callable[[TaskSnapshot], float | None]) -> Iterator[Observation]:
+        for source in self._sources():
+            for lane in source.tasks():
+                value = read(lane)
+                if value is not None:  # no task ended (completed) in the window: no value
+                    yield Observation(value, {**source.attributes, n.LANE: lane.lane})
 
     def goodput(self, options: CallbackOptions) -> Iterable[Observation]:
         for source in self._sources():

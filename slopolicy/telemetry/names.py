@@ -65,6 +65,8 @@ OVERLOAD_STATE: Final = "slopolicy.overload.state"
 LADDER_LEVEL: Final = "slopolicy.ladder.level"
 SLO_ATTAINMENT: Final = "slopolicy.slo.attainment"
 SLO_GOODPUT: Final = "slopolicy.slo.goodput"
+TASK_COMPLETION: Final = "slopolicy.task.completion_rate"
+TASK_DURATION_P95: Final = "slopolicy.task.duration.p95"
 DISPATCH_BACKLOG: Final = "slopolicy.dispatch.backlog"
 
 #: The one span each request gets, from submit to its end.

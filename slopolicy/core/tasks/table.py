@@ -1,0 +1,475 @@
+"""The task table: every agent task under way, its turns, and how it ended.
+
+Sans-IO: every method takes ``now`` (monotonic seconds, checked by the
+caller, the :class:`~slopolicy.Policy`). A task starts when its first turn is
+admitted and ends exactly once, in one :class:`TaskOutcome`:
+
+* ``completed``: its last turn (``TaskRef.last``) completed by the deadline;
+* ``failed``: a turn failed or expired, or the deadline passed (a turn still
+  running at the deadline finishes, but the task has failed);
+* ``abandoned``: no turn for the lane's ``idle_timeout`` (the host gave up,
+  or the table made room, see below).
+
+Turns run in order: a turn is accepted only when none of its task's turns is
+live and it is the turn after the last one completed, so no turn starts
+before an earlier one and none is skipped (a turn refused or cancelled may be
+sent again). A turn > 0 of a task the table does not hold starts it there
+(the task began on another replica, or before a restart).
+
+Bounded memory: at most ``max_tasks`` tasks are kept (the least recently
+active idle one is abandoned to make room) and ``max_ended`` ended ones are
+remembered, to tell a late turn its task is over.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from slopolicy.core.outcome import Outcome
+from slopolicy.core.reasons import Reason
+from slopolicy.core.specs import TaskSLO
+from slopolicy.core.tasks.ref import TaskRef
+from slopolicy.errors import UsageError
+
+__all__ = ("TaskBudget", "TaskEnded", "TaskOutcome", "TaskRefusal", "TaskStatistics", "TaskTable")
+
+_NO_SLO = TaskSLO()
+# The weight of the latest gap between turns in the lane's moving average.
+_GAP_WEIGHT = 0.05
+
+
+class TaskOutcome(enum.Enum):
+    """How a task ended; the value is the stable wire name."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEnded:
+    """A task that ended: times in monotonic seconds; ``turns`` counts its
+    completed turns and ``why`` says what ended it (``completed``, ``deadline``,
+    a turn's outcome such as ``expired``, ``idle`` or ``evicted``)."""
+
+    id: str
+    tenant: str
+    lane: str
+    outcome: TaskOutcome
+    why: str
+    started_at: float
+    ended_at: float
+    turns: int
+
+    @property
+    def e2e(self) -> float:
+        """Seconds from the first turn's admission to the end."""
+        return self.ended_at - self.started_at
+
+
+@dataclass(frozen=True, slots=True)
+class TaskBudget:
+    """What is left of a task's time: ``remaining`` seconds to its deadline,
+    ``turns_left`` (this one included) when known, and ``per_turn``, the
+    remaining time shared evenly over them (``None`` where unknown)."""
+
+    deadline: float | None
+    remaining: float | None
+    turns_left: int | None
+    per_turn: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRefusal:
+    """Why a turn may not be admitted: a reason, a sentence, and its HTTP status."""
+
+    reason: Reason
+    message: str
+    http_status: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStatistics:
+    """Counts since the table was made: tasks ``active`` now, and those
+    ``started`` and ended in each outcome (``started`` equals the ended ones
+    plus the active ones)."""
+
+    active: int
+    started: int
+    completed: int
+    failed: int
+    abandoned: int
+
+
+class _Task:
+    __slots__ = (
+        "deadline",
+        "id",
+        "idle_timeout",
+        "lane",
+        "live",
+        "live_turn",
+        "next_turn",
+        "started_at",
+        "tenant",
+        "touched",
+        "turns",
+        "version",
+        "waiting",
+    )
+
+    def __init__(self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO, now: float) -> None:
+        self.id = ref.id
+        self.tenant = tenant
+        self.lane = lane
+        self.started_at = now
+        self.deadline = _deadline(ref, slo, now)
+        self.idle_timeout = slo.idle_timeout
+        self.live: str | None = None  # the id of the turn queued or running
+        self.live_turn = 0
+        self.next_turn = 0  # the lowest turn index accepted next
+        self.turns = 0
+        self.touched = now
+        self.version = 0
+        self.waiting = False  # its live turn continues it and is still queued
+
+
+def _deadline(ref: TaskRef, slo: TaskSLO, start: float) -> float | None:
+    lane = None if slo.deadline is None else start + slo.deadline
+    if ref.deadline is None or lane is None:
+        return ref.deadline if lane is None else lane
+    return min(ref.deadline, lane)
+
+
+class TaskTable:
+    """Agent tasks under way, keyed by task id (see the module docstring).
+
+    Args:
+        max_tasks: tasks kept at once (>= 1).
+        max_ended: ended task ids remembered (>= 0).
+    """
+
+    __slots__ = (
+        "_active",
+        "_counts",
+        "_due",
+        "_ended",
+        "_gaps",
+        "_max_ended",
+        "_max_tasks",
+        "_seq",
+        "_tasks",
+        "_waiting",
+    )
+
+    def __init__(self, *, max_tasks: int = 100_000, max_ended: int = 100_000) -> None:
+        for name, value, least in (("max_tasks", max_tasks, 1), ("max_ended", max_ended, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise UsageError(f"{name} must be an int >= {least}, got {value!r}")
+        self._max_tasks = max_tasks
+        self._max_ended = max_ended
+        self._tasks: OrderedDict[str, _Task] = OrderedDict()  # least recently active first
+        self._ended: OrderedDict[str, tuple[TaskOutcome, float | None]] = OrderedDict()
+        self._active: dict[str, int] = {}  # tasks under way per lane
+        self._counts = dict.fromkeys(TaskOutcome, 0)
+        self._due: list[tuple[float, int, str, int]] = []  # idle tasks' timeouts
+        self._seq = itertools.count()
+        self._gaps: dict[str, float] = {}  # mean seconds between turns, per lane
+        self._waiting: dict[str, int] = {}  # queued turns of tasks under way, per lane
+
+    # -- reads ----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._tasks
+
+    def active(self, lane: str) -> int:
+        """Tasks under way in ``lane``."""
+        return self._active.get(lane, 0)
+
+    def waiting(self, lane: str) -> int:
+        """Turns of tasks under way queued in ``lane`` (not yet started): what
+        the running tasks still need that the engine has not taken yet."""
+        return self._waiting.get(lane, 0)
+
+    def tool_time(self, lane: str) -> float | None:
+        """The mean seconds between a turn's end and its task's next turn in
+        ``lane`` (the host's tool calls), a moving average; ``None`` before any."""
+        return self._gaps.get(lane)
+
+    def deadline(self, ref: TaskRef, slo: TaskSLO | None, now: float) -> float | None:
+        """The deadline of ``ref``'s task (monotonic seconds): its own if it is
+        under way, else the one it would get if admitted at ``now``."""
+        task = self._tasks.get(ref.id)
+        if task is not None:
+            return task.deadline
+        return _deadline(ref, slo or _NO_SLO, now)
+
+    def budget(self, ref: TaskRef, now: float) -> TaskBudget:
+        """What is left of ``ref``'s task's time at ``now``, for this turn."""
+        task = self._tasks.get(ref.id)
+        deadline = None if task is None else task.deadline
+        remaining = None if deadline is None else max(0.0, deadline - now)
+        left = ref.turns_left
+        share = None if remaining is None or left is None else remaining / left
+        return TaskBudget(deadline, remaining, left, share)
+
+    def check(
+        self,
+        ref: TaskRef,
+        tenant: str,
+        lane: str,
+        slo: TaskSLO | None,
+        now: float,
+        *,
+        turn_time: float | None = None,
+    ) -> TaskRefusal | None:
+        """Why the turn ``ref`` may not be admitted at ``now``, or ``None``. A read.
+
+        ``turn_time`` is what one turn takes at the lane's current pace
+        (seconds): a task with a known deadline and ``expected_turns`` whose
+        turns left, with the lane's mean tool time between turns
+        (:meth:`tool_time`), cannot all fit before the deadline is lost
+        already, and told so now rather than served to fail."""
+        refusal = self._check(ref, tenant, lane, slo, now)
+        if refusal is not None or turn_time is None:
+            return refusal
+        left, deadline = ref.turns_left, self.deadline(ref, slo, now)
+        gaps = 0.0 if left is None else (left - 1) * self._gaps.get(lane, 0.0)
+        if left is not None and deadline is not None and now + left * turn_time + gaps > deadline:
+            return TaskRefusal(
+                Reason.TASK_DEADLINE_LOST,
+                f"task {ref.id!r} cannot finish its {left} turns left by its deadline "
+                f"at {turn_time:.3g} s a turn",
+                408,
+            )
+        return None
+
+    def _check(
+        self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO | None, now: float
+    ) -> TaskRefusal | None:
+        task = self._tasks.get(ref.id)
+        if task is None:
+            ended = self._ended.get(ref.id)
+            if ended is not None:
+                outcome, deadline = ended
+                if deadline is not None and now >= deadline:
+                    return _lost(ref)
+                return TaskRefusal(
+                    Reason.TASK_OUT_OF_ORDER,
+                    f"task {ref.id!r} has already ended ({outcome.value}); start a new task id",
+                    409,
+                )
+            deadline = _deadline(ref, slo or _NO_SLO, now)
+            if deadline is not None and now >= deadline:
+                return _lost(ref)
+            # Any turn of a task not under way would start one (a host may
+            # resume a task the table no longer holds), so the cap holds for all.
+            cap = None if slo is None else slo.max_tasks
+            if cap is not None and self.active(lane) >= cap:
+                return TaskRefusal(
+                    Reason.TASK_LIMIT,
+                    f"lane {lane!r} has {cap:,} tasks under way; new tasks wait for them",
+                    503,
+                )
+            waiting = self.waiting(lane)
+            if slo is not None and slo.hold_new and waiting:
+                return TaskRefusal(
+                    Reason.TASK_LIMIT,
+                    f"{waiting:,} turns of tasks under way wait in lane {lane!r}; "
+                    "new tasks wait for them",
+                    503,
+                )
+            return None
+        if task.tenant != tenant:
+            return TaskRefusal(
+                Reason.TASK_OUT_OF_ORDER, f"task {ref.id!r} belongs to another tenant", 409
+            )
+        if task.deadline is not None and now >= task.deadline:
+            return _lost(ref)
+        if task.live is not None:
+            return TaskRefusal(
+                Reason.TASK_OUT_OF_ORDER,
+                f"turn {ref.turn} of task {ref.id!r} arrived while turn {task.live_turn} "
+                "is still queued or running",
+                409,
+            )
+        if ref.turn != task.next_turn:  # every turn, in order: none skipped, none again
+            return TaskRefusal(
+                Reason.TASK_OUT_OF_ORDER,
+                f"task {ref.id!r} expects turn {task.next_turn} next, not turn {ref.turn}",
+                409,
+            )
+        return None
+
+    def statistics(self) -> TaskStatistics:
+        """A frozen snapshot of the counts."""
+        counts = self._counts
+        active = len(self._tasks)
+        ended = sum(counts.values())
+        return TaskStatistics(
+            active,
+            active + ended,
+            counts[TaskOutcome.COMPLETED],
+            counts[TaskOutcome.FAILED],
+            counts[TaskOutcome.ABANDONED],
+        )
+
+    # -- changes ----------------------------------------------------------------
+
+    def admitted(
+        self,
+        ref: TaskRef,
+        request_id: str,
+        tenant: str,
+        lane: str,
+        slo: TaskSLO | None,
+        now: float,
+    ) -> list[TaskEnded]:
+        """The turn ``ref`` (request ``request_id``) was admitted, after
+        :meth:`check` found nothing against it; returns the tasks abandoned to
+        make room for a new one."""
+        made_room: list[TaskEnded] = []
+        task = self._tasks.get(ref.id)
+        if task is None:
+            while len(self._tasks) >= self._max_tasks:
+                made_room.append(self._evict(now))
+            task = _Task(ref, tenant, lane, slo or _NO_SLO, now)
+            task.next_turn = ref.turn  # a task resumed here (another replica began it)
+            self._tasks[ref.id] = task
+            self._active[lane] = self._active.get(lane, 0) + 1
+        else:
+            self._tasks.move_to_end(ref.id)
+            task.waiting = True
+            self._waiting[lane] = self._waiting.get(lane, 0) + 1
+            if ref.turn == task.next_turn and task.turns:  # the gap after a completed turn
+                gap = now - task.touched
+                mean = self._gaps.get(lane)
+                self._gaps[lane] = gap if mean is None else mean + _GAP_WEIGHT * (gap - mean)
+        task.live, task.live_turn = request_id, ref.turn
+        task.touched = now
+        task.version += 1  # its idle timer, if any, is void
+        return made_room
+
+    def started(self, ref: TaskRef, request_id: str) -> None:
+        """The turn ``ref`` (request ``request_id``) left the queue for the engine."""
+        task = self._tasks.get(ref.id)
+        if task is not None and task.live == request_id:
+            self._unwait(task)
+
+    def _unwait(self, task: _Task) -> None:
+        if task.waiting:
+            task.waiting = False
+            left = self._waiting[task.lane] - 1
+            if left:
+                self._waiting[task.lane] = left
+            else:
+                del self._waiting[task.lane]
+
+    def turn_ended(
+        self, ref: TaskRef, request_id: str, outcome: Outcome, now: float
+    ) -> TaskEnded | None:
+        """The turn ``ref`` (request ``request_id``) ended in ``outcome``; the
+        task's end, if that ended it. A turn the table does not hold (its task
+        ended or was evicted meanwhile) changes nothing."""
+        task = self._tasks.get(ref.id)
+        if task is None or task.live != request_id:
+            return None
+        self._unwait(task)
+        task.live = None
+        task.touched = now
+        if outcome is Outcome.COMPLETED:
+            task.turns += 1
+            task.next_turn = ref.turn + 1
+            if task.deadline is not None and now > task.deadline:
+                return self._end(task, TaskOutcome.FAILED, "deadline", now)
+            if ref.last:
+                return self._end(task, TaskOutcome.COMPLETED, "completed", now)
+        elif outcome is Outcome.FAILED or outcome is Outcome.EXPIRED:
+            return self._end(task, TaskOutcome.FAILED, outcome.value, now)
+        # Completed but not last, cancelled or pushed out: the next turn, or
+        # this one again, may come; until then the idle timer runs.
+        self._tasks.move_to_end(ref.id)
+        task.version += 1
+        due = now + task.idle_timeout
+        if task.deadline is not None and task.deadline < due:
+            due = task.deadline
+        heapq.heappush(self._due, (due, next(self._seq), task.id, task.version))
+        return None
+
+    def lost(self, ref: TaskRef, now: float) -> TaskEnded | None:
+        """A turn of ``ref``'s task was refused because its deadline passed:
+        the task, if still under way (with no live turn), has failed."""
+        task = self._tasks.get(ref.id)
+        if task is None or task.live is not None:
+            return None
+        return self._end(task, TaskOutcome.FAILED, "deadline", now)
+
+    def sweep(self, now: float) -> list[TaskEnded]:
+        """End idle tasks whose idle timeout or deadline has passed by ``now``
+        (``abandoned`` or ``failed``); amortized ``O(log n)`` per task."""
+        ended: list[TaskEnded] = []
+        due = self._due
+        while due and due[0][0] <= now:
+            _, _, task_id, version = heapq.heappop(due)
+            task = self._tasks.get(task_id)
+            if task is None or task.version != version or task.live is not None:
+                continue  # it moved on since the timer was set
+            if task.deadline is not None and now >= task.deadline:
+                ended.append(self._end(task, TaskOutcome.FAILED, "deadline", now))
+            else:
+                ended.append(self._end(task, TaskOutcome.ABANDONED, "idle", now))
+        if len(due) > 2 * len(self._tasks) + 64:  # mostly void timers: drop them
+            self._due = [item for item in due if self._current(item)]
+            heapq.heapify(self._due)
+        return ended
+
+    def next_due(self) -> float | None:
+        """The earliest idle timer (monotonic seconds), or ``None``."""
+        return self._due[0][0] if self._due else None
+
+    def _current(self, item: tuple[float, int, str, int]) -> bool:
+        task = self._tasks.get(item[2])
+        return task is not None and task.version == item[3]
+
+    def _evict(self, now: float) -> TaskEnded:
+        # The least recently active task, preferring one with no live turn.
+        victim = next((t for t in self._tasks.values() if t.live is None), None)
+        if victim is None:
+            victim = next(iter(self._tasks.values()))
+        return self._end(victim, TaskOutcome.ABANDONED, "evicted", now)
+
+    def _end(self, task: _Task, outcome: TaskOutcome, why: str, now: float) -> TaskEnded:
+        self._unwait(task)
+        del self._tasks[task.id]
+        left = self._active[task.lane] - 1
+        if left:
+            self._active[task.lane] = left
+        else:
+            del self._active[task.lane]
+        self._counts[outcome] += 1
+        if self._max_ended:
+            ended = self._ended
+            ended[task.id] = (outcome, task.deadline)
+            ended.move_to_end(task.id)
+            if len(ended) > self._max_ended:
+                ended.popitem(last=False)
+        return TaskEnded(
+            task.id, task.tenant, task.lane, outcome, why, task.started_at, now, task.turns
+        )
+
+
+def _lost(ref: TaskRef) -> TaskRefusal:
+    return TaskRefusal(
+        Reason.TASK_DEADLINE_LOST,
+        f"task {ref.id!r} has passed its deadline; turn {ref.turn} cannot make it complete",
+        408,
+    )
