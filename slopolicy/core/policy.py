@@ -64,7 +64,8 @@ from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel
 from slopolicy.core.specs import LaneSpec
-from slopolicy.core.tasks.table import TaskEnded, TaskTable
+from slopolicy.core.tasks.records import TaskEnded
+from slopolicy.core.tasks.table import TaskTable
 from slopolicy.core.tasks.trackers import TaskTrackers
 from slopolicy.core.tools.limits import ToolLimits
 from slopolicy.core.tools.pool import ToolPool

@@ -7,6 +7,7 @@ import pytest
 from slopolicy import Policy, PolicyConfig, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Defer, Reject
+from slopolicy.core.ladder.pressure import Pressure
 from slopolicy.core.outcome import Outcome
 from slopolicy.core.reasons import Reason
 from slopolicy.core.specs import TaskSLO
@@ -235,3 +236,20 @@ def test_task_goodput_counts_completed_tasks_per_second_of_the_window() -> None:
     snapshot = lane.snapshot(200.0)
     assert snapshot.span_s == 100.0  # from the first task's end, not the window's start
     assert snapshot.goodput == pytest.approx(0.04)
+
+
+def test_under_the_ladder_first_turns_are_shed_and_turns_under_way_go_on() -> None:
+    config = PolicyConfig.model_validate(
+        {"lanes": [{"name": "agent", "task": {}}], "ladder": {"dwell_s": 1, "cooldown_s": 1}}
+    )
+    policy = Policy(config, counter=HeuristicCounter())
+    policy.submit(_turn("a", 0), 0.0)
+    policy.dispatch(0.0)
+    policy.finish("a.0", 1.0)
+    ladder = policy.health.ladder
+    assert ladder is not None
+    assert ladder.update(Pressure(ttft_p95_fraction=2.0, kv_usage=0.99), 1.0) is not None
+    shed = policy.submit(_turn("b", 0), 1.0)
+    assert isinstance(shed, Defer)
+    assert shed.reason is Reason.OVERLOAD_SHED
+    assert policy.submit(_turn("a", 1), 1.0).accepted

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from slopolicy.core.slo.sketches import SlidingQuantiles
 from slopolicy.core.slo.windows import SlidingCounts
-from slopolicy.core.tasks.table import TaskEnded, TaskOutcome
+from slopolicy.core.tasks.records import TaskEnded, TaskOutcome
 from slopolicy.errors import UsageError
 
 __all__ = ("TaskSnapshot", "TaskTracker", "TaskTrackers")
