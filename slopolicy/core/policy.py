@@ -57,9 +57,10 @@ from slopolicy.core.queueing.fairqueue import _check_weight
 from slopolicy.core.queueing.pacing import DispatchPace
 from slopolicy.core.queueing.prefill import PrefillGate
 from slopolicy.core.queueing.scheduler import LaneScheduler
-from slopolicy.core.queueing.ttft import FirstTokenModel
+from slopolicy.core.queueing.ttft import FirstTokenCheck
 from slopolicy.core.quota.tenants import TenantQuotas
 from slopolicy.core.request import Request
+from slopolicy.core.reservations import Reservations
 from slopolicy.core.router import LaneRouter, RoutingRule
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel
@@ -178,9 +179,9 @@ class Policy:
         reserves = {lane.name: lane.kv_reserve for lane in spec.router.lanes if lane.kv_reserve}
         self.kv = KVReservation(spec.kv_blocks, spec.kv_block_size, reserves)
         quantile = spec.kv_output_quantile
-        #: What answers turn out to need, per lane (``None``: worst cases reserved).
-        self.outputs: OutputForecast | None = (
-            None if quantile is None else OutputForecast(lanes, quantile=quantile)
+        #: What running requests hold in the KV ledger: prompts plus forecast answers.
+        self.reservations = Reservations(
+            self.kv, None if quantile is None else OutputForecast(lanes, quantile=quantile)
         )
         self.quotas = TenantQuotas(max_tenants=spec.max_tenants)
         self._queues: LaneScheduler[Entry] = LaneScheduler(
@@ -199,21 +200,16 @@ class Policy:
         self._slo_bounds: dict[str, float] = {}
         # The TTFT targets of those lanes: a request that cannot have its first
         # token by arrival + target (per the engine's learned TTFT) leaves then.
-        self._ttft_bounds: dict[str, float] = {}
+        ttft_bounds: dict[str, float] = {}
         for lane in spec.router.lanes:
             targets = spec.targets.get(lane.name, SLOTargets())
             bound = targets.ttft_target if targets.ttft_target is not None else targets.e2e_p95
             if lane.slo_deadline and bound is not None:
                 self._slo_bounds[lane.name] = bound
                 if targets.ttft_target is not None:
-                    self._ttft_bounds[lane.name] = bound
-        #: Each TTFT-bound lane's engine TTFT as it has been.
-        self.first_tokens = {name: FirstTokenModel() for name in self._ttft_bounds}
-        # Prompt tokens started and not through prefill, per lane, and the
-        # lanes each lane's requests count as ahead of them: their own and
-        # those listed before (what a priority-honouring engine computes first).
-        self._prefilling = dict.fromkeys(lanes, 0)
-        self._ahead_of = {name: tuple(lanes[: i + 1]) for i, name in enumerate(lanes)}
+                    ttft_bounds[lane.name] = bound
+        #: The engine's TTFT per lane, and the prompts ahead of a start.
+        self.first_tokens = FirstTokenCheck(lanes, ttft_bounds)
         self._entries: dict[str, Entry] = {}
         # Ids prepare accepted that await their enqueue, refuse or withdraw.
         self._prepared: set[str] = set()
@@ -403,22 +399,15 @@ class Policy:
         lane = self._lanes[decision.lane]
         request = decision.request
         # The request's counts were checked when it was made.
-        kv = self.kv
-        kv_tokens = kv._tokens_needed(
-            decision.prompt_tokens, request.max_new_tokens, request.sequences
-        )
-        needed, most = -(-kv_tokens // kv.block_size), kv.capacity_blocks(lane.name)
-        if needed > most:
-            message = f"needs {needed:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
+        reservations, prompt = self.reservations, decision.prompt_tokens
+        worst = reservations.worst_case(prompt, request.max_new_tokens, request.sequences)
+        most = self.kv.capacity_blocks(lane.name)
+        if worst > most:
+            message = f"needs {worst:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
             return _refuse(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
-        reserved_output = request.max_new_tokens
-        if self.outputs is not None:
-            reserved_output = self.outputs.per_sequence(lane.name, reserved_output)
-            if reserved_output < request.max_new_tokens:
-                kv_tokens = kv._tokens_needed(
-                    decision.prompt_tokens, reserved_output, request.sequences
-                )
-                needed = -(-kv_tokens // kv.block_size)
+        needed, reserved_output = reservations.plan(
+            lane.name, prompt, request.max_new_tokens, request.sequences
+        )
         deadline = lane_deadline = now + lane.max_queue_wait
         bound = self._slo_bounds.get(lane.name)
         if bound is not None and now + bound < deadline:
@@ -562,7 +551,7 @@ class Policy:
             gate = None if gates is None else gates[lane]
             if gate is not None and not gate.ready(now):
                 continue  # the engine has enough of this lane's prompts; their order stays ours
-            if self._lost(entry, now):
+            if self.first_tokens.lost(lane, entry.prompt_tokens, entry.arrival, now):
                 self._queues._pop(lane)
                 expired.append(self._end_queued(entry, Outcome.EXPIRED, now))
                 return self._start_next(now, expired)  # the candidates changed
@@ -579,9 +568,7 @@ class Policy:
                     pace._charge(entry.cost, now)
                 if gate is not None:
                     gate.started(entry.prompt_tokens, now)
-                if self.first_tokens:
-                    self._prefilling[lane] += entry.prompt_tokens
-                    entry.ahead = self._ahead(lane)
+                entry.ahead = self.first_tokens.started(lane, entry.prompt_tokens)
                 entry.phase = Phase.RUNNING
                 entry.dispatched_at = now
                 if entry.request.task is not None:
@@ -590,22 +577,6 @@ class Policy:
                 self._lane_running[lane] += 1
                 return entry
         return None
-
-    def _lost(self, entry: Entry, now: float) -> bool:
-        """Whether ``entry``, at the head of its lane, is expected to miss its
-        lane's TTFT target even if it started now (per the engine's TTFT as
-        its lane's requests saw it)."""
-        bound = self._ttft_bounds.get(entry.lane)
-        if bound is None:
-            return False
-        expected = self.first_tokens[entry.lane].expected(
-            self._ahead(entry.lane) + entry.prompt_tokens
-        )
-        return expected is not None and now + expected > entry.arrival + bound
-
-    def _ahead(self, lane: str) -> int:
-        prefilling = self._prefilling
-        return sum(prefilling[name] for name in self._ahead_of[lane])
 
     def next_deadline(self) -> float | None:
         """The earliest deadline among queued requests (monotonic seconds), or
@@ -697,12 +668,10 @@ class Policy:
         entry.first_token_at = now
         if self.prefill is not None:
             self.prefill[entry.lane].first_token(entry.prompt_tokens, now)
-        if self.first_tokens:
-            self._prefilling[entry.lane] -= entry.prompt_tokens
-            model = self.first_tokens.get(entry.lane)
-            if model is not None:
-                assert entry.dispatched_at is not None  # running
-                model.observe(entry.ahead, now - entry.dispatched_at)
+        assert entry.dispatched_at is not None  # running
+        self.first_tokens.first_token(
+            entry.lane, entry.prompt_tokens, entry.ahead, now - entry.dispatched_at
+        )
 
     def mark(self, request_id: str, stage: str, now: float) -> None:
         """A TTFT stage of a started request ended: ``"schedule"`` (the engine
@@ -737,28 +706,8 @@ class Policy:
         entry.last_token_at = now
         entry.output_tokens += count
         self._charge_output(entry)
-        if entry.output_tokens > entry.kv_output * entry.request.sequences:
-            self._grow(entry, now)
+        self.reservations.grow(entry, now)
         return gap
-
-    def _grow(self, entry: Entry, now: float) -> None:
-        """Grow the KV reservation of ``entry``, whose answer passed it: to twice
-        what it reserved, or, where that does not fit, to what it holds now plus
-        a block; at most its worst case. Where neither fits the reservation
-        stays (the engine's own KV reading still bounds new starts)."""
-        request, kv = entry.request, self.kv
-        ceiling = request.max_new_tokens
-        if entry.kv_output >= ceiling:
-            return
-        sequences = request.sequences
-        held = -(-entry.output_tokens // sequences) + kv.block_size
-        for output in (max(2 * entry.kv_output, held), held):
-            output = min(output, ceiling)
-            tokens = kv._tokens_needed(entry.prompt_tokens, output, sequences)
-            blocks = -(-tokens // kv.block_size)
-            if kv._resize(entry.id, blocks, now):
-                entry.kv_output, entry.kv_blocks = output, blocks
-                return
 
     def finish(
         self,
@@ -789,13 +738,12 @@ class Policy:
             entry.prompt_tokens, entry.output_tokens, request.tool_risk
         )
         self.kv._release(entry.id, now)
-        if self.outputs is not None and end is Outcome.COMPLETED:
-            self.outputs._record(entry.lane, -(-entry.output_tokens // request.sequences))
+        if end is Outcome.COMPLETED:
+            self.reservations.completed(entry)
         if entry.first_token_at is None:
             if self.prefill is not None:
                 self.prefill[entry.lane].left(entry.prompt_tokens, now)
-            if self.first_tokens:
-                self._prefilling[entry.lane] -= entry.prompt_tokens
+            self.first_tokens.left(entry.lane, entry.prompt_tokens)
         self._settle(entry, cost, now)
         if self.pace is not None:
             self.pace.settle(entry.cost, cost)

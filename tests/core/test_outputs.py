@@ -118,8 +118,9 @@ def test_a_reservation_grows_as_its_answer_passes_it_and_is_released_whole() -> 
     assert policy.kv.statistics().used_blocks == 100
     policy.finish("long", 22.0)
     assert policy.kv.statistics().used_blocks == 0
-    assert policy.outputs is not None
-    assert policy.outputs.forecast("chat") == 20
+    outputs = policy.reservations.outputs
+    assert outputs is not None
+    assert outputs.forecast("chat") == 20
 
 
 def test_a_growth_that_does_not_fit_leaves_the_reservation() -> None:
@@ -135,6 +136,6 @@ def test_a_growth_that_does_not_fit_leaves_the_reservation() -> None:
 
 def test_without_a_forecast_nothing_is_recorded_or_grown() -> None:
     policy = _policy(None)
-    assert policy.outputs is None
+    assert policy.reservations.outputs is None
     _serve(policy, "one", 0.0, 20)
     assert policy.kv.statistics().used_blocks == 0

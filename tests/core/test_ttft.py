@@ -100,7 +100,7 @@ def _warm(policy: Policy) -> float:
 def test_a_burst_past_what_the_engine_can_prefill_in_time_leaves_the_queue() -> None:
     policy = _policy()
     now = _warm(policy)
-    assert policy.first_tokens["chat"].rate == pytest.approx(10_000.0)
+    assert policy.first_tokens.models["chat"].rate == pytest.approx(10_000.0)
     for i in range(20):
         policy.submit(_chat(f"b{i}"), now)
     dispatch = policy.dispatch(now)

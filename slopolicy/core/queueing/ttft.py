@@ -36,7 +36,9 @@ This object is sans-IO and takes no time: callers pass observed seconds.
 
 from __future__ import annotations
 
-__all__ = ("FirstTokenModel",)
+from collections.abc import Mapping, Sequence
+
+__all__ = ("FirstTokenCheck", "FirstTokenModel")
 
 
 class FirstTokenModel:
@@ -126,3 +128,56 @@ class FirstTokenModel:
         self.rate = 1.0 / slope
         self.floor = max(0.0, mean_y - slope * mean_x)
         self.r2 = min(1.0, cov * cov / (var_x * var_y))
+
+
+class FirstTokenCheck:
+    """The Policy's question at dispatch, for every lane with a TTFT bound:
+    is this request expected to miss its target even if it started now?
+
+    Keeps each lane's prompt tokens started and not yet through prefill, and
+    a :class:`FirstTokenModel` per TTFT-bound lane, fed as requests reach
+    their first token. A request's tokens ahead are the prompts of its own
+    lane and of the lanes listed before it (see the module doc). ``bounds``
+    maps a lane to its TTFT target in seconds; lanes without one are never
+    given up on, but their prompts still count as ahead of later lanes.
+    """
+
+    __slots__ = ("_ahead_of", "_bounds", "_prefilling", "models")
+
+    def __init__(self, lanes: Sequence[str], bounds: Mapping[str, float]) -> None:
+        self._bounds = dict(bounds)
+        #: Each TTFT-bound lane's engine TTFT as it has been.
+        self.models = {name: FirstTokenModel() for name in bounds}
+        self._prefilling = dict.fromkeys(lanes, 0)
+        self._ahead_of = {name: tuple(lanes[: i + 1]) for i, name in enumerate(lanes)}
+
+    def ahead(self, lane: str) -> int:
+        """Prompt tokens ahead of a request of ``lane`` started now, its own not included."""
+        prefilling = self._prefilling
+        return sum(prefilling[name] for name in self._ahead_of[lane])
+
+    def lost(self, lane: str, prompt_tokens: int, arrival: float, now: float) -> bool:
+        """Whether a request of ``lane`` that arrived at ``arrival`` is expected
+        to have its first token past ``arrival`` + the lane's target if started at ``now``."""
+        bound = self._bounds.get(lane)
+        if bound is None:
+            return False
+        expected = self.models[lane].expected(self.ahead(lane) + prompt_tokens)
+        return expected is not None and now + expected > arrival + bound
+
+    def started(self, lane: str, prompt_tokens: int) -> int:
+        """A request was handed to the engine; the tokens ahead of its first
+        token, its own included (pass them back to :meth:`first_token`)."""
+        self._prefilling[lane] += prompt_tokens
+        return self.ahead(lane)
+
+    def first_token(self, lane: str, prompt_tokens: int, ahead: int, seconds: float) -> None:
+        """A started request's first token came ``seconds`` after it was handed over."""
+        self._prefilling[lane] -= prompt_tokens
+        model = self.models.get(lane)
+        if model is not None:
+            model.observe(ahead, seconds)
+
+    def left(self, lane: str, prompt_tokens: int) -> None:
+        """A started request ended before its first token."""
+        self._prefilling[lane] -= prompt_tokens
