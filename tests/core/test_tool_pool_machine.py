@@ -188,6 +188,14 @@ class ToolPoolMachine(RuleBasedStateMachine):
             assert tool.started == tool.in_flight + ended  # each slot given back once
 
     @invariant()
+    def the_tenant_table_keeps_only_live_or_bucketed_tenants(self) -> None:
+        busy = {tenant for tenant, _ in [*self.model.held.values(), *self.model.waiting.values()]}
+        kept = set(self.pool._tenants)
+        assert busy <= kept
+        assert kept - busy == set(self.pool._idle)  # every idle one is on the idle list
+        assert len(kept) <= LIMITS.max_tenants
+
+    @invariant()
     def no_slot_idle_while_a_waiter_fits(self) -> None:
         for tenant, group in self.model.waiting.values():
             assert not self.model.fits(tenant, group)

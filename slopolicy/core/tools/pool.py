@@ -132,6 +132,7 @@ class ToolPool:
 
     __slots__ = (
         "_groups",
+        "_idle",
         "_ids",
         "_leases",
         "_limits",
@@ -152,6 +153,8 @@ class ToolPool:
             name: _Group(spec, self._limits, now) for name, spec in self._limits.tools.items()
         }
         self._tenants: dict[str, _Tenant] = {}
+        # Tenants kept idle for their rate buckets, oldest first (insertion order).
+        self._idle: dict[str, None] = {}
         self._leases: dict[int, ToolLease] = {}
         self._waiters: dict[int, _Waiter] = {}
         self._ids = itertools.count(1)
@@ -232,6 +235,8 @@ class ToolPool:
             group.tenant_buckets[tenant] = buckets[-1]
         if state is None:
             state = self._tenants[tenant] = _Tenant()
+        else:
+            self._idle.pop(tenant, None)
         call = next(self._ids)
         if fits:
             waiter = _Waiter(call, tenant, tool, spec.name, now, timeout, ())
@@ -424,28 +429,29 @@ class ToolPool:
     # -- the tenant table ------------------------------------------------------
 
     def _forget(self, tenant: str, state: _Tenant) -> None:
-        """Drop an idle tenant's state at once when it has no rate bucket to keep."""
+        """Drop an idle tenant's state at once when it has no rate bucket to
+        keep; else keep it among the idle, for :meth:`_sweep`."""
         if state.in_flight or state.waiting:
             return
         if any(tenant in group.tenant_buckets for group in self._groups.values()):
-            return  # kept until _sweep finds its buckets full again
+            self._idle[tenant] = None  # kept until _sweep finds its buckets full again
+            return
         del self._tenants[tenant]
         for group in self._groups.values():
             group.served.pop(tenant, None)
 
     def _sweep(self, now: float) -> bool:
-        """Drop idle tenants whose buckets have refilled (they read as new ones do);
-        whether any room was made."""
+        """Drop idle tenants whose buckets have refilled (they read as new ones
+        do), oldest idle first; whether any room was made."""
         dropped = False
-        for tenant, state in list(self._tenants.items()):
-            if state.in_flight or state.waiting:
-                continue
-            buckets = [g.tenant_buckets.get(tenant) for g in self._groups.values()]
+        for tenant in list(self._idle):
+            buckets = [group.tenant_buckets.get(tenant) for group in self._groups.values()]
             if all(b is None or b._level_checked(now) >= b.burst for b in buckets):
+                del self._idle[tenant]
+                del self._tenants[tenant]
                 for group in self._groups.values():
                     group.tenant_buckets.pop(tenant, None)
                     group.served.pop(tenant, None)
-                del self._tenants[tenant]
                 dropped = True
         return dropped
 
