@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from rich.console import Console
@@ -28,6 +27,8 @@ __all__ = ("LANES", "ReplayOptions", "replay")
 
 #: The lanes a replay can run: ``fcfs`` (direct to the engine) and ``ours`` (gated).
 LANES = ("fcfs", "ours")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +58,14 @@ def replay(options: ReplayOptions, console: Console | None = None) -> int:
     """Run the replay; 0 when it ran to its end, 130 when interrupted (the
     partial report is printed and written all the same)."""
     console = console or make_console()
-    return anyio.run(_replay, options, console)
+
+    async def body(stop: anyio.Event) -> int:
+        return await _replay(options, console, stop)
+
+    return anyio.run(_until_interrupted, body)
 
 
-async def _replay(options: ReplayOptions, console: Console) -> int:
+async def _replay(options: ReplayOptions, console: Console, stop: anyio.Event) -> int:
     unknown = [lane for lane in options.lanes if lane not in LANES]
     if unknown or not options.lanes:
         raise UsageError(f"--lanes: choose from {', '.join(LANES)}, got {list(options.lanes)}")
@@ -69,7 +74,7 @@ async def _replay(options: ReplayOptions, console: Console) -> int:
         raise UsageError("a replay compares its lanes; --sweep is for simulate")
     check_outputs(sim.json_path, sim.plot_path)
     scenario = build_scenario(sim)
-    async with Target(options.target, api_key=options.api_key) as target, _interrupts() as stop:
+    async with Target(options.target, api_key=options.api_key) as target:
         live = LiveReplay(
             target, scenario, max_concurrency=options.max_concurrency, drain=options.drain
         )
@@ -109,24 +114,34 @@ def _claims(which: str | None, comparison: Any, runs: Mapping[str, Any]) -> tupl
     return overload_claims(comparison)
 
 
-@asynccontextmanager
-async def _interrupts() -> AsyncIterator[anyio.Event]:
-    """An event set on the first Ctrl-C (SIGINT) or SIGTERM: the replay stops
-    at once and reports what it has; a second one interrupts as usual."""
+async def _until_interrupted(body: Callable[[anyio.Event], Awaitable[T]]) -> T:
+    """``body(stop)``, with ``stop`` set on the first Ctrl-C (SIGINT) or
+    SIGTERM: the replay then stops at once and reports what it has. The
+    signals' handlers are back as they were after the first, so a second one
+    interrupts as usual."""
     stop = anyio.Event()
-    signals = (signal.SIGINT, signal.SIGTERM)
+    done: list[T] = []
+    failed: list[Exception] = []
+
+    async def watch() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+            async for _ in received:
+                print("\nstopping: closing every stream...", file=sys.stderr)
+                stop.set()
+                return
+
     async with anyio.create_task_group() as group:
 
-        async def watch() -> None:
-            with anyio.open_signal_receiver(*signals) as received:
-                async for _ in received:
-                    if stop.is_set():
-                        raise KeyboardInterrupt
-                    print("\nstopping: closing every stream...", file=sys.stderr)
-                    stop.set()
+        async def run() -> None:
+            try:
+                done.append(await body(stop))
+            except Exception as error:  # raised as is, not in a group
+                failed.append(error)
+            finally:
+                group.cancel_scope.cancel()
 
         group.start_soon(watch)
-        try:
-            yield stop
-        finally:
-            group.cancel_scope.cancel()
+        group.start_soon(run)
+    if failed:
+        raise failed[0]
+    return done[0]
