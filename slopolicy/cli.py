@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_demo(commands)
     _add_simulate(commands)
     _add_replay(commands)
+    _add_calibrate(commands)
     return parser
 
 
@@ -58,6 +59,7 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     demo.add_argument("--json", metavar="OUT", help="write the report as JSON")
     demo.add_argument("--plot", metavar="OUT.png", help="write plots (needs slopolicy[plot])")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+    demo.add_argument("--engine", help="engine profile or engine file (slopolicy calibrate)")
 
 
 def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,7 +86,9 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     sim.add_argument("--sweep-refine", type=int, default=3, help="bisections near each knee")
     run = sim.add_argument_group("engine model")
-    run.add_argument("--engine", help="engine profile, e.g. llama3-8b/a100")
+    run.add_argument(
+        "--engine", help="engine profile (e.g. llama3-8b/a100) or engine file (slopolicy calibrate)"
+    )
     run.add_argument("--max-num-seqs", type=int)
     run.add_argument("--max-num-batched-tokens", type=int)
     run.add_argument("--long-prefill-token-threshold", type=int)
@@ -107,6 +111,28 @@ def _add_replay(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     live.add_argument("--max-concurrency", type=int, default=256, help="requests open at once")
     live.add_argument("--drain", type=float, default=600.0, help="seconds to finish after the end")
     live.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "-"))
+
+
+def _add_calibrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cal = commands.add_parser(
+        "calibrate",
+        help="probe an engine and fit the simulator's engine profile to it",
+        description="Probe prefill at several prompt lengths and decode at several batch "
+        "sizes on an idle engine, read its KV capacity, fit the simulator's profile and "
+        "write an engine file that simulate and demo take with --engine.",
+    )
+    cal.add_argument("--target", required=True, metavar="URL", help="the engine's base URL")
+    cal.add_argument("--out", "-o", default="engine.yaml", help="engine file (.yaml or .json)")
+    cal.add_argument("--prompts", default="64,256,1024,2048,4096,8192", help="prefill lengths")
+    cal.add_argument("--batches", default="1,2,4,8", help="decode batch sizes")
+    cal.add_argument("--repeats", type=int, default=5, help="runs of each probe")
+    cal.add_argument("--decode-tokens", type=int, default=64, help="tokens per decode probe")
+    cal.add_argument(
+        "--max-num-batched-tokens", type=int, default=2048,
+        help="the tokens one engine step computes (llama.cpp -b, vLLM's own name)",
+    )  # fmt: skip
+    cal.add_argument("--name", help="the profile's name (default: engine:model)")
+    cal.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "-"))
 
 
 def _add_workload(sim: argparse.ArgumentParser) -> None:
@@ -175,6 +201,7 @@ def _run(args: argparse.Namespace) -> int:
             json_path=args.json,
             plot_path=args.plot,
             progress=not args.no_progress,
+            engine=args.engine,
         )
     elif args.command == "simulate":
         from slopolicy.sim.commands import simulate
@@ -182,6 +209,8 @@ def _run(args: argparse.Namespace) -> int:
         return simulate(_simulate_options(args))
     elif args.command == "replay":
         return _replay(args)
+    elif args.command == "calibrate":
+        return _calibrate(args)
     else:
         return _route(args)
     return 0
@@ -258,6 +287,40 @@ def _replay(args: argparse.Namespace) -> int:
         args.target, _simulate_options(args), lanes, args.max_concurrency, args.drain, args.api_key
     )
     return replay(options)
+
+
+def _counts(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageError(
+            f"{option}: give whole numbers separated by commas, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise UsageError(f"{option}: give numbers >= 1, got {text!r}")
+    return values
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from slopolicy.replay.commands import CalibrateOptions, calibrate_command
+
+    for name in ("repeats", "max_num_batched_tokens"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+    if args.decode_tokens < 2:
+        raise UsageError("--decode-tokens must be >= 2")
+    options = CalibrateOptions(
+        args.target,
+        args.out,
+        _counts(args.prompts, "--prompts"),
+        _counts(args.batches, "--batches"),
+        args.repeats,
+        args.decode_tokens,
+        args.max_num_batched_tokens,
+        args.name,
+        args.api_key,
+    )
+    return calibrate_command(options)
 
 
 def _route(args: argparse.Namespace) -> int:

@@ -16,14 +16,16 @@ import anyio
 from rich.console import Console
 
 from slopolicy.errors import UsageError
+from slopolicy.replay.calibrate import BATCHES, PROMPTS, Calibration, calibrate, residual_data
 from slopolicy.replay.live import LiveReplay, live_comparison, replay_lanes
 from slopolicy.replay.progress import StderrProgress
 from slopolicy.replay.target import Target
 from slopolicy.sim.claims import Claim, overload_claims, seed_claims
 from slopolicy.sim.commands import SimulateOptions, build_scenario, check_outputs, write_outputs
 from slopolicy.sim.console import make_console, print_claims, print_comparison
+from slopolicy.sim.engine_file import write_engine
 
-__all__ = ("LANES", "ReplayOptions", "replay")
+__all__ = ("LANES", "CalibrateOptions", "ReplayOptions", "calibrate_command", "replay")
 
 #: The lanes a replay can run: ``fcfs`` (direct to the engine) and ``ours`` (gated).
 LANES = ("fcfs", "ours")
@@ -145,3 +147,42 @@ async def _until_interrupted(body: Callable[[anyio.Event], Awaitable[T]]) -> T:
     if failed:
         raise failed[0]
     return done[0]
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrateOptions:
+    """Everything ``slopolicy calibrate`` takes (see its ``--help``)."""
+
+    target: str
+    out: str
+    prompts: Sequence[int] = PROMPTS
+    batches: Sequence[int] = BATCHES
+    repeats: int = 5
+    decode_tokens: int = 64
+    max_num_batched_tokens: int = 2048
+    name: str | None = None
+    api_key: str = "-"
+
+
+def calibrate_command(options: CalibrateOptions, console: Console | None = None) -> int:
+    """Probe the target, fit its profile, print the residuals, write the engine file."""
+    console = console or make_console()
+    check_outputs(options.out, None)
+
+    async def run() -> Calibration:
+        async with Target(options.target, api_key=options.api_key) as target:
+            return await calibrate(
+                target,
+                prompts=options.prompts,
+                batches=options.batches,
+                repeats=options.repeats,
+                decode_tokens=options.decode_tokens,
+                max_num_batched_tokens=options.max_num_batched_tokens,
+                name=options.name,
+            )
+
+    found = anyio.run(run)
+    console.print(found.describe(), highlight=False, soft_wrap=True)
+    write_engine(options.out, found.engine, [residual_data(r) for r in found.residuals])
+    console.print(f"wrote {options.out} (simulate --engine {options.out})")
+    return 0

@@ -88,7 +88,7 @@ class LiveReplay:
         self.facts = facts = await self.target.facts()
         count = self.target.count if facts.tokenizes else None
         if count is not None:
-            self.offset = await self._offset()
+            self.offset = await self.target.prompt_offset(facts)
         prompts = await build_prompts(workload, count, offset=self.offset, seed=self.seed)
         return Plan(
             workload,
@@ -98,23 +98,6 @@ class LiveReplay:
             drain=self.drain,
             client=self.scenario.client,
         )
-
-    async def _offset(self) -> int:
-        """Tokens a request adds to what ``/tokenize`` counts (a BOS): one
-        short request's ``usage.prompt_tokens`` minus the count."""
-        text = "the of and to in"
-        counted = await self.target.count(text)
-        async with self.target.openai_client() as client:
-            answer = await client.completions.create(
-                model=self.known.model,
-                prompt=text,
-                max_tokens=1,
-                extra_body=self.known.extra_body(),
-            )
-        used = getattr(answer.usage, "prompt_tokens", None)
-        if not isinstance(used, int) or counted is None:
-            return 0
-        return max(0, used - counted)
 
     async def run(self, name: str, plan: Plan, *, stop: anyio.Event, tell: Tell | None) -> LaneRun:
         """Play lane ``name`` (``fcfs`` or ``ours``)."""

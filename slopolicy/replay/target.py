@@ -173,6 +173,20 @@ class Target:
         tokens = answer.get("tokens")
         return len(tokens) if isinstance(tokens, list) else None
 
+    async def prompt_offset(self, facts: EngineFacts) -> int:
+        """Tokens a request adds to what :meth:`count` counts (llama.cpp's
+        BOS): one short request's ``usage.prompt_tokens`` minus the count."""
+        text = "the of and to in"
+        counted = await self.count(text)
+        async with self.openai_client() as client:
+            answer = await client.completions.create(
+                model=facts.model, prompt=text, max_tokens=1, extra_body=facts.extra_body()
+            )
+        used = getattr(answer.usage, "prompt_tokens", None)
+        if not isinstance(used, int) or counted is None:
+            return 0
+        return max(0, used - counted)
+
     def openai_client(self, **options: Any) -> AsyncOpenAI:
         """An ``openai.AsyncOpenAI`` for the target's ``/v1`` that opens a
         connection per request (a reused one may be closing: see

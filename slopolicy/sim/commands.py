@@ -26,6 +26,7 @@ from slopolicy.sim.console import (
     print_sweep,
     progress_bar,
 )
+from slopolicy.sim.engine_file import resolve_engine
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.export import sweep_to_json, to_json
 from slopolicy.sim.load import Load, load_outside_bursts
@@ -61,11 +62,14 @@ def demo(
     plot_path: str | None = None,
     progress: bool = True,
     console: Console | None = None,
+    engine: str | None = None,
 ) -> int:
-    """Run the seed scenario under every policy and print the comparison."""
+    """Run the seed scenario under every policy and print the comparison;
+    ``engine``: an engine file or a built-in profile instead of the scenario's."""
     console = console or make_console()
     check_outputs(json_path, plot_path)
     scenario = seed_scenario(short=quick)
+    scenario = dataclasses.replace(scenario, engine=_with_engine(scenario.engine, engine))
     console.print(f"[bold]slopolicy demo[/]: {scenario.description}")
     comparison, load = _run(scenario, (OURS, *BASELINES), progress, console)
     print_comparison(comparison, console, load=load)
@@ -259,13 +263,20 @@ def _traces(options: SimulateOptions) -> Workload:
     )
 
 
+def _with_engine(spec: EngineSpec, engine: str | None) -> EngineSpec:
+    """``spec`` with ``--engine``: an engine file's whole engine, or a built-in profile."""
+    if engine is None:
+        return spec
+    try:
+        found = resolve_engine(engine)
+    except UsageError as error:
+        raise SimulationError(str(error), source="--engine") from error
+    return found if isinstance(found, EngineSpec) else dataclasses.replace(spec, profile=found)
+
+
 def _engine(spec: EngineSpec, options: SimulateOptions) -> EngineSpec:
+    spec = _with_engine(spec, options.engine)
     changes: dict[str, object] = {}
-    if options.engine is not None:
-        try:
-            changes["profile"] = profile(options.engine)
-        except UsageError as error:
-            raise SimulationError(str(error), source="--engine") from error
     for name in ("max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"):
         value = getattr(options, name)
         if value is not None:
