@@ -13,17 +13,11 @@ import random
 from dataclasses import dataclass
 
 from slopolicy import PolicyConfig
+from slopolicy.replay.prompts import words as text
 from slopolicy.sim.profiles import profile
 
 __all__ = ("Arrival", "Record", "Targets", "Workload", "gated_config", "percentile", "summary")
 
-_VOCABULARY = (
-    "the of and to in is was for on that with as by at from his her an are were it be this "
-    "which or had not but have one all new more time has its first after year two can also "
-    "when people other into used some she out city than state many most made over world back "
-    "part during school"
-)
-_WORDS = tuple(_VOCABULARY.split())
 #: The engine the default policy's targets are written for (the simulator's profile).
 REFERENCE = "llama3-8b/h100"
 
@@ -102,10 +96,6 @@ class Workload:
         return sorted(found, key=lambda arrival: arrival.at)
 
 
-def text(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(_WORDS) for _ in range(words))
-
-
 @dataclass(frozen=True, slots=True)
 class Targets:
     """The default lanes' latency targets scaled to this engine.
@@ -138,13 +128,18 @@ class Targets:
 
 
 def gated_config(
-    targets: Targets, slots: int, context: int, seats: dict[str, int] | None = None
+    targets: Targets,
+    slots: int,
+    context: int,
+    seats: dict[str, int] | None = None,
+    base: PolicyConfig | None = None,
 ) -> PolicyConfig:
-    """``PolicyConfig()`` with its running cap at the server's slots (``-np``),
-    its KV pool the server's (``-c`` tokens) and every lane time in seconds
-    (the SLO targets and the longest queue wait) scaled; nothing else changed.
-    ``seats`` (lane -> ``max_running``) is the one addition the tuned row makes."""
-    data = PolicyConfig().model_dump(mode="json")
+    """``base`` (default ``PolicyConfig()``) with its running cap at the
+    server's slots (``-np``), its KV pool the server's (``-c`` tokens) and
+    every lane time in seconds (the SLO targets and the longest queue wait)
+    scaled; nothing else changed. ``seats`` (lane -> ``max_running``) is the
+    one addition the tuned row makes."""
+    data = (base or PolicyConfig()).model_dump(mode="json")
     for lane in data["lanes"]:
         for name in ("ttft_p95_s", "ttft_p99_s", "tpot_p95_s", "e2e_p95_s"):
             if lane["slo"][name] is not None:

@@ -100,14 +100,16 @@ def _add_replay(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "replay",
         help="play a scenario or a trace live against an OpenAI-compatible engine",
         description="Play a scenario or traces (read as simulate reads them) in real time "
-        "against --target, directly (fcfs) and through a Gate with the policy (ours), "
+        "against --target, directly (fcfs) and through a Gate with the policy (slopolicy), "
         "reported in simulate's tables and JSON.",
     )
     replay.add_argument("--target", required=True, metavar="URL", help="the engine, e.g. "
                         "http://127.0.0.1:8080 (its OpenAI API under /v1)")  # fmt: skip
     _add_workload(replay)
     live = replay.add_argument_group("live")
-    live.add_argument("--lanes", default="fcfs,ours", help="lanes to run: fcfs (direct), ours")
+    live.add_argument(
+        "--lanes", default="fcfs,slopolicy", help="lanes to run: fcfs (direct), slopolicy (gated)"
+    )
     live.add_argument("--max-concurrency", type=int, default=256, help="requests open at once")
     live.add_argument("--drain", type=float, default=600.0, help="seconds to finish after the end")
     live.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "-"))

@@ -5,7 +5,7 @@
 - :mod:`~slopolicy.replay.prompts`: prompts made to recorded token counts;
 - :mod:`~slopolicy.replay.player`: one lane played in real time
   (:func:`play`), recorded as the simulator records requests;
-- :mod:`~slopolicy.replay.live`: the ``fcfs`` (direct) and ``ours`` (gated)
+- :mod:`~slopolicy.replay.live`: the ``fcfs`` (direct) and ``slopolicy`` (gated)
   lanes against one target, reported as a simulator comparison;
 - :mod:`~slopolicy.replay.commands`: ``slopolicy replay``.
 

@@ -60,6 +60,7 @@ class Calibration:
         p = self.engine.profile
         lines = [
             f"{p.name}: T_cpu {p.t_cpu * 1e3:.3f} ms, T_w {p.t_w * 1e3:.3f} ms, "
+            f"T_s {p.t_sample * 1e3:.3f} ms/sequence, "
             f"a {p.a * 1e6:.3f} us/token, beta_p {p.beta_p * 1e6:.5f} us/pair, "
             f"beta_d {p.beta_d * 1e6:.4f} us/context token; KV {p.kv_tokens:,} tokens, "
             f"max_num_seqs {self.engine.max_num_seqs}, max_model_len {self.engine.model_len:,}, "

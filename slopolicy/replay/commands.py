@@ -1,8 +1,9 @@
 """What ``slopolicy replay`` does (``slopolicy.cli`` parses): a scenario or
 trace, built exactly as ``simulate`` builds it, played live against a target
 directly (the ``fcfs`` row: the engine's own queue) and through a Gate with
-the scenario's policy (the ``ours`` row), reported in ``simulate``'s tables
-and JSON schema, with its claims checked on the live numbers."""
+the scenario's policy (the ``slopolicy`` row, as ``simulate`` names ours),
+reported in ``simulate``'s tables and JSON schema, with its claims checked on
+the live numbers."""
 
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ from slopolicy.replay.progress import StderrProgress
 from slopolicy.replay.target import Target
 from slopolicy.sim.claims import Claim, overload_claims, seed_claims
 from slopolicy.sim.commands import SimulateOptions, build_scenario, check_outputs, write_outputs
+from slopolicy.sim.comparison import OURS
 from slopolicy.sim.console import make_console, print_claims, print_comparison
 from slopolicy.sim.engine_file import write_engine
 
 __all__ = ("LANES", "CalibrateOptions", "ReplayOptions", "calibrate_command", "replay")
 
-#: The lanes a replay can run: ``fcfs`` (direct to the engine) and ``ours`` (gated).
-LANES = ("fcfs", "ours")
+#: The lanes a replay can run: ``fcfs`` (direct to the engine) and ``slopolicy`` (gated).
+LANES = ("fcfs", OURS)
 
 T = TypeVar("T")
 
@@ -107,7 +109,7 @@ async def _replay(options: ReplayOptions, console: Console, stop: anyio.Event) -
 
 
 def _claims(which: str | None, comparison: Any, runs: Mapping[str, Any]) -> tuple[Claim, ...]:
-    if which is None or "ours" not in runs:
+    if which is None or OURS not in runs:
         return ()
     if which == "seed":
         return seed_claims(comparison)

@@ -1,7 +1,7 @@
 """Fit the simulator's iteration cost model to measured probes (pure, no I/O).
 
 Two kinds of probe, each predicted with :class:`~slopolicy.sim.profiles.EngineProfile`'s
-own formula (``T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c·(k + c/2) + β_d·Σ ctx``):
+own formula (``T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c·(k + c/2) + β_d·Σ ctx + T_s·S``):
 
 - :class:`Prefill`: one request of ``prompt`` tokens alone on the engine;
   its TTFT is the iterations that compute its prompt in chunks of
@@ -11,8 +11,8 @@ own formula (``T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c·(k + c/2) +
 
 The fit minimises the squared *relative* error (the probes span three orders
 of magnitude): a log-spaced grid over ``(T_w, a)``, refined around the best
-point, and for each point the non-negative least-squares ``(T_cpu, β_p, β_d)``,
-which enter linearly.
+point, and for each point the non-negative least-squares
+``(T_cpu, T_s, β_p, β_d)``, which enter linearly.
 """
 
 from __future__ import annotations
@@ -70,24 +70,33 @@ def _chunks(probe: Prefill) -> list[tuple[int, int]]:
     ]
 
 
-def _terms(probe: Probe, t_w: float, a: float) -> tuple[float, float, float, float]:
-    """``(fixed, n_cpu, pairs, context)``: the probe's time is
-    ``fixed + T_cpu·n_cpu + β_p·pairs + β_d·context`` at ``(T_w, a)``."""
+def _terms(probe: Probe, t_w: float, a: float) -> tuple[float, ...]:
+    """``(fixed, n_cpu, sampled, pairs, context)``: the probe's time is
+    ``fixed + T_cpu·n_cpu + T_s·sampled + β_p·pairs + β_d·context`` at ``(T_w, a)``."""
     if isinstance(probe, Decode):
         knee = math.hypot(t_w, a * probe.batch)
-        return knee, 1.0, 0.0, probe.batch * probe.context
+        return knee, 1.0, float(probe.batch), 0.0, probe.batch * probe.context
     chunks = _chunks(probe)
     knee = sum(math.hypot(t_w, a * c) for c, _ in chunks)
     pairs = sum(c * (k + c / 2) for c, k in chunks)
-    return knee, float(len(chunks)), pairs, 0.0
+    return knee, float(len(chunks)), 1.0, pairs, 0.0
 
 
 def predict(profile: EngineProfile, probe: Probe) -> float:
     """The probe's time under ``profile``, in seconds."""
     if isinstance(probe, Decode):
         context = round(probe.batch * probe.context)
-        return profile.iteration_time(probe.batch, 0.0, context)
-    return sum(profile.iteration_time(c, c * (k + c / 2), 0) for c, k in _chunks(probe))
+        return profile.iteration_time(probe.batch, 0.0, context, probe.batch)
+    chunks = _chunks(probe)
+    last = len(chunks) - 1
+    return sum(
+        profile.iteration_time(c, c * (k + c / 2), 0, int(i == last))
+        for i, (c, k) in enumerate(chunks)
+    )
+
+
+#: The terms that enter linearly: T_cpu, T_s, β_p, β_d.
+_LINEAR = 4
 
 
 def _solve(rows: Sequence[Sequence[float]], targets: Sequence[float]) -> list[float] | None:
@@ -112,13 +121,13 @@ def _solve(rows: Sequence[Sequence[float]], targets: Sequence[float]) -> list[fl
 
 
 def _linear(probes: Sequence[Probe], t_w: float, a: float) -> tuple[float, list[float]]:
-    """The best non-negative ``(T_cpu, β_p, β_d)`` at ``(T_w, a)`` and its
-    sum of squared relative errors (every subset of free terms is tried)."""
+    """The best non-negative ``(T_cpu, T_s, β_p, β_d)`` at ``(T_w, a)`` and
+    its sum of squared relative errors (every subset of free terms is tried)."""
     terms = [_terms(p, t_w, a) for p in probes]
-    best: tuple[float, list[float]] = (math.inf, [0.0, 0.0, 0.0])
-    for size in range(4):
-        for free in itertools.combinations(range(3), size):
-            coefficients = [0.0, 0.0, 0.0]
+    best: tuple[float, list[float]] = (math.inf, [0.0] * _LINEAR)
+    for size in range(_LINEAR + 1):
+        for free in itertools.combinations(range(_LINEAR), size):
+            coefficients = [0.0] * _LINEAR
             if free:
                 rows = [
                     [t[1 + i] / p.seconds for i in free] for t, p in zip(terms, probes, strict=True)
@@ -162,7 +171,7 @@ def fit_profile(
     fastest = min(p.seconds for p in probes)
     longest = max((p.prompt for p in probes if isinstance(p, Prefill)), default=1)
     spans = [(fastest * 1e-3, fastest * 1.5), (1e-9, 2 * max(p.seconds for p in probes) / longest)]
-    best = (math.inf, 0.0, 0.0, [0.0, 0.0, 0.0])
+    best = (math.inf, 0.0, 0.0, [0.0] * _LINEAR)
     for _ in range(refinements + 1):
         for t_w in [0.0, *_grid(*spans[0], 24)]:
             for a in [0.0, *_grid(*spans[1], 24)]:
@@ -174,8 +183,8 @@ def fit_profile(
             (max(t_w, spans[0][0]) / 3, max(t_w, spans[0][0]) * 3),
             (max(a, spans[1][0]) / 3, max(a, spans[1][0]) * 3),
         ]
-    _, t_w, a, (t_cpu, beta_p, beta_d) = best
+    _, t_w, a, (t_cpu, t_sample, beta_p, beta_d) = best
     if t_w + t_cpu <= 0:
         t_cpu = 1e-6  # an iteration always takes some time
-    fitted = EngineProfile(name, t_w, a, beta_d, beta_p, kv_tokens, t_cpu)
+    fitted = EngineProfile(name, t_w, a, beta_d, beta_p, kv_tokens, t_cpu, t_sample)
     return fitted, tuple(Residual(p, predict(fitted, p)) for p in probes)

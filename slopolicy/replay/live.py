@@ -3,7 +3,7 @@
 :class:`LiveReplay` reads the target's facts, forces every request's output
 to its recorded length (its ``max_new_tokens`` becomes the recorded output,
 sent with ``ignore_eos``, so the engine generates exactly that), makes the
-prompts and runs each lane: ``fcfs`` straight to the engine, ``ours``
+prompts and runs each lane: ``fcfs`` straight to the engine, ``slopolicy``
 through a :class:`~slopolicy.Gate` with the scenario's policy (and the
 engine's scraper as its signals, where the target has one).
 :func:`live_comparison` reports them as
@@ -100,7 +100,7 @@ class LiveReplay:
         )
 
     async def run(self, name: str, plan: Plan, *, stop: anyio.Event, tell: Tell | None) -> LaneRun:
-        """Play lane ``name`` (``fcfs`` or ``ours``)."""
+        """Play lane ``name``: ``fcfs``, or ``slopolicy`` (through the gate)."""
         facts = self.known
         extra = facts.extra_body()
         async with self.target.openai_client(timeout=max(60.0, self.drain)) as client:

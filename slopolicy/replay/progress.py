@@ -1,4 +1,4 @@
-"""A plain progress line on stderr: ``ours: 120/480 done, 16 open``."""
+"""A plain progress line on stderr: ``slopolicy: 120/480 done, 16 open``."""
 
 from __future__ import annotations
 

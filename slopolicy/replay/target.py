@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import httpx
     from openai import AsyncOpenAI
 
-__all__ = ("EngineFacts", "Target", "check_url")
+__all__ = ("EngineFacts", "Target", "check_url", "fresh_connections_client")
 
 _CACHE_INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
@@ -188,16 +188,22 @@ class Target:
         return max(0, used - counted)
 
     def openai_client(self, **options: Any) -> AsyncOpenAI:
-        """An ``openai.AsyncOpenAI`` for the target's ``/v1`` that opens a
-        connection per request (a reused one may be closing: see
-        :meth:`slopolicy.testing.llama.LlamaServer.openai_client`)."""
-        import openai
-        from openai._constants import DEFAULT_CONNECTION_LIMITS as limits
-
-        no_reuse = type(limits)(max_connections=None, max_keepalive_connections=0)
-        options.setdefault("http_client", openai.DefaultAsyncHttpxClient(limits=no_reuse))
+        """An ``openai.AsyncOpenAI`` for the target's ``/v1`` (see
+        :func:`fresh_connections_client`) that never retries by itself."""
         options.setdefault("max_retries", 0)
-        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key=self.api_key, **options)
+        return fresh_connections_client(f"{self.url}/v1", self.api_key, **options)
+
+
+def fresh_connections_client(base_url: str, api_key: str, **options: Any) -> AsyncOpenAI:
+    """An ``openai.AsyncOpenAI`` that opens a connection per request instead
+    of reusing idle ones (``options`` go to the client): llama-server may be
+    closing the idle one (see :meth:`slopolicy.testing.llama.LlamaServer.openai_client`)."""
+    import openai
+    from openai._constants import DEFAULT_CONNECTION_LIMITS as limits
+
+    no_reuse = type(limits)(max_connections=limits.max_connections, max_keepalive_connections=0)
+    options.setdefault("http_client", openai.DefaultAsyncHttpxClient(limits=no_reuse))
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, **options)
 
 
 def _max_model_len(model: dict[str, Any]) -> int | None:

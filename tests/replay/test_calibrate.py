@@ -30,7 +30,7 @@ PROBES = [Prefill(n, 512, 1.0) for n in (64, 512, 2048, 8192)] + [
     "true",
     [
         profile("llama3-8b/a100"),
-        EngineProfile("cpu", 0.0004, 60e-6, 3e-6, 0.02e-6, 80_000, 0.0025),
+        EngineProfile("cpu", 0.0004, 60e-6, 3e-6, 0.02e-6, 80_000, 0.0025, t_sample=0.002),
     ],
 )
 def test_the_fit_recovers_a_profile_from_its_own_predictions(true: EngineProfile) -> None:
@@ -41,6 +41,7 @@ def test_the_fit_recovers_a_profile_from_its_own_predictions(true: EngineProfile
     assert fitted.a == pytest.approx(true.a, rel=0.1)
     assert fitted.beta_p == pytest.approx(true.beta_p, rel=0.1)
     assert fitted.beta_d == pytest.approx(true.beta_d, rel=0.1)
+    assert fitted.t_sample == pytest.approx(true.t_sample, abs=2e-4)
 
 
 def test_the_fit_needs_both_kinds_of_probe() -> None:

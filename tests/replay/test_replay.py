@@ -61,8 +61,8 @@ def test_replay_reports_in_simulates_schema(
     assert main([*args, "--json", str(out), "--no-progress"]) == 0
     data = json.loads(out.read_text())
     assert data["schema"] == SCHEMA
-    assert set(data["policies"]) == {"fcfs", "ours"}
-    for name in ("fcfs", "ours"):
+    assert set(data["policies"]) == {"fcfs", "slopolicy"}
+    for name in ("fcfs", "slopolicy"):
         assert data["policies"][name]["completed"] == 12, name
     live = data["live"]
     assert live["prompt_fit"] == {"counted": 24, "exact": 24, "mean_error": 0.0,
@@ -116,7 +116,7 @@ async def test_stop_mid_replay_closes_every_stream(engine: tuple[ReplayApp, Reco
     async with Target(url) as target:
         live = LiveReplay(target, scenario(6))
         plan = await live.prepare()
-        for name in ("fcfs", "ours"):
+        for name in ("fcfs", "slopolicy"):
             stop = anyio.Event()
             async with anyio.create_task_group() as group:
 
@@ -168,7 +168,7 @@ def test_ctrl_c_writes_the_partial_report(
     assert status == 130, err
     data = json.loads(out.read_text())
     assert data["live"]["lanes"]["fcfs"]["interrupted"] is True
-    assert "ours" not in data["policies"]  # stopped in the first lane
+    assert "slopolicy" not in data["policies"]  # stopped in the first lane
     assert data["policies"]["fcfs"]["unfinished"] == 4
     deadline = time.monotonic() + 2
     while app.open:  # the server saw every stream closed
