@@ -40,6 +40,7 @@ from benchmarks.fidelity import (
 from slopolicy import PolicyConfig
 from slopolicy.replay import LiveReplay, Target, forced_lengths, live_comparison, replay_lanes
 from slopolicy.replay.calibrate import calibrate
+from slopolicy.sim.claims import seed_claims
 from slopolicy.sim.comparison import OURS, Comparison, compare
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.scenario import Scenario
@@ -49,7 +50,7 @@ from slopolicy.testing.llama import LlamaServer, find_llama_server, tiny_model
 
 async def _both(
     target: Target, name: str, workload: Workload, config: PolicyConfig, engine: EngineSpec
-) -> tuple[list[Row], Comparison]:
+) -> tuple[list[Row], Comparison, Comparison]:
     scenario = Scenario(name, workload, engine, config)
     live = LiveReplay(target, scenario, drain=120.0)
     plan = await live.prepare()
@@ -60,7 +61,7 @@ async def _both(
     simulated = compare(
         forced_lengths(workload), config, engine, policies=(OURS, "fcfs"), engine_priority=False
     )
-    return rows(name, measured, simulated), measured
+    return rows(name, measured, simulated), measured, simulated
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -81,18 +82,24 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             engine = calibration.engine
             found_rows: list[Row] = []
             seed = seed_workload(args.slot_context, quick=args.quick)
-            more, _ = await _both(target, "seed", seed, seed_config(engine), engine)
+            more, *seeds = await _both(target, "seed", seed, seed_config(engine), engine)
             found_rows += more
             azure, scale = azure_slice(engine, seconds=30.0 if args.quick else 60.0, load=args.load)
             share = f"{args.load:.0%} of the calibrated capacity"
             print(f"azure slice: {len(azure)} requests over {azure.duration:.0f} s "
                   f"(rate scale {scale:.3f}, {share})", flush=True)  # fmt: skip
-            more, _ = await _both(target, "azure", azure, azure_config(engine), engine)
+            more, _, _ = await _both(target, "azure", azure, azure_config(engine), engine)
             found_rows += more
     print(f"llama-server -np {args.slots} -c {context} -b {args.batch} -t {args.threads}")
     print(table(found_rows))
+    claims = {}
+    for label, comparison in zip(("live", "simulated"), seeds, strict=True):
+        claims[label] = [(claim.holds, claim.text) for claim in seed_claims(comparison)]
+        print(f"the demo's claims on the seed workload, {label}:")
+        print("\n".join(f"  [{'x' if holds else ' '}] {text}" for holds, text in claims[label]))
     return {
         "engine": calibration.describe(),
+        "claims": claims,
         "rows": [{"workload": r.workload, "lane": r.lane, "policy": r.policy,
                   "live": dict(r.live), "sim": dict(r.sim)} for r in found_rows],
     }  # fmt: skip
