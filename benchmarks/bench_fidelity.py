@@ -37,6 +37,7 @@ from benchmarks.fidelity import (
     seed_workload,
     table,
 )
+from benchmarks.live_seed import add_server_options, server_from
 from slopolicy import PolicyConfig
 from slopolicy.replay import LiveReplay, Target, forced_lengths, live_comparison, replay_lanes
 from slopolicy.replay.calibrate import calibrate
@@ -45,7 +46,6 @@ from slopolicy.sim.comparison import OURS, Comparison, compare
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.scenario import Scenario
 from slopolicy.sim.workload import Workload
-from slopolicy.testing.llama import LlamaServer, find_llama_server, tiny_model
 
 
 async def _both(
@@ -65,14 +65,8 @@ async def _both(
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    found = find_llama_server()
-    if found is None:
-        raise SystemExit("llama-server is not built: python -m slopolicy.testing.llama build")
-    context = args.slots * args.slot_context
-    server = LlamaServer(
-        found, tiny_model(found.vocab), slots=args.slots, context=context,
-        threads=args.threads, extra_args=["-b", str(args.batch), "-ub", str(args.batch)],
-    )  # fmt: skip
+    server = server_from(args)
+    context = server.context
     with server:
         async with Target(server.url) as target:
             calibration = await calibrate(
@@ -108,10 +102,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter phases, fewer probes")
-    parser.add_argument("--slots", type=int, default=8, help="-np (default 8)")
-    parser.add_argument("--slot-context", type=int, default=10_240, help="tokens per slot")
-    parser.add_argument("--batch", type=int, default=256, help="-b and -ub (default 256)")
-    parser.add_argument("--threads", type=int, default=2, help="-t (default 2)")
+    add_server_options(parser)
     parser.add_argument("--load", type=float, default=0.8, help="azure load (default 0.8)")
     parser.add_argument("--json", metavar="OUT", help="write the rows as JSON")
     args = parser.parse_args(argv)

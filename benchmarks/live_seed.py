@@ -8,6 +8,7 @@ so both count a prompt alike.
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
 from dataclasses import dataclass
@@ -15,8 +16,19 @@ from dataclasses import dataclass
 from slopolicy import PolicyConfig
 from slopolicy.replay.prompts import words as text
 from slopolicy.sim.profiles import profile
+from slopolicy.testing.llama import LlamaServer, find_llama_server, tiny_model
 
-__all__ = ("Arrival", "Record", "Targets", "Workload", "gated_config", "percentile", "summary")
+__all__ = (
+    "Arrival",
+    "Record",
+    "Targets",
+    "Workload",
+    "add_server_options",
+    "gated_config",
+    "percentile",
+    "server_from",
+    "summary",
+)
 
 #: The engine the default policy's targets are written for (the simulator's profile).
 REFERENCE = "llama3-8b/h100"
@@ -187,3 +199,22 @@ def summary(records: list[Record], targets: Targets) -> dict[str, float]:
         "batch_drained": max(batch_ends, default=math.nan),
         "queue_p95": percentile(waits, 0.95),
     }
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """The live benchmarks' server: ``--slots``, ``--slot-context``, ``--batch``, ``--threads``."""
+    parser.add_argument("--slots", type=int, default=8, help="-np (default 8)")
+    parser.add_argument("--slot-context", type=int, default=10_240, help="tokens per slot")
+    parser.add_argument("--batch", type=int, default=256, help="-b and -ub (default 256)")
+    parser.add_argument("--threads", type=int, default=2, help="-t (default 2)")
+
+
+def server_from(args: argparse.Namespace) -> LlamaServer:
+    """The server :func:`add_server_options` describes, on the tiny model (not started)."""
+    found = find_llama_server()
+    if found is None:
+        raise SystemExit("llama-server is not built: python -m slopolicy.testing.llama build")
+    return LlamaServer(
+        found, tiny_model(found.vocab), slots=args.slots, context=args.slots * args.slot_context,
+        threads=args.threads, extra_args=["-b", str(args.batch), "-ub", str(args.batch)],
+    )  # fmt: skip
