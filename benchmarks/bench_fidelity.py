@@ -78,7 +78,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             seed = seed_workload(args.slot_context, quick=args.quick)
             more, *seeds = await _both(target, "seed", seed, seed_config(engine), engine)
             found_rows += more
-            azure, scale = azure_slice(engine, seconds=30.0 if args.quick else 60.0, load=args.load)
+            azure, scale = azure_slice(engine, seconds=40.0 if args.quick else 90.0, load=args.load)
             share = f"{args.load:.0%} of the calibrated capacity"
             print(f"azure slice: {len(azure)} requests over {azure.duration:.0f} s "
                   f"(rate scale {scale:.3f}, {share})", flush=True)  # fmt: skip
