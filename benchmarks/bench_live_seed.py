@@ -27,12 +27,21 @@ from typing import Any
 
 import anyio
 
-from benchmarks.live_seed import Arrival, Record, Targets, Workload, gated_config, summary
+from benchmarks.live_seed import (
+    Arrival,
+    Record,
+    Targets,
+    Workload,
+    add_server_options,
+    gated_config,
+    server_from,
+    summary,
+)
 from slopolicy import Gate, Policy, Rejected
 from slopolicy.adapters import EngineError
 from slopolicy.adapters.llamacpp import LlamaCppScraper
 from slopolicy.adapters.openai import GatedOpenAI
-from slopolicy.testing.llama import LlamaServer, find_llama_server, tiny_model
+from slopolicy.testing.llama import LlamaServer
 
 _BODY = {"ignore_eos": True, "cache_prompt": False}
 Send = Callable[[Arrival, Record], Awaitable[None]]
@@ -188,19 +197,13 @@ def _claim(rows: dict[str, dict[str, float]], targets: Targets) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    found = find_llama_server()
-    if found is None:
-        raise SystemExit("llama-server is not built: python -m slopolicy.testing.llama build")
+    server = server_from(args)
     workload = Workload(duration=20.0, batch=24) if args.quick else Workload()
     if args.summaries is not None:
         workload = dataclasses.replace(workload, batch=args.summaries)
     # As long as a slot holds: the prompt, the chat template and the output.
     workload = dataclasses.replace(workload, heavy_tokens=args.slot_context - 440)
-    context = args.slots * args.slot_context
-    server = LlamaServer(
-        found, tiny_model(found.vocab), slots=args.slots, context=context,
-        threads=args.threads, extra_args=["-b", str(args.batch), "-ub", str(args.batch)],
-    )  # fmt: skip
+    context = server.context
     with server:
         targets = Targets.measured(await unloaded_ttft(server, workload), prompt_tokens=50)
         arrivals = workload.arrivals()
@@ -225,10 +228,7 @@ async def main_async(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 20 s phase, 24 summaries")
-    parser.add_argument("--slots", type=int, default=8, help="-np (default 8)")
-    parser.add_argument("--slot-context", type=int, default=10_240, help="tokens per slot")
-    parser.add_argument("--batch", type=int, default=256, help="-b and -ub (default 256)")
-    parser.add_argument("--threads", type=int, default=2, help="-t (default 2)")
+    add_server_options(parser)
     parser.add_argument("--verbose", action="store_true", help="the gate's state every 5 s")
     parser.add_argument("--summaries", type=int, default=None, help="batch jobs (default 64)")
     parser.add_argument(

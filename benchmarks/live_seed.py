@@ -8,22 +8,28 @@ so both count a prompt alike.
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
 from dataclasses import dataclass
 
 from slopolicy import PolicyConfig
+from slopolicy.replay.prompts import words as text
 from slopolicy.sim.profiles import profile
+from slopolicy.testing.llama import LlamaServer, find_llama_server, tiny_model
 
-__all__ = ("Arrival", "Record", "Targets", "Workload", "gated_config", "percentile", "summary")
-
-_VOCABULARY = (
-    "the of and to in is was for on that with as by at from his her an are were it be this "
-    "which or had not but have one all new more time has its first after year two can also "
-    "when people other into used some she out city than state many most made over world back "
-    "part during school"
+__all__ = (
+    "Arrival",
+    "Record",
+    "Targets",
+    "Workload",
+    "add_server_options",
+    "gated_config",
+    "percentile",
+    "server_from",
+    "summary",
 )
-_WORDS = tuple(_VOCABULARY.split())
+
 #: The engine the default policy's targets are written for (the simulator's profile).
 REFERENCE = "llama3-8b/h100"
 
@@ -102,10 +108,6 @@ class Workload:
         return sorted(found, key=lambda arrival: arrival.at)
 
 
-def text(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(_WORDS) for _ in range(words))
-
-
 @dataclass(frozen=True, slots=True)
 class Targets:
     """The default lanes' latency targets scaled to this engine.
@@ -138,13 +140,18 @@ class Targets:
 
 
 def gated_config(
-    targets: Targets, slots: int, context: int, seats: dict[str, int] | None = None
+    targets: Targets,
+    slots: int,
+    context: int,
+    seats: dict[str, int] | None = None,
+    base: PolicyConfig | None = None,
 ) -> PolicyConfig:
-    """``PolicyConfig()`` with its running cap at the server's slots (``-np``),
-    its KV pool the server's (``-c`` tokens) and every lane time in seconds
-    (the SLO targets and the longest queue wait) scaled; nothing else changed.
-    ``seats`` (lane -> ``max_running``) is the one addition the tuned row makes."""
-    data = PolicyConfig().model_dump(mode="json")
+    """``base`` (default ``PolicyConfig()``) with its running cap at the
+    server's slots (``-np``), its KV pool the server's (``-c`` tokens) and
+    every lane time in seconds (the SLO targets and the longest queue wait)
+    scaled; nothing else changed. ``seats`` (lane -> ``max_running``) is the
+    one addition the tuned row makes."""
+    data = (base or PolicyConfig()).model_dump(mode="json")
     for lane in data["lanes"]:
         for name in ("ttft_p95_s", "ttft_p99_s", "tpot_p95_s", "e2e_p95_s"):
             if lane["slo"][name] is not None:
@@ -192,3 +199,22 @@ def summary(records: list[Record], targets: Targets) -> dict[str, float]:
         "batch_drained": max(batch_ends, default=math.nan),
         "queue_p95": percentile(waits, 0.95),
     }
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """The live benchmarks' server: ``--slots``, ``--slot-context``, ``--batch``, ``--threads``."""
+    parser.add_argument("--slots", type=int, default=8, help="-np (default 8)")
+    parser.add_argument("--slot-context", type=int, default=10_240, help="tokens per slot")
+    parser.add_argument("--batch", type=int, default=256, help="-b and -ub (default 256)")
+    parser.add_argument("--threads", type=int, default=2, help="-t (default 2)")
+
+
+def server_from(args: argparse.Namespace) -> LlamaServer:
+    """The server :func:`add_server_options` describes, on the tiny model (not started)."""
+    found = find_llama_server()
+    if found is None:
+        raise SystemExit("llama-server is not built: python -m slopolicy.testing.llama build")
+    return LlamaServer(
+        found, tiny_model(found.vocab), slots=args.slots, context=args.slots * args.slot_context,
+        threads=args.threads, extra_args=["-b", str(args.batch), "-ub", str(args.batch)],
+    )  # fmt: skip

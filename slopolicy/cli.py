@@ -10,11 +10,15 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from slopolicy.config import PolicyConfig
 from slopolicy.config.describe import describe
 from slopolicy.core.request import Request
 from slopolicy.errors import InvalidRequest, SimulationError, SlopolicyError, UsageError
+
+if TYPE_CHECKING:
+    from slopolicy.sim.commands import SimulateOptions
 
 __all__ = ("main",)
 
@@ -42,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     route.add_argument("--tool-risk", type=float, default=0.0)
     _add_demo(commands)
     _add_simulate(commands)
+    _add_replay(commands)
+    _add_calibrate(commands)
     return parser
 
 
@@ -53,6 +59,7 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     demo.add_argument("--json", metavar="OUT", help="write the report as JSON")
     demo.add_argument("--plot", metavar="OUT.png", help="write plots (needs slopolicy[plot])")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+    demo.add_argument("--engine", help="engine profile or engine file (slopolicy calibrate)")
 
 
 def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,25 +69,13 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         description="Run a scenario file, a built-in scenario (seed, azure-2023, "
         "long-prompts) or traces through ours and the baselines on a simulated engine.",
     )
-    sim.add_argument("scenario", nargs="?", help="scenario file or built-in scenario name")
-    sim.add_argument(
-        "--trace",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="CSV/JSONL trace (repeatable), or azure-2023 for the bundled Azure traces",
-    )
-    sim.add_argument("--policy", metavar="POLICY.yaml", help="our policy file")
+    _add_workload(sim)
     sim.add_argument(
         "--compare",
         help="policies to run besides ours, comma-separated: built-in baselines (default: "
         "all of fcfs, priority, vtc, rpm, llm-d, llm-d-slo, dynamo, vllm-queue) or import "
         "paths package.module:Name of your own schedulers ('' for none)",
     )
-    sim.add_argument("--json", metavar="OUT", help="write the report as JSON")
-    sim.add_argument("--plot", metavar="OUT.png", help="write plots (needs slopolicy[plot])")
-    sim.add_argument("--claims", choices=["seed", "overload"], help="check a set of claims")
-    sim.add_argument("--no-progress", action="store_true", help="no progress bar")
     sim.add_argument(
         "--sweep",
         action="store_true",
@@ -90,6 +85,73 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "--sweep-target", type=float, default=0.9, help="attainment the capacity keeps"
     )
     sim.add_argument("--sweep-refine", type=int, default=3, help="bisections near each knee")
+    run = sim.add_argument_group("engine model")
+    run.add_argument(
+        "--engine", help="engine profile (e.g. llama3-8b/a100) or engine file (slopolicy calibrate)"
+    )
+    run.add_argument("--max-num-seqs", type=int)
+    run.add_argument("--max-num-batched-tokens", type=int)
+    run.add_argument("--long-prefill-token-threshold", type=int)
+    run.add_argument("--rpm-limit", type=int, help="the rpm baseline's limit per tenant")
+
+
+def _add_replay(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    replay = commands.add_parser(
+        "replay",
+        help="play a scenario or a trace live against an OpenAI-compatible engine",
+        description="Play a scenario or traces (read as simulate reads them) in real time "
+        "against --target, directly (fcfs) and through a Gate with the policy (slopolicy), "
+        "reported in simulate's tables and JSON.",
+    )
+    replay.add_argument("--target", required=True, metavar="URL", help="the engine, e.g. "
+                        "http://127.0.0.1:8080 (its OpenAI API under /v1)")  # fmt: skip
+    _add_workload(replay)
+    live = replay.add_argument_group("live")
+    live.add_argument(
+        "--lanes", default="fcfs,slopolicy", help="lanes to run: fcfs (direct), slopolicy (gated)"
+    )
+    live.add_argument("--max-concurrency", type=int, default=256, help="requests open at once")
+    live.add_argument("--drain", type=float, default=600.0, help="seconds to finish after the end")
+    live.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "-"))
+
+
+def _add_calibrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cal = commands.add_parser(
+        "calibrate",
+        help="probe an engine and fit the simulator's engine profile to it",
+        description="Probe prefill at several prompt lengths and decode at several batch "
+        "sizes on an idle engine, read its KV capacity, fit the simulator's profile and "
+        "write an engine file that simulate and demo take with --engine.",
+    )
+    cal.add_argument("--target", required=True, metavar="URL", help="the engine's base URL")
+    cal.add_argument("--out", "-o", default="engine.yaml", help="engine file (.yaml or .json)")
+    cal.add_argument("--prompts", default="64,256,1024,2048,4096,8192", help="prefill lengths")
+    cal.add_argument("--batches", default="1,2,4,8", help="decode batch sizes")
+    cal.add_argument("--repeats", type=int, default=5, help="runs of each probe")
+    cal.add_argument("--decode-tokens", type=int, default=64, help="tokens per decode probe")
+    cal.add_argument(
+        "--max-num-batched-tokens", type=int, default=2048,
+        help="the tokens one engine step computes (llama.cpp -b, vLLM's own name)",
+    )  # fmt: skip
+    cal.add_argument("--name", help="the profile's name (default: engine:model)")
+    cal.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "-"))
+
+
+def _add_workload(sim: argparse.ArgumentParser) -> None:
+    """The workload and report options simulate and replay share."""
+    sim.add_argument("scenario", nargs="?", help="scenario file or built-in scenario name")
+    sim.add_argument(
+        "--trace",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="CSV/JSONL trace (repeatable), or azure-2023 for the bundled Azure traces",
+    )
+    sim.add_argument("--policy", metavar="POLICY.yaml", help="our policy file")
+    sim.add_argument("--json", metavar="OUT", help="write the report as JSON")
+    sim.add_argument("--plot", metavar="OUT.png", help="write plots (needs slopolicy[plot])")
+    sim.add_argument("--claims", choices=["seed", "overload"], help="check a set of claims")
+    sim.add_argument("--no-progress", action="store_true", help="no progress bar")
     traces = sim.add_argument_group("traces")
     traces.add_argument("--time-col", help="arrival time column")
     traces.add_argument("--input-col", help="prompt tokens column")
@@ -104,11 +166,6 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     run = sim.add_argument_group("run")
     run.add_argument("--rate-scale", type=float, default=1.0, help="compress time by X")
     run.add_argument("--duration", type=float, help="replay only the first S seconds")
-    run.add_argument("--engine", help="engine profile, e.g. llama3-8b/a100")
-    run.add_argument("--max-num-seqs", type=int)
-    run.add_argument("--max-num-batched-tokens", type=int)
-    run.add_argument("--long-prefill-token-threshold", type=int)
-    run.add_argument("--rpm-limit", type=int, help="the rpm baseline's limit per tenant")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -146,9 +203,16 @@ def _run(args: argparse.Namespace) -> int:
             json_path=args.json,
             plot_path=args.plot,
             progress=not args.no_progress,
+            engine=args.engine,
         )
     elif args.command == "simulate":
-        return _simulate(args)
+        from slopolicy.sim.commands import simulate
+
+        return simulate(_simulate_options(args))
+    elif args.command == "replay":
+        return _replay(args)
+    elif args.command == "calibrate":
+        return _calibrate(args)
     else:
         return _route(args)
     return 0
@@ -161,12 +225,13 @@ def _silence_stdout() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _simulate(args: argparse.Namespace) -> int:
+def _simulate_options(args: argparse.Namespace) -> SimulateOptions:
+    """The workload options of ``simulate`` and ``replay``, checked."""
     from slopolicy.sim.baselines import BASELINES
-    from slopolicy.sim.commands import SimulateOptions, TraceOptions, simulate
+    from slopolicy.sim.commands import SimulateOptions, TraceOptions
 
     for name in ("max_new_tokens", "retries", "rpm_limit", "max_num_seqs"):
-        value = getattr(args, name)
+        value = getattr(args, name, None)
         if value is not None and value < (0 if name == "retries" else 1):
             raise SimulationError(
                 f"must be >= {0 if name == 'retries' else 1}", source=f"--{name.replace('_', '-')}"
@@ -187,30 +252,77 @@ def _simulate(args: argparse.Namespace) -> int:
         args.max_new_tokens,
         args.retries,
     )
-    options = SimulateOptions(
+    return SimulateOptions(
         scenario=args.scenario,
         traces=tuple(args.trace),
         trace=trace,
         policy=args.policy,
         compare=BASELINES
-        if args.compare is None
+        if getattr(args, "compare", None) is None
         else tuple(name.strip() for name in args.compare.split(",") if name.strip()),
         rate_scale=args.rate_scale,
         duration=args.duration,
-        engine=args.engine,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        long_prefill_token_threshold=args.long_prefill_token_threshold,
-        rpm_limit=args.rpm_limit,
+        engine=getattr(args, "engine", None),
+        max_num_seqs=getattr(args, "max_num_seqs", None),
+        max_num_batched_tokens=getattr(args, "max_num_batched_tokens", None),
+        long_prefill_token_threshold=getattr(args, "long_prefill_token_threshold", None),
+        rpm_limit=getattr(args, "rpm_limit", None),
         claims=args.claims,
         json_path=args.json,
         plot_path=args.plot,
         progress=not args.no_progress,
-        sweep=args.sweep,
-        sweep_target=args.sweep_target,
-        sweep_refine=args.sweep_refine,
+        sweep=getattr(args, "sweep", False),
+        sweep_target=getattr(args, "sweep_target", 0.9),
+        sweep_refine=getattr(args, "sweep_refine", 3),
     )
-    return simulate(options)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from slopolicy.replay.commands import ReplayOptions, replay
+
+    if args.max_concurrency < 1:
+        raise UsageError("--max-concurrency must be >= 1")
+    if not (math.isfinite(args.drain) and args.drain >= 0):
+        raise UsageError("--drain must be a finite number of seconds >= 0")
+    lanes = tuple(name.strip() for name in args.lanes.split(",") if name.strip())
+    options = ReplayOptions(
+        args.target, _simulate_options(args), lanes, args.max_concurrency, args.drain, args.api_key
+    )
+    return replay(options)
+
+
+def _counts(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageError(
+            f"{option}: give whole numbers separated by commas, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise UsageError(f"{option}: give numbers >= 1, got {text!r}")
+    return values
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from slopolicy.replay.commands import CalibrateOptions, calibrate_command
+
+    for name in ("repeats", "max_num_batched_tokens"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+    if args.decode_tokens < 2:
+        raise UsageError("--decode-tokens must be >= 2")
+    options = CalibrateOptions(
+        args.target,
+        args.out,
+        _counts(args.prompts, "--prompts"),
+        _counts(args.batches, "--batches"),
+        args.repeats,
+        args.decode_tokens,
+        args.max_num_batched_tokens,
+        args.name,
+        args.api_key,
+    )
+    return calibrate_command(options)
 
 
 def _route(args: argparse.Namespace) -> int:

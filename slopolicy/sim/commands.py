@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -25,6 +26,7 @@ from slopolicy.sim.console import (
     print_sweep,
     progress_bar,
 )
+from slopolicy.sim.engine_file import resolve_engine
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.export import sweep_to_json, to_json
 from slopolicy.sim.load import Load, load_outside_bursts
@@ -42,7 +44,15 @@ from slopolicy.sim.sweep import Sweep, sweep
 from slopolicy.sim.traces import TimeUnit, TraceFormat, azure_2023, read_traces
 from slopolicy.sim.workload import Workload
 
-__all__ = ("SimulateOptions", "TraceOptions", "demo", "simulate")
+__all__ = (
+    "SimulateOptions",
+    "TraceOptions",
+    "build_scenario",
+    "check_outputs",
+    "demo",
+    "simulate",
+    "write_outputs",
+)
 
 
 def demo(
@@ -52,16 +62,19 @@ def demo(
     plot_path: str | None = None,
     progress: bool = True,
     console: Console | None = None,
+    engine: str | None = None,
 ) -> int:
-    """Run the seed scenario under every policy and print the comparison."""
+    """Run the seed scenario under every policy and print the comparison;
+    ``engine``: an engine file or a built-in profile instead of the scenario's."""
     console = console or make_console()
-    _check_outputs(json_path, plot_path)
+    check_outputs(json_path, plot_path)
     scenario = seed_scenario(short=quick)
+    scenario = dataclasses.replace(scenario, engine=_with_engine(scenario.engine, engine))
     console.print(f"[bold]slopolicy demo[/]: {scenario.description}")
     comparison, load = _run(scenario, (OURS, *BASELINES), progress, console)
     print_comparison(comparison, console, load=load)
     print_claims(seed_claims(comparison), console)
-    _outputs(comparison, load, scenario.description, json_path, plot_path, console)
+    write_outputs(comparison, load, scenario.description, json_path, plot_path, console)
     return 0
 
 
@@ -132,8 +145,8 @@ def simulate(options: SimulateOptions, console: Console | None = None) -> int:
         raise SimulationError("overload claims need fcfs in --compare", source="--claims")
     if options.sweep and options.claims is not None:
         raise SimulationError("claims are checked on a comparison, not a sweep", source="--claims")
-    _check_outputs(options.json_path, options.plot_path)
-    scenario = _scenario(options)
+    check_outputs(options.json_path, options.plot_path)
+    scenario = build_scenario(options)
     policies = (OURS, *options.compare)
     try:
         names = [f.name for f in resolve_all(policies, scenario.policy)]
@@ -149,7 +162,9 @@ def simulate(options: SimulateOptions, console: Console | None = None) -> int:
     elif options.claims == "overload":
         claims = overload_claims(comparison)
     print_claims(claims, console)
-    _outputs(comparison, load, scenario.description, options.json_path, options.plot_path, console)
+    write_outputs(
+        comparison, load, scenario.description, options.json_path, options.plot_path, console
+    )
     return 0
 
 
@@ -189,7 +204,9 @@ def _sweep(
     return 0
 
 
-def _scenario(options: SimulateOptions) -> Scenario:
+def build_scenario(options: SimulateOptions) -> Scenario:
+    """The scenario ``options`` describe: a file, a built-in or traces, with the
+    policy, rate scale, window and engine options applied."""
     if options.scenario is None and not options.traces:
         raise SimulationError("give a scenario file, a built-in scenario or --trace")
     if options.scenario is None:
@@ -246,13 +263,20 @@ def _traces(options: SimulateOptions) -> Workload:
     )
 
 
+def _with_engine(spec: EngineSpec, engine: str | None) -> EngineSpec:
+    """``spec`` with ``--engine``: an engine file's whole engine, or a built-in profile."""
+    if engine is None:
+        return spec
+    try:
+        found = resolve_engine(engine)
+    except UsageError as error:
+        raise SimulationError(str(error), source="--engine") from error
+    return found if isinstance(found, EngineSpec) else dataclasses.replace(spec, profile=found)
+
+
 def _engine(spec: EngineSpec, options: SimulateOptions) -> EngineSpec:
+    spec = _with_engine(spec, options.engine)
     changes: dict[str, object] = {}
-    if options.engine is not None:
-        try:
-            changes["profile"] = profile(options.engine)
-        except UsageError as error:
-            raise SimulationError(str(error), source="--engine") from error
     for name in ("max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"):
         value = getattr(options, name)
         if value is not None:
@@ -280,16 +304,18 @@ def _run(
         return run_scenario(scenario, policies=policies, progress=advance), load
 
 
-def _outputs(
+def write_outputs(
     comparison: Comparison,
     load: Load | None,
     description: str,
     json_path: str | None,
     plot_path: str | None,
     console: Console,
+    extra: Mapping[str, Any] | None = None,
 ) -> None:
+    """Write the comparison's JSON report (``extra``: more top-level keys) and plots."""
     if json_path is not None:
-        data = to_json(comparison, load=load, description=description)
+        data = {**to_json(comparison, load=load, description=description), **(extra or {})}
         with _writing(json_path):
             Path(json_path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         console.print(f"wrote {json_path}")
@@ -301,7 +327,7 @@ def _outputs(
         console.print(f"wrote {plot_path}")
 
 
-def _check_outputs(json_path: str | None, plot_path: str | None) -> None:
+def check_outputs(json_path: str | None, plot_path: str | None) -> None:
     """Refuse output paths that cannot be written before a run, not after it."""
     for path in (json_path, plot_path):
         if path is None:

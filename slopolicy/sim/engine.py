@@ -281,7 +281,10 @@ class Engine:
         if not pool.count and not prompt:
             return None
         pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
-        seconds = self._profile.iteration_time(pool.count + prompt, pairs, pool.context)
+        done = sum(s.computed + c >= s.prefill_len for s, c in chunks)  # sampled: first tokens
+        seconds = self._profile.iteration_time(
+            pool.count + prompt, pairs, pool.context, pool.count + done
+        )
         self._iterations += 1
         self._busy += seconds
         self._prefill_tokens += prompt

@@ -4,16 +4,21 @@ One engine iteration computes ``N`` tokens: a prefill chunk of ``c_i`` tokens
 for each prefilling request ``i`` (``k_i`` of its tokens already cached) and
 one token for each decoding request ``j`` (context ``ctx_j``). It takes::
 
-    T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c_i·(k_i + c_i/2) + β_d·Σ ctx_j
+    T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c_i·(k_i + c_i/2) + β_d·Σ ctx_j + T_s·S
 
-seconds. The square root is a smooth knee between the weight-read floor
+seconds, ``S`` the sequences it samples a token for (each decoding request and
+each prompt it finishes). The square root is a smooth knee between the weight-read floor
 ``T_w`` (memory-bound decode) and compute-bound ``a·N``; ``β_p`` prices the
 attention of prefill (query, key) pairs and ``β_d`` the KV reads of decode.
 The profiles are fitted from Vidur's published per-operator profiles (median
 error 2-5%; see ``SIMULATOR.md``). ``T_cpu`` is the scheduler and sampling
 overhead, a free parameter of 0-3 ms: 3 ms reproduces the sanity checks
 (Llama-3-8B on an A100 decodes one stream at about 13 ms per token and
-prefills a 2k-token prompt in about 150 ms).
+prefills a 2k-token prompt in about 150 ms). ``T_s``, the cost of one
+sequence's logits and sampling, is 0 in the published profiles (it is folded
+into ``a`` there); ``slopolicy calibrate`` fits it, and on llama.cpp on CPUs,
+whose sampler runs on the CPU over the whole vocabulary, it is what a decode
+batch costs per request.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class EngineProfile:
         beta_p: time per (query, key) pair of prefill attention.
         kv_tokens: tokens the KV cache holds (80 GB, 90% memory use).
         t_cpu: fixed scheduling and sampling overhead per iteration.
+        t_sample: logits and sampling per sequence sampled in the iteration.
     """
 
     name: str
@@ -47,9 +53,10 @@ class EngineProfile:
     beta_p: float
     kv_tokens: int
     t_cpu: float = 0.003
+    t_sample: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("t_w", "a", "beta_d", "beta_p", "t_cpu"):
+        for name in ("t_w", "a", "beta_d", "beta_p", "t_cpu", "t_sample"):
             value = getattr(self, name)
             if isinstance(value, bool) or not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"profile {self.name!r}: {name} must be finite and >= 0")
@@ -58,11 +65,15 @@ class EngineProfile:
         if isinstance(self.kv_tokens, bool) or self.kv_tokens < 1:
             raise UsageError(f"profile {self.name!r}: kv_tokens must be >= 1")
 
-    def iteration_time(self, tokens: int, prefill_pairs: float, decode_context: int) -> float:
+    def iteration_time(
+        self, tokens: int, prefill_pairs: float, decode_context: int, sampled: int = 0
+    ) -> float:
         """Seconds for one iteration computing ``tokens`` tokens, with
-        ``prefill_pairs = Σ c_i·(k_i + c_i/2)`` and ``decode_context = Σ ctx_j``."""
+        ``prefill_pairs = Σ c_i·(k_i + c_i/2)``, ``decode_context = Σ ctx_j``
+        and ``sampled`` sequences sampled."""
         knee = math.sqrt(self.t_w * self.t_w + (self.a * tokens) ** 2)
-        return self.t_cpu + knee + self.beta_p * prefill_pairs + self.beta_d * decode_context
+        linear = self.beta_p * prefill_pairs + self.beta_d * decode_context
+        return self.t_cpu + knee + linear + self.t_sample * sampled
 
     def decode_time(self, iterations: int, requests: int, context: int) -> float:
         """Seconds for ``iterations`` pure-decode iterations of ``requests``
@@ -93,7 +104,8 @@ class EngineProfile:
         return k
 
     def _decode_fixed(self, requests: int) -> float:
-        return self.t_cpu + math.sqrt(self.t_w * self.t_w + (self.a * requests) ** 2)
+        knee = math.sqrt(self.t_w * self.t_w + (self.a * requests) ** 2)
+        return self.t_cpu + knee + self.t_sample * requests
 
     def with_cpu(self, t_cpu: float) -> EngineProfile:
         """This profile with another ``t_cpu`` (seconds)."""

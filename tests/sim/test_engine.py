@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -54,17 +55,28 @@ def test_the_iteration_time_is_the_calibrated_formula() -> None:
     assert p.iteration_time(300, 250 * (50 + 125), 4000) == pytest.approx(expected)
 
 
+def test_each_sampled_sequence_costs_t_sample() -> None:
+    # A lone request samples once per iteration: its first token after its
+    # prompt, then each output token (the prompt's other chunks sample nothing).
+    spec = EngineSpec(A100, max_num_batched_tokens=512)
+    sampling = EngineSpec(dataclasses.replace(A100, t_sample=0.002), max_num_batched_tokens=512)
+    (first, last), (first_s, last_s) = _single(spec, 2000, 11), _single(sampling, 2000, 11)
+    assert first_s - first == pytest.approx(0.002)
+    assert (last_s - first_s) - (last - first) == pytest.approx(10 * 0.002)
+
+
 @given(
     k=st.integers(1, 5000),
     n=st.integers(1, 256),
     context=st.integers(1, 10**6),
     seconds=st.floats(1e-4, 100),
+    t_sample=st.sampled_from([0.0, 0.002]),
 )
 def test_decode_runs_are_the_sum_of_their_iterations(
-    k: int, n: int, context: int, seconds: float
+    k: int, n: int, context: int, seconds: float, t_sample: float
 ) -> None:
-    p = A100
-    total = sum(p.iteration_time(n, 0, context + n * i) for i in range(min(k, 50)))
+    p = dataclasses.replace(A100, t_sample=t_sample)
+    total = sum(p.iteration_time(n, 0, context + n * i, n) for i in range(min(k, 50)))
     assert p.decode_time(min(k, 50), n, context) == pytest.approx(total, rel=1e-9)
     fewest = p.decode_iterations(seconds, n, context)
     assert p.decode_time(fewest, n, context) >= seconds

@@ -205,9 +205,6 @@ class LlamaServer(LocalServer):
         (``engine_disconnected``; the adapter never retries). Here 5 of 480
         back-to-back requests on 60 connections did, and none without reuse.
         """
-        import openai
-        from openai._constants import DEFAULT_CONNECTION_LIMITS as limits
+        from slopolicy.replay.target import fresh_connections_client
 
-        no_reuse = type(limits)(max_connections=limits.max_connections, max_keepalive_connections=0)
-        options.setdefault("http_client", openai.DefaultAsyncHttpxClient(limits=no_reuse))
-        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="-", **options)
+        return fresh_connections_client(f"{self.url}/v1", "-", **options)

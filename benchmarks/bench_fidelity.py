@@ -1,0 +1,116 @@
+"""How far the simulator is from a real engine: llama-server calibrated, then
+two workloads replayed live (direct and gated) and simulated on the fitted
+profile, side by side.
+
+Run from the repository root (needs the built server, see
+``python -m slopolicy.testing.llama build``, and ``slopolicy[llama,openai]``),
+holding the machine's live lock so no other timing run shares the CPUs::
+
+    flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity           # ~8 minutes
+    flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity --quick   # ~4 minutes
+
+One server (``--slots`` slots of ``--slot-context`` tokens, ``-b``/``-ub``
+``--batch``, the tiny random-weight model) is calibrated
+(:func:`slopolicy.replay.calibrate.calibrate`), then each workload of
+:mod:`benchmarks.fidelity` is replayed (:class:`slopolicy.replay.LiveReplay`:
+``fcfs`` straight to the server, ``slopolicy`` through a Gate) and simulated with
+the calibrated engine (:func:`slopolicy.sim.comparison.compare`, the same
+requests with outputs forced to their recorded length). The table gives, per
+workload, lane and policy, TTFT p50/p95, TPOT p50 and attainment, live and
+simulated, and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import anyio
+
+from benchmarks.fidelity import (
+    Row,
+    azure_config,
+    azure_slice,
+    rows,
+    seed_config,
+    seed_workload,
+    table,
+)
+from benchmarks.live_seed import add_server_options, server_from
+from slopolicy import PolicyConfig
+from slopolicy.replay import LiveReplay, Target, forced_lengths, live_comparison, replay_lanes
+from slopolicy.replay.calibrate import calibrate
+from slopolicy.sim.claims import seed_claims
+from slopolicy.sim.comparison import OURS, Comparison, compare
+from slopolicy.sim.engine_spec import EngineSpec
+from slopolicy.sim.scenario import Scenario
+from slopolicy.sim.workload import Workload
+
+
+async def _both(
+    target: Target, name: str, workload: Workload, config: PolicyConfig, engine: EngineSpec
+) -> tuple[list[Row], Comparison, Comparison]:
+    scenario = Scenario(name, workload, engine, config)
+    live = LiveReplay(target, scenario, drain=120.0)
+    plan = await live.prepare()
+    runs = await replay_lanes(live, plan, ("fcfs", OURS), stop=anyio.Event())
+    measured = live_comparison(live, runs)
+    print(f"{name}: {live.fit(runs).describe()}", flush=True)
+    # llama-server has no priority scheduling: ours sends it none, live and simulated.
+    simulated = compare(
+        forced_lengths(workload), config, engine, policies=(OURS, "fcfs"), engine_priority=False
+    )
+    return rows(name, measured, simulated), measured, simulated
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    server = server_from(args)
+    context = server.context
+    with server:
+        async with Target(server.url) as target:
+            calibration = await calibrate(
+                target, repeats=3 if args.quick else 5, max_num_batched_tokens=args.batch
+            )
+            print(calibration.describe(), flush=True)
+            engine = calibration.engine
+            found_rows: list[Row] = []
+            seed = seed_workload(args.slot_context, quick=args.quick)
+            more, *seeds = await _both(target, "seed", seed, seed_config(engine), engine)
+            found_rows += more
+            azure, scale = azure_slice(engine, seconds=40.0 if args.quick else 90.0, load=args.load)
+            share = f"{args.load:.0%} of the calibrated capacity"
+            print(f"azure slice: {len(azure)} requests over {azure.duration:.0f} s "
+                  f"(rate scale {scale:.3f}, {share})", flush=True)  # fmt: skip
+            more, _, _ = await _both(target, "azure", azure, azure_config(engine), engine)
+            found_rows += more
+    print(f"llama-server -np {args.slots} -c {context} -b {args.batch} -t {args.threads}")
+    print(table(found_rows))
+    claims = {}
+    for label, comparison in zip(("live", "simulated"), seeds, strict=True):
+        claims[label] = [(claim.holds, claim.text) for claim in seed_claims(comparison)]
+        print(f"the demo's claims on the seed workload, {label}:")
+        print("\n".join(f"  [{'x' if holds else ' '}] {text}" for holds, text in claims[label]))
+    return {
+        "engine": calibration.describe(),
+        "claims": claims,
+        "rows": [{"workload": r.workload, "lane": r.lane, "policy": r.policy,
+                  "live": dict(r.live), "sim": dict(r.sim)} for r in found_rows],
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter phases, fewer probes")
+    add_server_options(parser)
+    parser.add_argument("--load", type=float, default=0.8, help="azure load (default 0.8)")
+    parser.add_argument("--json", metavar="OUT", help="write the rows as JSON")
+    args = parser.parse_args(argv)
+    data = anyio.run(main_async, args)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=2)
+
+
+if __name__ == "__main__":
+    main()

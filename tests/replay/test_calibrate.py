@@ -1,0 +1,99 @@
+"""``slopolicy calibrate``: the fit recovers a known profile, the engine file
+round-trips into ``simulate --engine``, and the command runs against a local engine."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slopolicy.cli import main
+from slopolicy.errors import SimulationError, UsageError
+from slopolicy.replay.fit import Decode, Prefill, fit_profile, predict
+from slopolicy.sim.engine_file import load_engine, write_engine
+from slopolicy.sim.engine_spec import EngineSpec
+from slopolicy.sim.profiles import EngineProfile, profile
+from tests.adapters.servers import Recorder, Script, ServerThread
+from tests.replay.engine import ReplayApp
+
+pytest.importorskip("openai")
+
+PROBES = [Prefill(n, 512, 1.0) for n in (64, 512, 2048, 8192)] + [
+    Decode(b, c, 1.0) for b in (1, 4, 16) for c in (64.0, 4000.0)
+]
+
+
+@pytest.mark.parametrize(
+    "true",
+    [
+        profile("llama3-8b/a100"),
+        EngineProfile("cpu", 0.0004, 60e-6, 3e-6, 0.02e-6, 80_000, 0.0025, t_sample=0.002),
+    ],
+)
+def test_the_fit_recovers_a_profile_from_its_own_predictions(true: EngineProfile) -> None:
+    probes = [dataclasses.replace(p, seconds=predict(true, p)) for p in PROBES]
+    fitted, residuals = fit_profile("fit", probes, 1000, refinements=2)
+    assert max(abs(r.error) for r in residuals) < 0.03
+    # The terms that the probes separate come back (T_cpu and T_w trade off).
+    assert fitted.a == pytest.approx(true.a, rel=0.1)
+    assert fitted.beta_p == pytest.approx(true.beta_p, rel=0.1)
+    assert fitted.beta_d == pytest.approx(true.beta_d, rel=0.1)
+    assert fitted.t_sample == pytest.approx(true.t_sample, abs=2e-4)
+
+
+def test_the_fit_needs_both_kinds_of_probe() -> None:
+    with pytest.raises(UsageError, match="prefill and decode"):
+        fit_profile("x", [Prefill(64, 512, 0.01)], 1000)
+    with pytest.raises(UsageError, match="> 0"):
+        fit_profile("x", [Prefill(64, 512, 0.0), Decode(1, 64, 0.01)], 1000)
+
+
+def test_an_engine_file_round_trips(tmp_path: Path) -> None:
+    spec = EngineSpec(profile("llama3-8b/h100"), max_num_seqs=8, max_model_len=4096)
+    for name in ("engine.yaml", "engine.json"):
+        write_engine(str(tmp_path / name), spec, [{"probe": "decode", "seconds": 0.1}])
+        assert load_engine(str(tmp_path / name)) == spec
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"profile": {"name": "x", "t_w": -1, "a": 0, "beta_d": 0,
+                                           "beta_p": 0, "kv_tokens": 10}}))  # fmt: skip
+    with pytest.raises(SimulationError, match="t_w"):
+        load_engine(str(bad))
+    bad.write_text(json.dumps({"profile": {"name": "x"}, "engine": {"max_num_seq": 8}}))
+    with pytest.raises(SimulationError, match="max_num_seq"):
+        load_engine(str(bad))
+
+
+@pytest.fixture
+def engine_url() -> Iterator[str]:
+    recorder = Recorder()
+    recorder.script("default", Script(tokens=10_000, ttft=0.005, tpot=0.002))
+    server = ServerThread(ReplayApp(recorder)).start()
+    yield server.url
+    server.stop()
+
+
+def test_calibrate_writes_a_file_simulate_takes(
+    engine_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "engine.yaml"
+    args = ["calibrate", "--target", engine_url, "--out", str(out), "--prompts", "16,64",
+            "--batches", "1,2", "--repeats", "1", "--decode-tokens", "4"]  # fmt: skip
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "prefill     64 tokens" in printed
+    assert "largest error" in printed
+    spec = load_engine(str(out))
+    assert spec.max_num_batched_tokens == 2048
+    assert spec.profile.name.startswith("vllm:")
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival,prompt_tokens,output_tokens\n0,32,4\n0.1,64,8\n")
+    simulate = ["simulate", "--trace", str(trace), "--engine", str(out), "--compare", "",
+                "--no-progress", "--json", str(tmp_path / "sim.json")]  # fmt: skip
+    assert main(simulate) == 0
+    data = json.loads((tmp_path / "sim.json").read_text())
+    assert data["scenario"]["engine"]["profile"] == spec.profile.name
+    assert main(["calibrate", "--target", engine_url, "--prompts", "0"]) == 1
+    assert "--prompts" in capsys.readouterr().err
