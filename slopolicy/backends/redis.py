@@ -58,7 +58,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
     ) from error
 
 from slopolicy.backends._redis_calls import (
-    Admission,
+    AcquireCall,
     KeyBook,
     RedisClient,
     Scripts,
@@ -293,7 +293,7 @@ class RedisQuotaStore:
         where = lane if reply[1] == "lane" else None
         return self._refused(rate_refusal(tenant, where, rate, burst, cost, level, wait))
 
-    def _lease(self, tenant: str, lane: str, cost: float, admission: Admission) -> Lease:
+    def _lease(self, tenant: str, lane: str, cost: float, admission: AcquireCall) -> Lease:
         token = Token(admission.tenant_keys, admission.limits, cost)
         return Lease(self, f"{self._replica}:{next(self._ids)}", tenant, lane, cost, 0.0, token)
 

@@ -28,25 +28,59 @@ from typing import Generic, TypeVar
 
 from slopolicy.core.queueing.fairqueue import (
     FairQueue,
+    FairQueueStatistics,
     _charged,
     _check_cost,
     _check_weight,
 )
 from slopolicy.errors import UsageError
 
-__all__ = ("LaneScheduler",)
+__all__ = ("LaneScheduler", "QueueView")
 
 T = TypeVar("T")
 
 
+class QueueView(Generic[T]):
+    """A read-only view of one lane's :class:`FairQueue` (what
+    :meth:`LaneScheduler.queue` gives out): it reads the live queue, and has
+    no way to change it (changes go through the scheduler, which keeps its
+    lane counters in step)."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue: FairQueue[T]) -> None:
+        self._queue = queue
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def capacity(self) -> int:
+        """Items that may wait."""
+        return self._queue.capacity
+
+    def peek(self) -> T | None:
+        """The next item, or ``None`` when nothing waits."""
+        return self._queue.peek()
+
+    def counter(self, tenant: str) -> float | None:
+        """``tenant``'s counter, or ``None`` when none is kept."""
+        return self._queue.counter(tenant)
+
+    def statistics(self) -> FairQueueStatistics:
+        """A snapshot of the queue."""
+        return self._queue.statistics()
+
+
 class _Lane(Generic[T]):
-    __slots__ = ("backlogged", "counter", "name", "queue", "rank", "weight")
+    __slots__ = ("backlogged", "counter", "name", "queue", "rank", "view", "weight")
 
     def __init__(self, name: str, rank: int, weight: float, queue: FairQueue[T]) -> None:
         self.name = name
         self.rank = rank  # 0 is the most interactive: wins ties
         self.weight = weight
         self.queue = queue
+        self.view = QueueView(queue)
         self.counter = 0.0
         self.backlogged = False
 
@@ -89,13 +123,12 @@ class LaneScheduler(Generic[T]):
         """Lane names, most interactive first."""
         return tuple(lane.name for lane in self._lanes)
 
-    def queue(self, lane: str) -> FairQueue[T]:
-        """``lane``'s queue, to read (``peek``, ``statistics``, ``counter``).
-
-        Push, pop, remove and charge through the scheduler, so lane counters
-        see the lane become backlogged and are charged too.
-        """
-        return self._lane(lane).queue
+    def queue(self, lane: str) -> QueueView[T]:
+        """A read-only view of ``lane``'s queue (``peek``, ``statistics``,
+        ``counter``, ``len``): push, pop, remove and charge through the
+        scheduler, so lane counters see the lane become backlogged and are
+        charged too."""
+        return self._lane(lane).view
 
     def counter(self, lane: str) -> float:
         """``lane``'s counter (cost units per unit of lane weight)."""

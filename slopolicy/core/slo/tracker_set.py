@@ -122,12 +122,14 @@ class TrackerSet:
             raise UsageError(f"unknown lane {name!r}; lanes are {', '.join(self._lanes)}")
         return tracker
 
-    def tenant(self, lane: str, tenant: str) -> SLOTracker | None:
-        """The tracker of ``tenant`` in ``lane``, if held (does not refresh its LRU place).
-        Once evicted, the object may be reused for another tenant of the lane:
-        keep a :meth:`~SLOTracker.snapshot`, not the tracker."""
+    def tenant(self, lane: str, tenant: str, *, now: float) -> SLOSnapshot | None:
+        """A snapshot of ``tenant``'s tracker in ``lane`` at ``now`` (monotonic
+        seconds), or ``None`` when none is held (does not refresh its LRU
+        place). A snapshot, not the tracker: an evicted tenant's tracker is
+        reused for another tenant of the lane."""
         self._fold()
-        return self._tenants.get((lane, tenant))
+        tracker = self._tenants.get((lane, tenant))
+        return None if tracker is None else tracker.snapshot(now)
 
     def tenants(self) -> Iterator[tuple[tuple[str, str], SLOTracker]]:
         """``((lane, tenant), tracker)`` pairs, least recently used first."""
