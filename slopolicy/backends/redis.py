@@ -81,7 +81,7 @@ from slopolicy.backends.base import (
 )
 from slopolicy.backends.failure import CircuitBreaker, FailClosed, FailurePolicy
 from slopolicy.core.quota.plan import TierPlan
-from slopolicy.core.quota.tenants import (
+from slopolicy.core.quota.refusals import (
     QuotaRefusal,
     concurrency_refusal,
     over_burst_refusal,

@@ -26,13 +26,8 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
-from slopolicy.core.queueing.fairqueue import (
-    FairQueue,
-    FairQueueStatistics,
-    _charged,
-    _check_cost,
-    _check_weight,
-)
+from slopolicy.core.queueing.counters import charged, check_cost, check_weight
+from slopolicy.core.queueing.fairqueue import FairQueue, FairQueueStatistics
 from slopolicy.errors import UsageError
 
 __all__ = ("LaneScheduler", "QueueView")
@@ -109,7 +104,7 @@ class LaneScheduler(Generic[T]):
             raise UsageError("at least one lane is required")
         built: list[_Lane[T]] = []
         for rank, (name, weight, capacity) in enumerate(lanes):
-            _check_weight(weight, f"lane {name!r} weight")
+            check_weight(weight, f"lane {name!r} weight")
             queue: FairQueue[T] = FairQueue(capacity, max_idle_counters=max_idle_counters)
             built.append(_Lane(name, rank, weight, queue))
         self._lanes = tuple(built)
@@ -207,9 +202,9 @@ class LaneScheduler(Generic[T]):
         weight) and to ``tenant``'s counter in that lane (over ``weight``, as
         :meth:`FairQueue.charge`). Refunds stop at the lanes' ``V``, as there."""
         self._lane(lane)
-        _check_cost(cost)
+        check_cost(cost)
         if weight is not None:
-            _check_weight(weight)
+            check_weight(weight)
         self._charge(lane, tenant, cost, weight)
 
     def _charge(self, lane: str, tenant: str, cost: float, weight: float | None) -> None:
@@ -217,8 +212,8 @@ class LaneScheduler(Generic[T]):
         record = self._by_name[lane]
         if cost < 0:
             self._sync()  # a refund's floor is V, which needs current flags
-            counter = _charged(record.counter, cost, record.weight, self._v())
-        else:  # _charged, inlined for the usual charge
+            counter = charged(record.counter, cost, record.weight, self._v())
+        else:  # charged, inlined for the usual charge
             counter = record.counter + cost / record.weight
             if counter == math.inf:
                 raise UsageError(

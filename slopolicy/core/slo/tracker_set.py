@@ -24,8 +24,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from slopolicy.core.checks import check_now
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.slo.burn import DEFAULT_BURN_RULES, BurnRule
+from slopolicy.core.slo.snapshot import SLOSnapshot
 from slopolicy.core.slo.targets import SLOTargets
-from slopolicy.core.slo.tracker import CostModel, SLOSnapshot, SLOTracker, _Judged
+from slopolicy.core.slo.tracker import CostModel, SLOTracker, _Judged
 from slopolicy.errors import UsageError
 
 __all__ = ("FOLD_AFTER", "TrackerSet")
