@@ -79,7 +79,7 @@ def _ours(rate: int) -> Decide:
         bucket = buckets.get(key)
         if bucket is None:
             bucket = buckets[key] = TokenBucket(rate, rate, now=clock())
-        return bucket.try_acquire(cost, clock()) == 0.0
+        return bucket.try_acquire(cost, clock())
 
     return decide
 

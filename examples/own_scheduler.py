@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from slopolicy.sim import (
     FCFS,
-    Admission,
     EngineView,
     Release,
     Released,
+    SimAdmission,
     SimRequest,
     run_scenario,
     seed_scenario,
@@ -31,9 +31,9 @@ class Shortest(FCFS):
         super().__init__()
         self.queue: list[SimRequest] = []
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         self.queue.append(request)
-        return Admission(True)
+        return SimAdmission(True)
 
     def dispatch(self, now: float, engine: EngineView) -> Released:
         self.queue.sort(key=lambda r: r.prompt_tokens)

@@ -22,7 +22,7 @@ from slopolicy.core.quota.plan import TierPlan
 from slopolicy.core.specs import TierSpec
 
 __all__ = (
-    "Admission",
+    "AcquireCall",
     "KeyBook",
     "RedisClient",
     "Scripts",
@@ -170,7 +170,7 @@ class Scripts:
             await self.client.execute_command("PING")
 
 
-class Admission:
+class AcquireCall:
     """What an acquire of one (tenant, lane) under one plan always sends: the
     KEYS (its five, then the plan's other lane buckets), the ARGV for the
     limits, caps and lane (before the over-burst flag), and the ARGV after it
@@ -203,15 +203,15 @@ class KeyBook:
         self._plan_cache: dict[int, TierPlan] = {}
         self._signatures: dict[int, tuple[TierPlan, str]] = {}
         self._key_cache: dict[tuple[str, str], TenantKeys] = {}
-        self._admissions: dict[tuple[str, str], Admission] = {}
+        self._admissions: dict[tuple[str, str], AcquireCall] = {}
 
-    def admission(self, tenant: str, lane: str, plan: TierPlan) -> Admission:
+    def admission(self, tenant: str, lane: str, plan: TierPlan) -> AcquireCall:
         """The constant part of an acquire for ``tenant`` in ``lane`` under ``plan``."""
         admission = self._admissions.get((tenant, lane))
         if admission is None or admission.plan is not plan:
             if len(self._admissions) >= 4096:
                 self._admissions.clear()
-            admission = Admission(tenant, lane, plan, self)
+            admission = AcquireCall(tenant, lane, plan, self)
             self._admissions[tenant, lane] = admission
         return admission
 

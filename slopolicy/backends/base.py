@@ -22,7 +22,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from slopolicy.core.decisions import Reason
 from slopolicy.core.quota.lease import Lease
-from slopolicy.core.quota.tenants import QuotaRefusal
+from slopolicy.core.quota.refusals import QuotaRefusal
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 

@@ -26,7 +26,7 @@ from anyio import current_time
 from slopolicy.backends.base import Lease, QuotaStore, is_real
 from slopolicy.backends.memory import MemoryQuotaStore
 from slopolicy.core.decisions import Reason
-from slopolicy.core.quota.tenants import QuotaRefusal
+from slopolicy.core.quota.refusals import QuotaRefusal
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 from slopolicy.errors import UsageError
 

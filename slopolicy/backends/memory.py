@@ -23,7 +23,8 @@ from slopolicy.backends.base import (
     own_token,
     refusal_counts,
 )
-from slopolicy.core.quota.tenants import QuotaRefusal, TenantQuotas
+from slopolicy.core.quota.refusals import QuotaRefusal
+from slopolicy.core.quota.tenants import TenantQuotas
 from slopolicy.core.specs import TierSpec
 from slopolicy.errors import UsageError
 

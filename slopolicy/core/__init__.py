@@ -69,7 +69,7 @@ from slopolicy.core.queueing.scheduler import LaneScheduler as LaneScheduler
 from slopolicy.core.quota.bucket import BucketStatistics as BucketStatistics
 from slopolicy.core.quota.bucket import TokenBucket as TokenBucket
 from slopolicy.core.quota.lease import Lease as Lease
-from slopolicy.core.quota.tenants import QuotaRefusal as QuotaRefusal
+from slopolicy.core.quota.refusals import QuotaRefusal as QuotaRefusal
 from slopolicy.core.quota.tenants import QuotaStatistics as QuotaStatistics
 from slopolicy.core.quota.tenants import TenantQuotas as TenantQuotas
 from slopolicy.core.quota.tenants import TenantStatistics as TenantStatistics
@@ -90,11 +90,11 @@ from slopolicy.core.slo.burn import BurnRate as BurnRate
 from slopolicy.core.slo.burn import BurnRule as BurnRule
 from slopolicy.core.slo.quantiles import QuantileSketch as QuantileSketch
 from slopolicy.core.slo.sketches import SlidingQuantiles as SlidingQuantiles
+from slopolicy.core.slo.snapshot import SLOSnapshot as SLOSnapshot
 from slopolicy.core.slo.targets import Objective as Objective
 from slopolicy.core.slo.targets import SLOTargets as SLOTargets
 from slopolicy.core.slo.targets import Summary as Summary
 from slopolicy.core.slo.tracker import CostModel as CostModel
-from slopolicy.core.slo.tracker import SLOSnapshot as SLOSnapshot
 from slopolicy.core.slo.tracker import SLOTracker as SLOTracker
 from slopolicy.core.slo.tracker_set import TrackerSet as TrackerSet
 from slopolicy.core.specs import LaneQuotaSpec as LaneQuotaSpec

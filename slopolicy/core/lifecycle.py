@@ -43,7 +43,10 @@ class Started:
 class Dispatch:
     """The result of :meth:`Policy.dispatch`: iterate it for the started requests;
     ``expired`` lists queued requests whose deadline passed; ``ladder`` is the
-    fallback ladder's move if dispatch evaluated it and it moved."""
+    fallback ladder's move if dispatch evaluated it and it moved.
+
+    It has no truth value (``if dispatch:`` raises :class:`TypeError`): ask
+    ``dispatch.started``, ``dispatch.expired`` or :attr:`changed`."""
 
     started: tuple[Started, ...]
     expired: tuple[Finished, ...]
@@ -52,8 +55,15 @@ class Dispatch:
     def __iter__(self) -> Iterator[Started]:
         return iter(self.started)
 
-    def __len__(self) -> int:
-        return len(self.started)
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "a Dispatch has no truth value: ask .started, .expired, .ladder or .changed"
+        )
+
+    @property
+    def changed(self) -> bool:
+        """Whether it started or expired anything, or moved the ladder."""
+        return bool(self.started or self.expired) or self.ladder is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +88,10 @@ class PolicyStatistics:
 
 
 class Phase(enum.Enum):
+    """An entry's phase (internal). ``DONE`` marks an ended entry: the lazy
+    indexes (the deadline heap, each lane's FIFO) drop entries not ``QUEUED``
+    when they reach them, so ending one is O(1)."""
+
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"

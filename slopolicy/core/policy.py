@@ -52,8 +52,8 @@ from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.ladder.rungs import AdmissionAction
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome, ending
+from slopolicy.core.queueing.counters import check_weight
 from slopolicy.core.queueing.deadlines import Deadlines
-from slopolicy.core.queueing.fairqueue import _check_weight
 from slopolicy.core.queueing.pacing import DispatchPace
 from slopolicy.core.queueing.prefill import PrefillGate
 from slopolicy.core.queueing.scheduler import LaneScheduler
@@ -159,7 +159,7 @@ class Policy:
         if spec.max_running < 1:
             raise UsageError("max_running must be >= 1")
         for tier in spec.router.tiers.tiers.values():
-            _check_weight(tier.weight, f"tier {tier.name!r} weight")
+            check_weight(tier.weight, f"tier {tier.name!r} weight")
         lanes = [lane.name for lane in spec.router.lanes]
         #: Slots, rate limits and fair waiting for the host's tool calls.
         self.tools = ToolPool(spec.tools)

@@ -14,13 +14,13 @@ from slopolicy.runtime.gate import SignalSource as SignalSource
 from slopolicy.runtime.ticket import Ticket as Ticket
 from slopolicy.runtime.ticket import TrackedStream as TrackedStream
 from slopolicy.runtime.tools import ToolCall as ToolCall
-from slopolicy.runtime.waiting import Admission as Admission
+from slopolicy.runtime.waiting import GateAdmission as GateAdmission
 
 __all__ = (
-    "Admission",
     "ArrivalLog",
     "ArrivalRecord",
     "Gate",
+    "GateAdmission",
     "GateStatistics",
     "SignalSource",
     "Ticket",

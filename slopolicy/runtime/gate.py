@@ -58,7 +58,7 @@ from slopolicy.runtime.quota import LocalQuota, QuotaStrategy
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.tools import ToolCall, ToolCalls
-from slopolicy.runtime.waiting import Admission, Waiter
+from slopolicy.runtime.waiting import GateAdmission, Waiter
 from slopolicy.telemetry.config import Telemetry, recorder_for
 
 __all__ = ("Gate", "GateStatistics", "SignalSource")
@@ -216,7 +216,7 @@ class Gate:
 
     # -- admission ------------------------------------------------------------
 
-    def admit(self, request: Request) -> Admission:
+    def admit(self, request: Request) -> GateAdmission:
         """Wait for ``request``'s turn: ``async with gate.admit(r) as ticket``, or
         ``ticket = await gate.admit(r)`` (then release it with ``with ticket``).
 
@@ -227,7 +227,7 @@ class Gate:
         Cancelling the caller while it waits withdraws the request; nothing is
         left queued or held.
         """
-        return Admission(self, request)
+        return GateAdmission(self, request)
 
     def admit_nowait(self, request: Request) -> Ticket:
         """Admit ``request`` only if it can start at once; else raise
@@ -258,7 +258,7 @@ class Gate:
         """
         return ToolCall(self._tools, tenant, name, timeout_s)
 
-    async def _admit(self, request: Request, admission: Admission | None = None) -> Ticket:
+    async def _admit(self, request: Request, admission: GateAdmission | None = None) -> Ticket:
         # The request arrives (and may start) when the caller asks, not one
         # event-loop pass later, so a burst of arrivals is submitted, and
         # paced, as it comes. The checkpoint follows: a cancel delivered there

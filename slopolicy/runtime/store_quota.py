@@ -29,7 +29,7 @@ from slopolicy.backends.base import Lease, QuotaStore
 from slopolicy.core.decisions import Admit, Decision, Demote
 from slopolicy.core.outcome import Finished
 from slopolicy.core.policy import Policy
-from slopolicy.core.quota.tenants import QuotaRefusal
+from slopolicy.core.quota.refusals import QuotaRefusal
 from slopolicy.core.request import Request
 from slopolicy.errors import GateClosed, UsageError
 from slopolicy.runtime.loop import Clock

@@ -16,7 +16,7 @@ from slopolicy.runtime.ticket import Ticket
 if TYPE_CHECKING:
     from slopolicy.runtime.gate import Gate
 
-__all__ = ("Admission", "Waiter")
+__all__ = ("GateAdmission", "Waiter")
 
 
 class Waiter:
@@ -33,7 +33,7 @@ class Waiter:
         self.result: Started | Finished | Displaced | None = None
 
 
-class Admission:
+class GateAdmission:
     """What :meth:`Gate.admit` returns: ``async with`` it, or ``await`` it for the ticket."""
 
     __slots__ = ("_gate", "_request", "_ticket")

@@ -99,10 +99,10 @@ from slopolicy.sim.scenario import run_scenario as run_scenario
 from slopolicy.sim.scenario import scenario_from_dict as scenario_from_dict
 from slopolicy.sim.scenario import seed_scenario as seed_scenario
 from slopolicy.sim.scenario_models import ScenarioModel as ScenarioModel
-from slopolicy.sim.scheduler import Admission as Admission
 from slopolicy.sim.scheduler import Release as Release
 from slopolicy.sim.scheduler import Released as Released
 from slopolicy.sim.scheduler import Scheduler as Scheduler
+from slopolicy.sim.scheduler import SimAdmission as SimAdmission
 from slopolicy.sim.shares import InShare as InShare
 from slopolicy.sim.shares import fair_shares as fair_shares
 from slopolicy.sim.shares import in_share as in_share
@@ -142,7 +142,6 @@ __all__ = (
     "STALL_S",
     "SWEEP_SCHEMA",
     "VTC",
-    "Admission",
     "ArrivalProcess",
     "Burst",
     "Capacity",
@@ -182,6 +181,7 @@ __all__ = (
     "Scenario",
     "ScenarioModel",
     "Scheduler",
+    "SimAdmission",
     "SimOutcome",
     "SimRequest",
     "SimulationError",

@@ -27,7 +27,7 @@ from slopolicy.core.health.signals import EngineSignals
 from slopolicy.core.policy import Policy
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling
-from slopolicy.sim.scheduler import Admission, EngineView, Release, Released
+from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("DEFAULT_SIGNALS", "SIGNALS", "LadderMove", "PolicyScheduler")
@@ -96,16 +96,16 @@ class PolicyScheduler:
         self._quiet_since: float | None = None
         self._asleep = False
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         self._now = now
         decision = self.policy.submit(request.to_request(), now)
         if isinstance(decision, Defer):
             return _refusal(decision)
         if isinstance(decision, Reject):
-            return Admission(False, decision.lane, decision.reason.code)
+            return SimAdmission(False, decision.lane, decision.reason.code)
         pushed = decision.displaced
         displaced = None if pushed is None else (pushed.finished.id, _refusal(pushed.refusal))
-        return Admission(True, decision.lane, decision.reason.code, displaced=displaced)
+        return SimAdmission(True, decision.lane, decision.reason.code, displaced=displaced)
 
     def dispatch(self, now: float, engine: EngineView) -> Released:
         if self._asleep:
@@ -194,6 +194,6 @@ class PolicyScheduler:
         )
 
 
-def _refusal(decision: Defer) -> Admission:
+def _refusal(decision: Defer) -> SimAdmission:
     """A ``Defer`` as the simulator sees it: a refusal its client may retry."""
-    return Admission(False, decision.lane, decision.reason.code, True, decision.retry_after)
+    return SimAdmission(False, decision.lane, decision.reason.code, True, decision.retry_after)

@@ -21,11 +21,11 @@ from slopolicy.sim.engine import Scheduling
 from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest
 
-__all__ = ("Admission", "EngineView", "Release", "Released", "Scheduler")
+__all__ = ("EngineView", "Release", "Released", "Scheduler", "SimAdmission")
 
 
 @dataclass(frozen=True, slots=True)
-class Admission:
+class SimAdmission:
     """The answer to ``submit``: ``accepted`` (queued) or refused, in ``lane``
     (``None`` when the scheduler has no lanes), with a reason code
     (``admitted``, ``demoted``, ``rate_limited``, ``overload_shed`` ...).
@@ -41,7 +41,7 @@ class Admission:
     reason: str = "admitted"
     retryable: bool = False
     retry_after: float | None = None
-    displaced: tuple[str, Admission] | None = None
+    displaced: tuple[str, SimAdmission] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ class Scheduler(Protocol):
     name: str
     scheduling: Scheduling
 
-    def submit(self, request: SimRequest, now: float) -> Admission: ...
+    def submit(self, request: SimRequest, now: float) -> SimAdmission: ...
 
     def dispatch(self, now: float, engine: EngineView) -> Released: ...
 

@@ -35,7 +35,7 @@ from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Engine, EngineSpec, EngineStatistics
 from slopolicy.sim.gaps import TBTSummary
 from slopolicy.sim.records import RequestRecord, SimOutcome
-from slopolicy.sim.scheduler import Admission, Scheduler
+from slopolicy.sim.scheduler import Scheduler, SimAdmission
 from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest, Workload
 
@@ -201,7 +201,7 @@ class _Run:
         if not admission.accepted:
             self.refused(live, admission, now)
 
-    def refused(self, live: _Live, admission: Admission, now: float) -> None:
+    def refused(self, live: _Live, admission: SimAdmission, now: float) -> None:
         """``live`` was refused: the client retries it if it may, else it ends."""
         if admission.retryable and live.attempts <= live.request.retries:
             wait = self.client.delay(live.attempts - 1, admission.retry_after, self.random.random())

@@ -31,7 +31,7 @@ from opentelemetry.util.types import AttributeValue
 from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.lifecycle import PolicyStatistics
 from slopolicy.core.policy import Policy
-from slopolicy.core.slo.tracker import SLOSnapshot
+from slopolicy.core.slo.snapshot import SLOSnapshot
 from slopolicy.core.tasks.trackers import TaskSnapshot
 from slopolicy.telemetry import names as n
 

@@ -19,13 +19,14 @@ import time
 import weakref
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TypeVar
 
 from slopolicy.errors import UsageError
 
 __all__ = ("LocalServer", "free_port")
 
 _RUNNING: weakref.WeakSet[LocalServer] = weakref.WeakSet()
+_S = TypeVar("_S", bound="LocalServer")
 
 
 def free_port() -> int:
@@ -127,7 +128,7 @@ class LocalServer:
     def _give_up(self, failure: str) -> RuntimeError:
         return RuntimeError(f"{failure} (port {self.port}); its log ends:\n{self.log()[-3000:]}")
 
-    def start(self, timeout: float | None = None) -> Self:
+    def start(self: _S, timeout: float | None = None) -> _S:
         """Start (or restart) the server and wait until it answers; raises
         :class:`RuntimeError` with its log if it does not come up within
         ``timeout`` seconds (default :attr:`start_timeout`)."""
@@ -167,7 +168,7 @@ class LocalServer:
         self.stop()
         self._dir.cleanup()
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _S) -> _S:
         return self if self.running else self.start()
 
     def __exit__(

@@ -28,7 +28,7 @@ import pytest
 
 from slopolicy.backends.base import Lease, QuotaStore, TenantSnapshot
 from slopolicy.core.decisions import Reason
-from slopolicy.core.quota.tenants import QuotaRefusal
+from slopolicy.core.quota.refusals import QuotaRefusal
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 from slopolicy.errors import UsageError
 from slopolicy.testing.clock import ManualClock

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slopolicy.backends import Lease, MemoryQuotaStore, QuotaStore
-from slopolicy.core.quota.tenants import QuotaRefusal
+from slopolicy.core.quota.refusals import QuotaRefusal
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 from slopolicy.errors import UsageError
 from slopolicy.testing.clock import ManualClock

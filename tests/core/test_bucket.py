@@ -29,28 +29,31 @@ BAD_NOWS = (math.nan, math.inf, -math.inf, 10**400, -(10**400), 1.7e18, 1.7e12)
 def test_starts_full_and_grants_until_empty() -> None:
     bucket = TokenBucket(2.0, 10.0, now=5.0)
     assert bucket.level(5.0) == 10.0
-    assert bucket.try_acquire(6.0, 5.0) == 0.0
-    assert bucket.try_acquire(4.0, 5.0) == 0.0
-    assert bucket.try_acquire(1.0, 5.0) == 0.5  # 1 cost unit at 2 per second
+    assert bucket.try_acquire(6.0, 5.0)
+    assert bucket.try_acquire(4.0, 5.0)
+    assert bucket.time_until(1.0, 5.0) == 0.5  # 1 cost unit at 2 per second
+    assert not bucket.try_acquire(1.0, 5.0)
     assert bucket.level(5.0) == 0.0
-    assert bucket.try_acquire(1.0, 5.5) == 0.0
+    assert bucket.try_acquire(1.0, 5.5)
 
 
 def test_refused_takes_nothing_and_says_how_long() -> None:
     bucket = TokenBucket(4.0, 8.0)
     bucket.try_acquire(6.0, 0.0)
-    assert bucket.try_acquire(5.0, 0.0) == 0.75
+    assert bucket.time_until(5.0, 0.0) == 0.75
+    assert not bucket.try_acquire(5.0, 0.0)
     assert bucket.level(0.0) == 2.0
     assert bucket.statistics(0.0).refused == 1
-    assert bucket.try_acquire(5.0, 0.75) == 0.0
+    assert bucket.try_acquire(5.0, 0.75)
 
 
 def test_a_cost_over_the_burst_is_never_granted() -> None:
     bucket = TokenBucket(1.0, 10.0)
     assert bucket.time_until(10.5, 0.0) == math.inf
-    assert bucket.try_acquire(10.5, 1e9) == math.inf
+    assert bucket.time_until(10.5, 1e9) == math.inf
+    assert not bucket.try_acquire(10.5, 1e9)
     assert bucket.level(1e9) == 10.0
-    assert bucket.try_acquire(10.0, 0.0) == 0.0  # exactly the burst is fine
+    assert bucket.try_acquire(10.0, 0.0)  # exactly the burst is fine
 
 
 def test_cost_zero_is_granted_even_in_debt() -> None:
@@ -58,7 +61,7 @@ def test_cost_zero_is_granted_even_in_debt() -> None:
     bucket.charge(15.0, 0.0)
     assert bucket.level(0.0) == -5.0
     assert bucket.time_until(0.0, 0.0) == 0.0
-    assert bucket.try_acquire(0.0, 0.0) == 0.0
+    assert bucket.try_acquire(0.0, 0.0)
     assert bucket.time_until(1.0, 0.0) == 6.0
 
 
@@ -97,7 +100,7 @@ def test_debt_is_the_only_way_past_rate_t_plus_burst() -> None:
     # Grants net of refunds stay within rate*T + burst; a charge can take one
     # more burst, but that is then owed: nothing is granted until it is repaid.
     bucket = TokenBucket(1.0, 10.0)
-    assert bucket.try_acquire(10.0, 0.0) == 0.0
+    assert bucket.try_acquire(10.0, 0.0)
     bucket.charge(10.0, 0.0)
     stats = bucket.statistics(0.0)
     assert stats.granted + stats.charged == 20.0  # 2 * burst in a window of length 0
@@ -108,7 +111,8 @@ def test_a_clock_going_backwards_is_the_last_now_seen() -> None:
     bucket = TokenBucket(1.0, 10.0)
     bucket.try_acquire(10.0, 10.0)
     # Treated as t=10: no refill; the grant is possible at t=11, 7 s after t=4.
-    assert bucket.try_acquire(1.0, 4.0) == 7.0
+    assert bucket.time_until(1.0, 4.0) == 7.0
+    assert not bucket.try_acquire(1.0, 4.0)
     assert bucket.level(4.0) == 0.0
     bucket.refund(1.0, 3.0)
     assert bucket.level(10.0) == 1.0
@@ -120,7 +124,7 @@ def test_a_wait_asked_for_in_the_past_counts_from_that_past_now() -> None:
     bucket.try_acquire(10.0, 10.0)
     # The earliest grant is at t=12; asked at t=4, that is 8 seconds away.
     assert bucket.time_until(2.0, 4.0) == 8.0
-    assert bucket.try_acquire(2.0, 4.0 + 8.0) == 0.0
+    assert bucket.try_acquire(2.0, 4.0 + 8.0)
 
 
 @pytest.mark.parametrize(
@@ -203,13 +207,13 @@ def test_the_wait_is_exact_and_never_short(
     wait = bucket().time_until(cost, now)
     note(f"wait={wait!r}")
     if wait == 0.0:
-        assert bucket().try_acquire(cost, now) == 0.0
+        assert bucket().try_acquire(cost, now)
         return
     if wait == math.inf:
         assert cost > burst
         return
-    assert bucket().try_acquire(cost, now) == wait
-    assert bucket().try_acquire(cost, now + wait) == 0.0
+    assert not bucket().try_acquire(cost, now)
+    assert bucket().try_acquire(cost, now + wait)
     level = bucket().level(now)
     exact = (Fraction(cost) - Fraction(level)) / Fraction(rate)
     # Off by float rounding only: of the level, and of the time itself.
@@ -234,7 +238,7 @@ def test_no_drift_over_ten_million_simulated_seconds() -> None:
         amount = rng.uniform(0.0, 800.0)
         kind = rng.random()
         if kind < 0.6:
-            granted = bucket.try_acquire(amount, now) == 0.0
+            granted = bucket.try_acquire(amount, now)
             # The float bucket decides; it must agree with exact arithmetic but
             # for a sliver of rounding at the boundary.
             assert granted == (level >= Fraction(amount)) or abs(level - Fraction(amount)) <= (
@@ -258,7 +262,7 @@ def _traced_size_after_grants(cost: float) -> int:
         buckets = [TokenBucket(1e12, 1e12) for _ in range(1000)]
         for step in range(100):
             for bucket in buckets:
-                assert bucket.try_acquire(cost, float(step)) == 0.0
+                assert bucket.try_acquire(cost, float(step))
         size, _ = tracemalloc.get_traced_memory()
         return size
     finally:
@@ -329,7 +333,8 @@ class BucketMachine(RuleBasedStateMachine):
 
     @rule(cost=_costs)
     def try_acquire(self, cost: float) -> None:
-        wait = self.bucket.try_acquire(cost, self.now)
+        wait = self.bucket.time_until(cost, self.now)
+        assert self.bucket.try_acquire(cost, self.now) == (wait == 0.0)
         exact = self.model.wait(Fraction(cost), Fraction(self.now))
         self.model.advance(Fraction(self.now))
         if exact is None:
@@ -368,7 +373,8 @@ class BucketMachine(RuleBasedStateMachine):
     def stale_now(self, back: float, cost: float) -> None:
         # An earlier now acts as the latest one: no refill, no error.
         now = self.now - (back or 0.125)
-        wait = self.bucket.try_acquire(cost, now)
+        wait = self.bucket.time_until(cost, now)
+        assert self.bucket.try_acquire(cost, now) == (wait == 0.0)
         exact = self.model.wait(Fraction(cost), Fraction(now))
         self.model.advance(Fraction(now))
         assert (wait == math.inf) if exact is None else (Fraction(wait) == exact)

@@ -8,8 +8,8 @@ from slopolicy.core.health.diagnosis import diagnose
 from slopolicy.core.health.findings import DiagnosisThresholds, Finding, FindingCode, Severity
 from slopolicy.core.health.signals import EngineSignals
 from slopolicy.core.outcome import Outcome
+from slopolicy.core.slo.snapshot import SLOSnapshot
 from slopolicy.core.slo.targets import SLOTargets
-from slopolicy.core.slo.tracker import SLOSnapshot
 from slopolicy.core.slo.tracker_set import TrackerSet
 from tests.core.records import finished
 

@@ -395,3 +395,16 @@ def test_misuse_changes_nothing() -> None:
         with pytest.raises(UsageError):
             call()
         assert state() == before
+
+
+def test_a_lanes_queue_is_read_through_a_view_that_cannot_change_it() -> None:
+    lanes: LaneScheduler[Job] = LaneScheduler([("a", 1.0, 5), ("b", 1.0, 5)])
+    job = Job()
+    lanes.push("a", job, "t", 1.0)
+    view = lanes.queue("a")
+    assert (len(view), view.peek(), view.capacity) == (1, job, 5)
+    assert view.statistics().waiting == 1
+    for change in ("push", "pop", "remove", "charge", "displaced"):
+        assert not hasattr(view, change)
+    lanes.pop("a")
+    assert (len(view), view.peek()) == (0, None)  # a live view, not a copy

@@ -492,3 +492,15 @@ def test_ended_requests_are_not_kept_for_the_ladder_without_one() -> None:
     policy.finish(started.id, 0.0)
     policy.submit(Request(id="last", tenant="t", prompt_tokens=10, max_new_tokens=8), 0.0)
     assert [entry.id for entry in arrivals.entries] == ["last"]
+
+
+def test_a_dispatch_has_no_truth_value_only_explicit_answers() -> None:
+    policy = _policy()
+    idle = policy.dispatch(0.0)
+    with pytest.raises(TypeError, match="no truth value"):
+        bool(idle)
+    assert not idle.changed
+    policy.submit(Request(id="a", prompt_tokens=10, max_new_tokens=8), 0.0)
+    started = policy.dispatch(0.0)
+    assert started.changed
+    assert [s.id for s in started] == ["a"]

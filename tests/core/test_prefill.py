@@ -132,9 +132,9 @@ def test_a_queued_request_leaves_when_its_ttft_target_is_lost() -> None:
     # next start waits while they are computed.
     for name, tokens in (("a", 800), ("c", 400)):
         policy.submit(Request(id=name, tenant="t", prompt_tokens=tokens), now)
-        assert len(policy.dispatch(now)) == 1
+        assert len(policy.dispatch(now).started) == 1
     policy.submit(Request(id="b", tenant="t", prompt_tokens=200), now)
-    assert len(policy.dispatch(now)) == 0
+    assert len(policy.dispatch(now).started) == 0
     assert policy.next_start() == pytest.approx(now + 0.4)
     # Its 1 s TTFT target, not the lane's 30 s wait bound, is its deadline.
     assert policy.next_deadline() == pytest.approx(now + 1.0)
@@ -158,5 +158,5 @@ def test_without_slo_deadlines_the_lane_wait_bound_applies() -> None:
     policy.submit(Request(id="a", tenant="t", prompt_tokens=800), now)
     policy.submit(Request(id="c", tenant="t", prompt_tokens=400), now)
     policy.submit(Request(id="b", tenant="t", prompt_tokens=200), now)
-    assert len(policy.dispatch(now)) == 2
+    assert len(policy.dispatch(now).started) == 2
     assert policy.next_deadline() == pytest.approx(now + 60.0)  # the lane's default wait bound

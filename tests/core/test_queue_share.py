@@ -153,7 +153,9 @@ def test_weights_set_the_shares_of_a_full_queue() -> None:
         policy.submit(_request(f"l{k}", "light"), 0.0)
     for k in range(10):
         policy.submit(_request(f"h{k}", "heavy"), 0.0)
-    assert {t: r.live for t, r in policy._queues.queue("chat")._tenants.items() if r.live} == {
+    assert {
+        t: r.live for t, r in policy._queues._lane("chat").queue._tenants.items() if r.live
+    } == {
         "heavy": 6,
         "light": 2,
     }

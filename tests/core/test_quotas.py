@@ -8,7 +8,8 @@ import pytest
 
 from slopolicy.core.decisions import Reason
 from slopolicy.core.quota.lease import Lease
-from slopolicy.core.quota.tenants import QuotaRefusal, TenantQuotas
+from slopolicy.core.quota.refusals import QuotaRefusal
+from slopolicy.core.quota.tenants import TenantQuotas
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 from slopolicy.errors import UsageError
 

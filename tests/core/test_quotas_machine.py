@@ -18,7 +18,8 @@ from hypothesis.stateful import (
 
 from slopolicy.core.decisions import Reason
 from slopolicy.core.quota.lease import Lease
-from slopolicy.core.quota.tenants import QuotaRefusal, TenantQuotas
+from slopolicy.core.quota.refusals import QuotaRefusal
+from slopolicy.core.quota.tenants import TenantQuotas
 from slopolicy.core.specs import LaneQuotaSpec, TierSpec
 from slopolicy.errors import UsageError
 

@@ -28,8 +28,8 @@ def test_tenant_trackers_stay_bounded_under_a_hundred_thousand_tenants() -> None
     assert trackers.tenant_count == 100
     assert trackers.evicted == 100_000 - 100
     # The most recent tenants are the ones kept.
-    assert trackers.tenant("interactive", "t99999") is not None
-    assert trackers.tenant("interactive", "t0") is None
+    assert trackers.tenant("interactive", "t99999", now=100.0) is not None
+    assert trackers.tenant("interactive", "t0", now=100.0) is None
     lane = trackers.lane("interactive").snapshot(100.0)
     assert lane.completed + lane.rejected == 55_000  # the window at 100 s covers [45, 100]
 
@@ -38,22 +38,22 @@ def test_an_evicted_tenants_tracker_is_reused_with_nothing_of_its_past() -> None
     trackers = TrackerSet(LANES, max_tenants=1, burn_rules=())
     for k in range(3):
         trackers.record(finished(1.0 + k, tenant="old", ttft=5.0), 1.0 + k)
-    old = trackers.tenant("interactive", "old")
+    old = trackers._tenants[("interactive", "old")]
+    assert trackers.tenant("interactive", "old", now=3.0) == old.snapshot(3.0)
     trackers.record(finished(10.0, tenant="new", ttft=0.1), 10.0)
-    new = trackers.tenant("interactive", "new")
-    assert new is not None
+    new = trackers._tenants[("interactive", "new")]
     assert new is old  # the same object, recycled...
-    assert trackers.tenant("interactive", "old") is None
-    snap = new.snapshot(10.0)
+    assert trackers.tenant("interactive", "old", now=10.0) is None
+    snap = trackers.tenant("interactive", "new", now=10.0)
+    assert snap is not None
     assert (snap.tenant, snap.completed) == ("new", 1)  # ...holding only its new tenant's
     assert snap.ttft is not None
     assert snap.ttft.p99 == pytest.approx(0.1, rel=0.01)
     assert snap.span_s == 5.0  # it started at 10 s: one 5 s slice, where the lane has 9 s
     assert trackers.lane("interactive").span(10.0) == 9.0
     trackers.record(finished(11.0, lane="batch", tenant="other"), 11.0)
-    other = trackers.tenant("batch", "other")
+    other = trackers._tenants[("batch", "other")]
     assert other is not old
-    assert other is not None
     assert other.targets == LANES["batch"]
 
 

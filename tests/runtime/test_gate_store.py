@@ -11,7 +11,7 @@ import pytest
 
 from slopolicy import Gate, GateClosed, Outcome, Reason, Rejected, UsageError
 from slopolicy.backends import Lease, MemoryQuotaStore, QuotaStore
-from slopolicy.core.quota.tenants import QuotaRefusal
+from slopolicy.core.quota.refusals import QuotaRefusal
 from slopolicy.core.specs import TierSpec
 from slopolicy.runtime.store_quota import StoreQuota
 from tests.runtime.conftest import assert_clean, policy

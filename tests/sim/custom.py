@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slopolicy.sim import FCFS, Admission, Release, SimRequest
+from slopolicy.sim import FCFS, Release, SimAdmission, SimRequest
 
 
 class Halving(FCFS):
@@ -14,11 +14,11 @@ class Halving(FCFS):
         super().__init__()
         self._seen = 0
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         self._seen += 1
         model = None if self._seen % 2 else "small"
         self._pending.append(Release(request.id, max(1, request.max_new_tokens // 2), 0, model))
-        return Admission(True)
+        return SimAdmission(True)
 
 
 #: An instance, to name by import path.

@@ -10,12 +10,12 @@ from slopolicy import PolicyConfig
 from slopolicy.errors import UsageError
 from slopolicy.sim import (
     FCFS,
-    Admission,
     Client,
     EngineSpec,
     EngineView,
     PolicyScheduler,
     Released,
+    SimAdmission,
     SimOutcome,
     SimRequest,
     Workload,
@@ -39,11 +39,11 @@ class Refusing(FCFS):
         self.retry_after = retry_after
         self.seen: dict[str, list[float]] = {}
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         attempts = self.seen.setdefault(request.id, [])
         attempts.append(now)
         if len(attempts) <= self.times:
-            return Admission(False, None, "busy", True, self.retry_after)
+            return SimAdmission(False, None, "busy", True, self.retry_after)
         return super().submit(request, now)
 
 

@@ -10,7 +10,7 @@ import anyio
 from opentelemetry.trace import Span, Tracer
 
 from slopolicy import EngineSignals, Finished, Gate, Message, Rejected, Request
-from slopolicy.core.slo.tracker import SLOSnapshot
+from slopolicy.core.slo.snapshot import SLOSnapshot
 from slopolicy.runtime import Ticket
 from slopolicy.telemetry import Telemetry
 from slopolicy.testing.fake_engine import Chunk, EngineError, FakeEngine

@@ -28,7 +28,7 @@ from types import MappingProxyType
 
 from slopolicy.core.health.findings import DiagnosisThresholds, Finding, FindingCode, Severity
 from slopolicy.core.health.signals import EngineSignals
-from slopolicy.core.slo.tracker import SLOSnapshot
+from slopolicy.core.slo.snapshot import SLOSnapshot
 
 __all__ = ("diagnose",)
 

@@ -38,8 +38,9 @@ from slopolicy.core.ladder.rungs import AdmissionAction
 from slopolicy.core.lifecycle import Entry
 from slopolicy.core.outcome import Finished
 from slopolicy.core.slo.gaps import GapWindow
+from slopolicy.core.slo.snapshot import SLOSnapshot
 from slopolicy.core.slo.targets import SLOTargets
-from slopolicy.core.slo.tracker import CostModel, SLOSnapshot
+from slopolicy.core.slo.tracker import CostModel
 from slopolicy.core.slo.tracker_set import TrackerSet
 
 __all__ = ("Health",)

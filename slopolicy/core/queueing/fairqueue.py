@@ -45,8 +45,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from slopolicy.core.checks import MAX_AMOUNT, check_count, is_number, shown
+from slopolicy.core.checks import check_count
 from slopolicy.core.queueing.backlog import Places, _Tenant
+from slopolicy.core.queueing.counters import charged, check_cost, check_weight
 from slopolicy.errors import UsageError
 
 __all__ = ("FairQueue", "FairQueueStatistics")
@@ -78,33 +79,6 @@ class FairQueueStatistics:
     min_counter: float | None
     max_counter: float | None
     idle_counters: int
-
-
-def _check_weight(weight: float, what: str = "weight") -> None:
-    """Raise :class:`UsageError` unless ``weight`` is a finite number > 0."""
-    if isinstance(weight, bool) or not isinstance(weight, int | float):
-        raise UsageError(f"{what} must be a number, got {shown(weight)}")
-    if not 0 < weight <= MAX_AMOUNT:  # also refuses NaN and an int too large for a float
-        raise UsageError(f"{what} must be finite and > 0, got {shown(weight)}")
-
-
-def _check_cost(cost: float) -> None:
-    """Raise :class:`UsageError` unless ``cost`` is a finite number."""
-    if not (is_number(cost) and -MAX_AMOUNT <= cost <= MAX_AMOUNT):
-        raise UsageError(f"cost must be a finite number, got {shown(cost)}")
-
-
-def _charged(counter: float, cost: float, weight: float, floor: float) -> float:
-    """``counter + cost / weight``; a refund stops at ``min(counter, floor)``.
-
-    Raises :class:`UsageError` if the result overflows.
-    """
-    new = counter + cost / weight
-    if cost < 0:
-        new = max(new, min(counter, floor))
-    if not math.isfinite(new):
-        raise UsageError(f"charging {cost!r} at weight {weight!r} overflows the counter")
-    return new
 
 
 class FairQueue(Generic[T]):
@@ -167,7 +141,7 @@ class FairQueue(Generic[T]):
         already wait. Raises :class:`UsageError` for a bad weight or an item
         already waiting.
         """
-        _check_weight(weight)
+        check_weight(weight)
         if id(item) in self._where:
             raise UsageError(f"{item!r} is already waiting")
         return self._push(item, tenant, weight)
@@ -207,7 +181,7 @@ class FairQueue(Generic[T]):
         per unit weight, if the arrival's place comes first (see
         :mod:`slopolicy.core.queueing.backlog`); ``None`` when the arrival is refused or
         the queue has room. A read: the caller removes the item, then pushes."""
-        _check_weight(weight)
+        check_weight(weight)
         return self._displaced(tenant, weight) if len(self._where) >= self._capacity else None
 
     def _displaced(self, tenant: str, weight: float) -> T | None:
@@ -280,9 +254,9 @@ class FairQueue(Generic[T]):
         kept waiting, and a ``V`` that moves back, which would make forgotten
         counters wrong. So a refund to the backlogged tenant at ``V`` is lost.
         """
-        _check_cost(cost)
+        check_cost(cost)
         if weight is not None:
-            _check_weight(weight)
+            check_weight(weight)
         self._charge(tenant, cost, weight)
 
     def _charge(self, tenant: str, cost: float, weight: float | None) -> None:
@@ -293,7 +267,7 @@ class FairQueue(Generic[T]):
         if record is None:
             v = self._v()
             w = 1.0 if weight is None else weight
-            counter = _charged(v, cost, w, v)
+            counter = charged(v, cost, w, v)
             if counter > v and self._max_idle:  # at V it is a new tenant: keep nothing
                 new: _Tenant[T] = _Tenant(tenant, counter, w)
                 self._tenants[tenant] = new
@@ -301,13 +275,13 @@ class FairQueue(Generic[T]):
                 self._index_idle(new)
             return
         w = record.weight if weight is None else weight
-        if cost > 0:  # _charged, inlined for the usual charge
+        if cost > 0:  # charged, inlined for the usual charge
             counter = record.counter + cost / w
             if counter == math.inf:
                 raise UsageError(f"charging {cost!r} at weight {w!r} overflows the counter")
             record.counter = counter
         else:
-            record.counter = _charged(record.counter, cost, w, self._v())
+            record.counter = charged(record.counter, cost, w, self._v())
         if record.live:
             self._index_ready(record)
         else:

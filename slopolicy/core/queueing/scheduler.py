@@ -26,27 +26,56 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
-from slopolicy.core.queueing.fairqueue import (
-    FairQueue,
-    _charged,
-    _check_cost,
-    _check_weight,
-)
+from slopolicy.core.queueing.counters import charged, check_cost, check_weight
+from slopolicy.core.queueing.fairqueue import FairQueue, FairQueueStatistics
 from slopolicy.errors import UsageError
 
-__all__ = ("LaneScheduler",)
+__all__ = ("LaneScheduler", "QueueView")
 
 T = TypeVar("T")
 
 
+class QueueView(Generic[T]):
+    """A read-only view of one lane's :class:`FairQueue` (what
+    :meth:`LaneScheduler.queue` gives out): it reads the live queue, and has
+    no way to change it (changes go through the scheduler, which keeps its
+    lane counters in step)."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue: FairQueue[T]) -> None:
+        self._queue = queue
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def capacity(self) -> int:
+        """Items that may wait."""
+        return self._queue.capacity
+
+    def peek(self) -> T | None:
+        """The next item, or ``None`` when nothing waits."""
+        return self._queue.peek()
+
+    def counter(self, tenant: str) -> float | None:
+        """``tenant``'s counter, or ``None`` when none is kept."""
+        return self._queue.counter(tenant)
+
+    def statistics(self) -> FairQueueStatistics:
+        """A snapshot of the queue."""
+        return self._queue.statistics()
+
+
 class _Lane(Generic[T]):
-    __slots__ = ("backlogged", "counter", "name", "queue", "rank", "weight")
+    __slots__ = ("backlogged", "counter", "name", "queue", "rank", "view", "weight")
 
     def __init__(self, name: str, rank: int, weight: float, queue: FairQueue[T]) -> None:
         self.name = name
         self.rank = rank  # 0 is the most interactive: wins ties
         self.weight = weight
         self.queue = queue
+        self.view = QueueView(queue)
         self.counter = 0.0
         self.backlogged = False
 
@@ -75,7 +104,7 @@ class LaneScheduler(Generic[T]):
             raise UsageError("at least one lane is required")
         built: list[_Lane[T]] = []
         for rank, (name, weight, capacity) in enumerate(lanes):
-            _check_weight(weight, f"lane {name!r} weight")
+            check_weight(weight, f"lane {name!r} weight")
             queue: FairQueue[T] = FairQueue(capacity, max_idle_counters=max_idle_counters)
             built.append(_Lane(name, rank, weight, queue))
         self._lanes = tuple(built)
@@ -89,13 +118,12 @@ class LaneScheduler(Generic[T]):
         """Lane names, most interactive first."""
         return tuple(lane.name for lane in self._lanes)
 
-    def queue(self, lane: str) -> FairQueue[T]:
-        """``lane``'s queue, to read (``peek``, ``statistics``, ``counter``).
-
-        Push, pop, remove and charge through the scheduler, so lane counters
-        see the lane become backlogged and are charged too.
-        """
-        return self._lane(lane).queue
+    def queue(self, lane: str) -> QueueView[T]:
+        """A read-only view of ``lane``'s queue (``peek``, ``statistics``,
+        ``counter``, ``len``): push, pop, remove and charge through the
+        scheduler, so lane counters see the lane become backlogged and are
+        charged too."""
+        return self._lane(lane).view
 
     def counter(self, lane: str) -> float:
         """``lane``'s counter (cost units per unit of lane weight)."""
@@ -174,9 +202,9 @@ class LaneScheduler(Generic[T]):
         weight) and to ``tenant``'s counter in that lane (over ``weight``, as
         :meth:`FairQueue.charge`). Refunds stop at the lanes' ``V``, as there."""
         self._lane(lane)
-        _check_cost(cost)
+        check_cost(cost)
         if weight is not None:
-            _check_weight(weight)
+            check_weight(weight)
         self._charge(lane, tenant, cost, weight)
 
     def _charge(self, lane: str, tenant: str, cost: float, weight: float | None) -> None:
@@ -184,8 +212,8 @@ class LaneScheduler(Generic[T]):
         record = self._by_name[lane]
         if cost < 0:
             self._sync()  # a refund's floor is V, which needs current flags
-            counter = _charged(record.counter, cost, record.weight, self._v())
-        else:  # _charged, inlined for the usual charge
+            counter = charged(record.counter, cost, record.weight, self._v())
+        else:  # charged, inlined for the usual charge
             counter = record.counter + cost / record.weight
             if counter == math.inf:
                 raise UsageError(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from slopolicy.core.quota.bucket import BucketStatistics as BucketStatistics
 from slopolicy.core.quota.bucket import TokenBucket as TokenBucket
 from slopolicy.core.quota.lease import Lease as Lease
-from slopolicy.core.quota.tenants import QuotaRefusal as QuotaRefusal
+from slopolicy.core.quota.refusals import QuotaRefusal as QuotaRefusal
 from slopolicy.core.quota.tenants import QuotaStatistics as QuotaStatistics
 from slopolicy.core.quota.tenants import TenantQuotas as TenantQuotas
 from slopolicy.core.quota.tenants import TenantStatistics as TenantStatistics

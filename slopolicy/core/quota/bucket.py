@@ -209,19 +209,19 @@ class TokenBucket:
             else:
                 hi = mid
 
-    def try_acquire(self, cost: float, now: float) -> float:
-        """Take ``cost`` cost units at ``now`` (monotonic seconds).
-
-        Returns 0.0 when granted. Otherwise takes nothing and returns
-        :meth:`time_until` for ``cost``: seconds to wait, or ``math.inf``.
+    def try_acquire(self, cost: float, now: float) -> bool:
+        """Take ``cost`` cost units at ``now`` (monotonic seconds): ``True`` when
+        granted; otherwise ``False``, taking nothing (:meth:`time_until` says
+        how long to wait).
         """
         if not 0.0 <= cost <= MAX_AMOUNT:
             raise _bad_amount("cost", cost)
         check_now(now)
-        return self._try_acquire(cost, now)
+        return self._try_acquire(cost, now) == 0.0
 
     def _try_acquire(self, cost: float, now: float) -> float:
-        """:meth:`try_acquire` of a checked ``cost`` and ``now``."""
+        """:meth:`try_acquire` of a checked ``cost`` and ``now``: 0.0 when
+        granted, else the :meth:`time_until` wait (the tables' refusals carry it)."""
         # Inline _effective and _level_at: this is the hot path of every admission.
         start = self._seen
         if now > start:

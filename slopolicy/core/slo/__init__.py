@@ -16,13 +16,13 @@ from slopolicy.core.slo.burn import BurnRule as BurnRule
 from slopolicy.core.slo.gaps import GapWindow as GapWindow
 from slopolicy.core.slo.quantiles import QuantileSketch as QuantileSketch
 from slopolicy.core.slo.sketches import SlidingQuantiles as SlidingQuantiles
+from slopolicy.core.slo.snapshot import SLOSnapshot as SLOSnapshot
 from slopolicy.core.slo.targets import STALL_S as STALL_S
 from slopolicy.core.slo.targets import Objective as Objective
 from slopolicy.core.slo.targets import SLOTargets as SLOTargets
 from slopolicy.core.slo.targets import Summary as Summary
 from slopolicy.core.slo.targets import tbt_met as tbt_met
 from slopolicy.core.slo.tracker import CostModel as CostModel
-from slopolicy.core.slo.tracker import SLOSnapshot as SLOSnapshot
 from slopolicy.core.slo.tracker import SLOTracker as SLOTracker
 from slopolicy.core.slo.tracker_set import TrackerSet as TrackerSet
 

@@ -24,8 +24,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from slopolicy.core.checks import check_now
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.slo.burn import DEFAULT_BURN_RULES, BurnRule
+from slopolicy.core.slo.snapshot import SLOSnapshot
 from slopolicy.core.slo.targets import SLOTargets
-from slopolicy.core.slo.tracker import CostModel, SLOSnapshot, SLOTracker, _Judged
+from slopolicy.core.slo.tracker import CostModel, SLOTracker, _Judged
 from slopolicy.errors import UsageError
 
 __all__ = ("FOLD_AFTER", "TrackerSet")
@@ -122,12 +123,14 @@ class TrackerSet:
             raise UsageError(f"unknown lane {name!r}; lanes are {', '.join(self._lanes)}")
         return tracker
 
-    def tenant(self, lane: str, tenant: str) -> SLOTracker | None:
-        """The tracker of ``tenant`` in ``lane``, if held (does not refresh its LRU place).
-        Once evicted, the object may be reused for another tenant of the lane:
-        keep a :meth:`~SLOTracker.snapshot`, not the tracker."""
+    def tenant(self, lane: str, tenant: str, *, now: float) -> SLOSnapshot | None:
+        """A snapshot of ``tenant``'s tracker in ``lane`` at ``now`` (monotonic
+        seconds), or ``None`` when none is held (does not refresh its LRU
+        place). A snapshot, not the tracker: an evicted tenant's tracker is
+        reused for another tenant of the lane."""
         self._fold()
-        return self._tenants.get((lane, tenant))
+        tracker = self._tenants.get((lane, tenant))
+        return None if tracker is None else tracker.snapshot(now)
 
     def tenants(self) -> Iterator[tuple[tuple[str, str], SLOTracker]]:
         """``((lane, tenant), tracker)`` pairs, least recently used first."""

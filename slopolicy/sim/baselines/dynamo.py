@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from slopolicy.config import PolicyConfig
 from slopolicy.errors import UsageError
 from slopolicy.sim.baselines.simple import FCFS, Lanes
-from slopolicy.sim.scheduler import Admission, EngineView, Release, Released
+from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("DynamoRouter",)
@@ -70,12 +70,12 @@ class DynamoRouter(FCFS):
         self._ring = list(self._classes)
         self._cursor = 0
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         lane = self._lanes.lane(request)
         chosen = self._classes[lane]
         expires = math.inf if chosen.slo is None else request.arrival + chosen.slo
         chosen.pending.append((expires, request))
-        return Admission(True, lane)
+        return SimAdmission(True, lane)
 
     def dispatch(self, now: float, engine: EngineView) -> Released:
         expired = self._expire(now)

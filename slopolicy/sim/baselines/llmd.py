@@ -37,7 +37,7 @@ from typing import Literal
 from slopolicy.config import PolicyConfig
 from slopolicy.errors import UsageError
 from slopolicy.sim.baselines.simple import FCFS, Lanes
-from slopolicy.sim.scheduler import Admission, EngineView, Release, Released
+from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("LlmdFlowControl",)
@@ -102,11 +102,11 @@ class LlmdFlowControl(FCFS):
         target = self._lanes.targets[lane].ttft_target
         return DEFAULT_TTL_S if target is None else target
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         lane = self._lanes.lane(request)
         band = self._lanes.rank(lane)
         if self._queued.get(band, 0) >= self._capacity:
-            return Admission(False, lane, "queue_full", True)
+            return SimAdmission(False, lane, "queue_full", True)
         flows = self._bands.setdefault(band, {})
         flow = flows.get(request.tenant)
         if flow is None:
@@ -118,7 +118,7 @@ class LlmdFlowControl(FCFS):
         heapq.heappush(self._expiry, (now + self._ttl[lane], order, request.id))
         self._waiting[request.id] = (band, request.tenant, order)
         self._queued[band] = self._queued.get(band, 0) + 1
-        return Admission(True, lane)
+        return SimAdmission(True, lane)
 
     def saturation(self, engine: EngineView) -> float:
         """``max(waiting / queue_depth_threshold, kv_usage / kv_threshold)``."""

@@ -20,7 +20,7 @@ from slopolicy.core.router import LaneRouter
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling
-from slopolicy.sim.scheduler import Admission, EngineView, Release, Released
+from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("FCFS", "RPM", "LanePriority", "Lanes", "lane_of")
@@ -38,9 +38,9 @@ class FCFS:
     def _priority(self, request: SimRequest) -> int:
         return 0
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         self._pending.append(Release(request.id, request.max_new_tokens, self._priority(request)))
-        return Admission(True)
+        return SimAdmission(True)
 
     def dispatch(self, now: float, engine: EngineView) -> Released:
         started, self._pending = tuple(self._pending), []
@@ -131,13 +131,13 @@ class RPM(FCFS):
         self.limit = limit
         self._windows: dict[str, tuple[int, int]] = {}
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         window = math.floor(now / 60.0)
         seen, count = self._windows.get(request.tenant, (window, 0))
         if seen != window:
             count = 0
         if count >= self.limit:
             # LiteLLM answers 429 with a Retry-After of the time left in the window.
-            return Admission(False, None, "rate_limited", True, (window + 1) * 60.0 - now)
+            return SimAdmission(False, None, "rate_limited", True, (window + 1) * 60.0 - now)
         self._windows[request.tenant] = (window, count + 1)
         return super().submit(request, now)

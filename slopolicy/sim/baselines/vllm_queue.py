@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from slopolicy.sim.baselines.simple import FCFS
 from slopolicy.sim.engine_spec import check_int
-from slopolicy.sim.scheduler import Admission, EngineView, Released
+from slopolicy.sim.scheduler import EngineView, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("VLLMQueueLimits",)
@@ -37,14 +37,14 @@ class VLLMQueueLimits(FCFS):
         self._engine: EngineView | None = None  # none seen yet: nothing was released
         self._pending_tokens = 0
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         queued, tokens = len(self._pending), self._pending_tokens
         if self._engine is not None:
             queued += self._engine.waiting
             tokens += self._engine.waiting_tokens
         full = queued >= self.max_num_queued_reqs
         if full or tokens + request.prompt_tokens > self.max_num_queued_tokens:
-            return Admission(False, None, "queue_full", True)
+            return SimAdmission(False, None, "queue_full", True)
         self._pending_tokens += request.prompt_tokens
         return super().submit(request, now)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from slopolicy.core.checks import MAX_COUNT
 from slopolicy.core.queueing.fairqueue import FairQueue
 from slopolicy.sim.baselines.simple import FCFS
-from slopolicy.sim.scheduler import Admission, EngineView, Release, Released
+from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("VTC",)
@@ -35,10 +35,10 @@ class VTC(FCFS):
         self._prompt_weight = prompt_weight
         self._output_weight = output_weight
 
-    def submit(self, request: SimRequest, now: float) -> Admission:
+    def submit(self, request: SimRequest, now: float) -> SimAdmission:
         self._queue.push(request, request.tenant, 1.0)
         self._tenants[request.id] = request.tenant
-        return Admission(True)
+        return SimAdmission(True)
 
     def dispatch(self, now: float, engine: EngineView) -> Released:
         started: list[Release] = []

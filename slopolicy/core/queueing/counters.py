@@ -1,0 +1,39 @@
+"""Virtual counters: the charge rule every fair queue and lane counter
+follows, and the checks of its weights and costs (cost units; counters are
+cost units per unit of weight)."""
+
+from __future__ import annotations
+
+import math
+
+from slopolicy.core.checks import MAX_AMOUNT, is_number, shown
+from slopolicy.errors import UsageError
+
+__all__ = ("charged", "check_cost", "check_weight")
+
+
+def check_weight(weight: float, what: str = "weight") -> None:
+    """Raise :class:`UsageError` unless ``weight`` is a finite number > 0."""
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        raise UsageError(f"{what} must be a number, got {shown(weight)}")
+    if not 0 < weight <= MAX_AMOUNT:  # also refuses NaN and an int too large for a float
+        raise UsageError(f"{what} must be finite and > 0, got {shown(weight)}")
+
+
+def check_cost(cost: float) -> None:
+    """Raise :class:`UsageError` unless ``cost`` is a finite number."""
+    if not (is_number(cost) and -MAX_AMOUNT <= cost <= MAX_AMOUNT):
+        raise UsageError(f"cost must be a finite number, got {shown(cost)}")
+
+
+def charged(counter: float, cost: float, weight: float, floor: float) -> float:
+    """``counter + cost / weight``; a refund stops at ``min(counter, floor)``.
+
+    Raises :class:`UsageError` if the result overflows.
+    """
+    new = counter + cost / weight
+    if cost < 0:
+        new = max(new, min(counter, floor))
+    if not math.isfinite(new):
+        raise UsageError(f"charging {cost!r} at weight {weight!r} overflows the counter")
+    return new
