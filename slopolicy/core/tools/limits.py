@@ -27,6 +27,11 @@ SIGNALS = ("timeouts", "failures")
 _MAX_NAME = 256
 
 
+def _check_name(what: str, value: object) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= _MAX_NAME:
+        raise UsageError(f"{what} must be a string of 1-{_MAX_NAME} characters, not {shown(value)}")
+
+
 def _positive_count(name: str, value: object) -> None:
     if value is None:
         return
@@ -90,10 +95,7 @@ class ToolSpec:
     max_waiting: int = 1024
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not 1 <= len(self.name) <= _MAX_NAME:
-            raise UsageError(
-                f"a tool name must be 1-{_MAX_NAME} characters, not {shown(self.name)}"
-            )
+        _check_name("a tool name", self.name)
         where = f"tool {self.name!r}"
         _positive_count(f"{where}: max_concurrency", self.max_concurrency)
         _positive_count(f"{where}: tenant_max_concurrency", self.tenant_max_concurrency)

@@ -41,85 +41,12 @@ from slopolicy.core.tools.calls import (
     ToolStatistics,
     ToolWaiting,
 )
-from slopolicy.core.tools.limits import ToolLimits, ToolSpec, _positive_seconds
+from slopolicy.core.tools.limits import ToolLimits, _check_name, _positive_seconds
 from slopolicy.core.tools.rates import RollingRates
+from slopolicy.core.tools.state import Group, TenantCalls, Waiter
 from slopolicy.errors import UsageError
 
 __all__ = ("ToolPool",)
-
-_MAX_NAME = 256
-
-
-class _Waiter:
-    __slots__ = ("buckets", "group", "id", "queued_at", "tenant", "timeout", "tool")
-
-    def __init__(
-        self,
-        id: int,
-        tenant: str,
-        tool: str,
-        group: str,
-        queued_at: float,
-        timeout: float | None,
-        buckets: tuple[TokenBucket, ...],
-    ) -> None:
-        self.id = id
-        self.tenant = tenant
-        self.tool = tool
-        self.group = group
-        self.queued_at = queued_at
-        self.timeout = timeout
-        self.buckets = buckets  # the rate tokens it took, given back if it never starts
-
-
-class _Group:
-    """One configured tool's state."""
-
-    __slots__ = (
-        "bucket",
-        "ended",
-        "held",
-        "in_flight",
-        "queues",
-        "rates",
-        "refused",
-        "served",
-        "spec",
-        "started",
-        "tenant_buckets",
-        "waiting",
-    )
-
-    def __init__(self, spec: ToolSpec, limits: ToolLimits, now: float) -> None:
-        self.spec = spec
-        self.in_flight = 0
-        self.waiting = 0
-        self.queues: dict[str, deque[_Waiter]] = {}  # tenant -> its waiters, oldest first
-        self.held: dict[str, int] = {}  # tenant -> slots it holds here
-        self.served: dict[str, int] = {}  # tenant -> sequence number of its latest grant
-        self.bucket = (
-            None
-            if spec.rate is None or spec.burst is None
-            else TokenBucket(spec.rate, spec.burst, now=now)
-        )
-        self.tenant_buckets: dict[str, TokenBucket] = {}
-        self.started = 0
-        self.ended = dict.fromkeys(ToolOutcome, 0)
-        self.refused: dict[Reason, int] = {}
-        self.rates = RollingRates(limits.window, limits.min_calls)
-
-
-class _Tenant:
-    __slots__ = ("in_flight", "waiting")
-
-    def __init__(self) -> None:
-        self.in_flight = 0
-        self.waiting = 0
-
-
-def _check_name(what: str, value: object) -> None:
-    if not isinstance(value, str) or not 1 <= len(value) <= _MAX_NAME:
-        raise UsageError(f"{what} must be a string of 1-{_MAX_NAME} characters, not {shown(value)}")
 
 
 class ToolPool:
@@ -150,13 +77,13 @@ class ToolPool:
         if not isinstance(self._limits, ToolLimits):
             raise UsageError(f"limits must be ToolLimits, not {shown(limits)}")
         self._groups = {
-            name: _Group(spec, self._limits, now) for name, spec in self._limits.tools.items()
+            name: Group(spec, self._limits, now) for name, spec in self._limits.tools.items()
         }
-        self._tenants: dict[str, _Tenant] = {}
+        self._tenants: dict[str, TenantCalls] = {}
         # Tenants kept idle for their rate buckets, oldest first (insertion order).
         self._idle: dict[str, None] = {}
         self._leases: dict[int, ToolLease] = {}
-        self._waiters: dict[int, _Waiter] = {}
+        self._waiters: dict[int, Waiter] = {}
         self._ids = itertools.count(1)
         self._seq = itertools.count(1)
         self._rates = RollingRates(self._limits.window, self._limits.min_calls)
@@ -234,15 +161,15 @@ class ToolPool:
         if buckets and buckets[-1] is not group.bucket:
             group.tenant_buckets[tenant] = buckets[-1]
         if state is None:
-            state = self._tenants[tenant] = _Tenant()
+            state = self._tenants[tenant] = TenantCalls()
         else:
             self._idle.pop(tenant, None)
         call = next(self._ids)
         if fits:
-            waiter = _Waiter(call, tenant, tool, spec.name, now, timeout, ())
+            waiter = Waiter(call, tenant, tool, spec.name, now, timeout, ())
             return self._grant(group, state, waiter, now)
         displaced = None if victim is None else self._displace(group, victim, now)
-        waiter = _Waiter(call, tenant, tool, spec.name, now, timeout, buckets)
+        waiter = Waiter(call, tenant, tool, spec.name, now, timeout, buckets)
         group.queues.setdefault(tenant, deque()).append(waiter)
         group.waiting += 1
         state.waiting += 1
@@ -257,7 +184,7 @@ class ToolPool:
             displaced=displaced,
         )
 
-    def _buckets(self, group: _Group, tenant: str, now: float) -> tuple[TokenBucket, ...]:
+    def _buckets(self, group: Group, tenant: str, now: float) -> tuple[TokenBucket, ...]:
         """The rate buckets a call of ``tenant`` takes from. A tenant without one
         gets a new full one, kept only once a call takes from it."""
         spec = group.spec
@@ -269,7 +196,7 @@ class ToolPool:
             bucket = TokenBucket(spec.tenant_rate, spec.tenant_burst, now=now)
         return (*buckets, bucket)
 
-    def _fits(self, group: _Group, tenant: str, state: _Tenant | None) -> bool:
+    def _fits(self, group: Group, tenant: str, state: TenantCalls | None) -> bool:
         """Whether every concurrency cap leaves ``tenant`` room for one more call."""
         spec = group.spec
         if spec.max_concurrency is not None and group.in_flight >= spec.max_concurrency:
@@ -280,7 +207,7 @@ class ToolPool:
         cap = self._limits.tenant_max_concurrency
         return cap is None or state is None or state.in_flight < cap
 
-    def _victim(self, group: _Group, tenant: str) -> str | None:
+    def _victim(self, group: Group, tenant: str) -> str | None:
         """The tenant whose newest waiter a full queue pushes out for ``tenant``'s
         arrival: the most backlogged, if it has more waiting than the arrival would."""
         own = len(group.queues.get(tenant, ()))
@@ -290,7 +217,7 @@ class ToolPool:
                 most, victim = len(queue), name
         return victim
 
-    def _displace(self, group: _Group, tenant: str, now: float) -> ToolDisplaced:
+    def _displace(self, group: Group, tenant: str, now: float) -> ToolDisplaced:
         queue = group.queues[tenant]
         waiter = queue.pop()
         self._unqueue(group, waiter, queue, now)
@@ -302,7 +229,7 @@ class ToolPool:
 
     def _refused(
         self,
-        group: _Group,
+        group: Group,
         tenant: str,
         tool: str,
         reason: Reason,
@@ -320,7 +247,7 @@ class ToolPool:
             retry_after=retry_after,
         )
 
-    def _grant(self, group: _Group, state: _Tenant, waiter: _Waiter, now: float) -> ToolLease:
+    def _grant(self, group: Group, state: TenantCalls, waiter: Waiter, now: float) -> ToolLease:
         tenant = waiter.tenant
         group.in_flight += 1
         group.held[tenant] = group.held.get(tenant, 0) + 1
@@ -366,14 +293,14 @@ class ToolPool:
             timeout, error = outcome is ToolOutcome.TIMEOUT, outcome is ToolOutcome.ERROR
             group.rates.record(now, timeout=timeout, error=error)
             self._rates.record(now, timeout=timeout, error=error)
-        groups: Iterable[_Group] = (group,)
+        groups: Iterable[Group] = (group,)
         if self._limits.tenant_max_concurrency is not None and state.waiting:
             groups = self._groups.values()  # its own waiters for other tools may fit now
         started = [lease for each in groups for lease in self._fill(each, now)]
         self._forget(tenant, state)
         return tuple(started)
 
-    def _fill(self, group: _Group, now: float) -> list[ToolLease]:
+    def _fill(self, group: Group, now: float) -> list[ToolLease]:
         """Start waiters of ``group`` while slots allow, fairest tenant first."""
         started: list[ToolLease] = []
         queues = group.queues
@@ -414,7 +341,7 @@ class ToolPool:
         if expired:
             group.refused[Reason.EXPIRED] = group.refused.get(Reason.EXPIRED, 0) + 1
 
-    def _unqueue(self, group: _Group, waiter: _Waiter, queue: deque[_Waiter], now: float) -> None:
+    def _unqueue(self, group: Group, waiter: Waiter, queue: deque[Waiter], now: float) -> None:
         """Forget a waiter already taken out of ``queue``, and give back its rate tokens."""
         if not queue:
             del group.queues[waiter.tenant]
@@ -428,7 +355,7 @@ class ToolPool:
 
     # -- the tenant table ------------------------------------------------------
 
-    def _forget(self, tenant: str, state: _Tenant) -> None:
+    def _forget(self, tenant: str, state: TenantCalls) -> None:
         """Drop an idle tenant's state at once when it has no rate bucket to
         keep; else keep it among the idle, for :meth:`_sweep`."""
         if state.in_flight or state.waiting:
