@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.bench_tools import Flood, measure, p99
+from benchmarks.bench_tools import Flood, measure, p99, table
 from slopolicy import (
     Gate,
     GateClosed,
@@ -64,6 +64,10 @@ async def test_a_flooding_tenant_moves_anothers_wait_only_within_its_fair_share(
     # First come, first served makes B wait behind A's queue: the bound is not free.
     assert p99(plain.b_waits) >= 4 * flood.a_call_s
     assert fair.a_rate >= 0.75 * plain.a_rate  # A keeps most of the tool meanwhile
+    results = {(True, False): alone, (True, True): fair, (False, False): alone}
+    lines = table(flood, {**results, (False, True): plain})
+    assert len(lines) == 4
+    assert lines[2].split()[-1] == f"{fair.a_rate:.2f}"
 
 
 async def test_a_timeout_cancels_the_body_raises_and_counts() -> None:
