@@ -189,3 +189,21 @@ def test_a_target_that_is_no_engine_is_one_clear_error(
     assert "no OpenAI-compatible /v1/models answered" in capsys.readouterr().err
     assert main(["replay", "--target", nobody, "--trace", path, "--lanes", "direct"]) == 1
     assert "--lanes" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_facts_read_vllms_kv_pool_from_its_metrics(
+    engine: tuple[ReplayApp, Recorder, str],
+) -> None:
+    _, recorder, url = engine
+    recorder.metrics_page = (
+        "# TYPE vllm:cache_config_info gauge\n"
+        'vllm:cache_config_info{block_size="16",gpu_memory_utilization="0.9",'
+        'num_gpu_blocks="2500"} 1.0\n'
+    )
+    async with Target(url) as target:
+        facts = await target.facts()
+    assert (facts.kind, facts.model, facts.kv_tokens) == ("vllm", "fake-model", 40_000)
+    assert facts.tokenizes
+    assert facts.slots is None
+    assert facts.extra_body() == {"ignore_eos": True}
