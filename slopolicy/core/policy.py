@@ -543,40 +543,45 @@ class Policy:
         pace = self.pace
         if pace is not None and not pace._ready(now):
             return None  # the next start, whichever it is, waits for the rate
-        gates = self.prefill
-        for lane, entry in self._queues._candidates():  # its queues change only through it
-            cap = self._lanes[lane].max_running
-            if self.health.paused(lane) or (cap is not None and self._lane_running[lane] >= cap):
-                continue
-            gate = None if gates is None else gates[lane]
-            if gate is not None and not gate.ready(now):
-                continue  # the engine has enough of this lane's prompts; their order stays ours
-            if self.first_tokens.lost(lane, entry.prompt_tokens, entry.arrival, now):
-                self._queues._pop(lane)
-                expired.append(self._end_queued(entry, Outcome.EXPIRED, now))
-                return self._start_next(now, expired)  # the candidates changed
-            if self.kv._reserve(entry.id, lane, entry.kv_blocks, now):
-                self._queues._pop(lane)
-                # Fair-queue counters are charged what is known to be served:
-                # the prompt now, output tokens as they arrive (VTC's order),
-                # so nothing has to be refunded later.
-                prompt_cost = self.router.estimator.score(
-                    entry.prompt_tokens, 0, entry.request.tool_risk
-                )
-                self._queues._charge(lane, entry.tenant, prompt_cost, entry.weight)
-                if pace is not None:
-                    pace._charge(entry.cost, now)
-                if gate is not None:
-                    gate.started(entry.prompt_tokens, now)
-                entry.ahead = self.first_tokens.started(lane, entry.prompt_tokens)
-                entry.phase = Phase.RUNNING
-                entry.dispatched_at = now
-                if entry.request.task is not None:
-                    self.tasks.started(entry.request.task, entry.id)
-                self._running += 1
-                self._lane_running[lane] += 1
-                return entry
-        return None
+        while True:  # again only when a lost head left: the candidates changed
+            for lane, entry in self._queues._candidates():  # they change only through it
+                cap = self._lanes[lane].max_running
+                if self.health.paused(lane) or (
+                    cap is not None and self._lane_running[lane] >= cap
+                ):
+                    continue
+                gate = None if self.prefill is None else self.prefill[lane]
+                if gate is not None and not gate.ready(now):
+                    continue  # the engine has enough of this lane's prompts; their order stays ours
+                if self.first_tokens.lost(lane, entry.prompt_tokens, entry.arrival, now):
+                    self._queues._pop(lane)
+                    expired.append(self._end_queued(entry, Outcome.EXPIRED, now))
+                    break
+                if self.kv._reserve(entry.id, lane, entry.kv_blocks, now):
+                    self._start(lane, entry, gate, now)
+                    return entry
+            else:
+                return None
+
+    def _start(self, lane: str, entry: Entry, gate: PrefillGate | None, now: float) -> None:
+        """Start ``entry``, the head of ``lane`` whose KV is now reserved."""
+        self._queues._pop(lane)
+        # Fair-queue counters are charged what is known to be served: the
+        # prompt now, output tokens as they arrive (VTC's order), so nothing
+        # has to be refunded later.
+        prompt_cost = self.router.estimator.score(entry.prompt_tokens, 0, entry.request.tool_risk)
+        self._queues._charge(lane, entry.tenant, prompt_cost, entry.weight)
+        if self.pace is not None:
+            self.pace._charge(entry.cost, now)
+        if gate is not None:
+            gate.started(entry.prompt_tokens, now)
+        entry.ahead = self.first_tokens.started(lane, entry.prompt_tokens)
+        entry.phase = Phase.RUNNING
+        entry.dispatched_at = now
+        if entry.request.task is not None:
+            self.tasks.started(entry.request.task, entry.id)
+        self._running += 1
+        self._lane_running[lane] += 1
 
     def next_deadline(self) -> float | None:
         """The earliest deadline among queued requests (monotonic seconds), or

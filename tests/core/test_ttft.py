@@ -70,7 +70,7 @@ def _policy() -> Policy:
                     "name": "chat",
                     "slo": {"ttft_p95_s": 0.55},
                     "max_prompt_tokens": 2000,
-                    "queue_capacity": 64,
+                    "queue_capacity": 4096,
                 },
                 {"name": "docs", "slo": {"ttft_p95_s": 30.0}, "queue_capacity": 64},
             ],
@@ -134,3 +134,14 @@ def test_prompts_of_a_later_lane_are_not_ahead_of_an_earlier_one() -> None:
     policy.first_token("c", now + 0.1)
     policy.submit(_chat("after"), now + 0.2)
     assert [s.id for s in policy.dispatch(now + 0.2).started] == ["after"]
+
+
+def test_a_burst_of_thousands_lost_at_once_leaves_in_one_dispatch() -> None:
+    # One dispatch gives up on every lost head in a loop, however many there are.
+    policy = _policy()
+    now = _warm(policy)
+    for i in range(3000):
+        policy.submit(_chat(f"b{i}", tokens=1000), now)
+    dispatch = policy.dispatch(now)
+    assert len(dispatch.started) == 5
+    assert len(dispatch.expired) == 3000 - 5
