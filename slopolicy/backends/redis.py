@@ -89,7 +89,6 @@ from slopolicy.errors import UsageError
 __all__ = ("RedisClient", "RedisQuotaStore")
 
 
-
 class RedisQuotaStore(RedisUpkeep):
     """Tenant quota state in Redis, shared by every replica that points at it.
 
