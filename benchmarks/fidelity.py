@@ -9,7 +9,7 @@ Two workloads, both scaled to the engine:
 - **azure**: a slice of the merged Azure 2023 traces (code and conversation),
   its rate scaled so the calibrated engine's capacity for that mix is
   ``load`` times what arrives (the simulator's capacity measure,
-  :func:`slopolicy.sim.load.capacity`).
+  :func:`slopolicy.sim.offered_load.capacity`).
 
 Both run under their policy (the default one, or the built-in azure-2023
 scenario's) with every lane time scaled by the engine's unloaded chat TTFT
@@ -29,8 +29,8 @@ from benchmarks.live_seed import Workload as SeedWorkload
 from slopolicy import PolicyConfig
 from slopolicy.sim.comparison import Comparison
 from slopolicy.sim.engine_spec import EngineSpec
-from slopolicy.sim.load import capacity
-from slopolicy.sim.metrics import quantile
+from slopolicy.sim.offered_load import capacity
+from slopolicy.sim.reports import quantile
 from slopolicy.sim.scenario import builtin_scenario
 from slopolicy.sim.workload import SimRequest, Workload
 

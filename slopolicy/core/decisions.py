@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple, TypeAlias
 
+from slopolicy.core.fast_init import fast_init
 from slopolicy.core.outcome import Finished
 from slopolicy.core.reasons import Reason
-from slopolicy.core.records import fast_init
 from slopolicy.core.request import Request
 
 __all__ = (

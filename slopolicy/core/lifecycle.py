@@ -6,12 +6,12 @@ import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from slopolicy.core.fast_init import fast_init
 from slopolicy.core.kv import KVStatistics
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.quota.tenants import QuotaStatistics
-from slopolicy.core.records import fast_init
 from slopolicy.core.request import Request
 
 __all__ = ("Dispatch", "Entry", "Phase", "PolicyStatistics", "Started")

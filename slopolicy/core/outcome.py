@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slopolicy.core.checks import shown
-from slopolicy.core.records import fast_init
+from slopolicy.core.fast_init import fast_init
 from slopolicy.errors import UsageError
 
 __all__ = ("STAGES", "Finished", "Outcome", "ending")

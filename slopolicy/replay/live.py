@@ -26,8 +26,8 @@ from slopolicy.replay.target import EngineFacts, Target
 from slopolicy.runtime.gate import SignalSource
 from slopolicy.sim.comparison import Comparison, check_workload, classify, lane_targets
 from slopolicy.sim.engine_spec import EngineSpec, EngineStatistics
-from slopolicy.sim.metrics import report
 from slopolicy.sim.profiles import EngineProfile
+from slopolicy.sim.reports import report
 from slopolicy.sim.scenario import Scenario
 from slopolicy.sim.simulator import SimulationResult
 from slopolicy.sim.workload import Workload

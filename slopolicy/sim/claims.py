@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slopolicy.sim.comparison import OURS, Comparison
-from slopolicy.sim.metrics import PolicyReport
+from slopolicy.sim.reports import PolicyReport
 
 __all__ = ("Claim", "overload_claims", "seed_claims")
 

@@ -29,7 +29,7 @@ from slopolicy.sim.console import (
 from slopolicy.sim.engine_file import resolve_engine
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.export import sweep_to_json, to_json
-from slopolicy.sim.load import Load, load_outside_bursts
+from slopolicy.sim.offered_load import Load, load_outside_bursts
 from slopolicy.sim.policies import resolve_all
 from slopolicy.sim.profiles import profile
 from slopolicy.sim.scenario import (

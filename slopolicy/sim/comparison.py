@@ -17,10 +17,10 @@ from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim.baselines import lane_of
 from slopolicy.sim.engine import EngineSpec
-from slopolicy.sim.metrics import PolicyReport, fallback_summary, report
+from slopolicy.sim.interface import Scheduler
 from slopolicy.sim.ours import DEFAULT_SIGNALS, PolicyScheduler
 from slopolicy.sim.policies import OURS, POLICIES, PolicySpec, make_scheduler, resolve_all
-from slopolicy.sim.scheduler import Scheduler
+from slopolicy.sim.reports import PolicyReport, fallback_summary, report
 from slopolicy.sim.simulator import Client, Progress, SimulationResult, simulate
 from slopolicy.sim.workload import Workload
 

@@ -16,8 +16,8 @@ from rich.table import Table
 
 from slopolicy.sim.claims import Claim
 from slopolicy.sim.comparison import CompareProgress, Comparison
-from slopolicy.sim.load import Load
-from slopolicy.sim.metrics import LaneReport, PolicyReport
+from slopolicy.sim.offered_load import Load
+from slopolicy.sim.reports import LaneReport, PolicyReport
 from slopolicy.sim.sweep import NoHarm, Sweep
 from slopolicy.sim.task_report import TaskSummary, task_summaries
 

@@ -12,8 +12,8 @@ from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim.capacity import STEP
 from slopolicy.sim.comparison import Comparison
 from slopolicy.sim.engine_spec import EngineSpec
-from slopolicy.sim.load import Load
-from slopolicy.sim.metrics import FallbackSummary, LaneReport, PolicyReport, TenantReport
+from slopolicy.sim.offered_load import Load
+from slopolicy.sim.reports import FallbackSummary, LaneReport, PolicyReport, TenantReport
 from slopolicy.sim.sweep import NoHarm, Sweep
 
 __all__ = ("SCHEMA", "SWEEP_SCHEMA", "sweep_to_json", "to_json")

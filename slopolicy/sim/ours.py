@@ -27,7 +27,7 @@ from slopolicy.core.health.signals import EngineSignals
 from slopolicy.core.policy import Policy
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling
-from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
+from slopolicy.sim.interface import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("DEFAULT_SIGNALS", "SIGNALS", "LadderMove", "PolicyScheduler")

@@ -7,7 +7,7 @@ A policy is given as
 - an import path ``package.module:Name`` (``Name`` may be dotted), naming
   one of the next two;
 - a scheduler object (anything with the
-  :class:`~slopolicy.sim.scheduler.Scheduler` methods, a ``name`` and a
+  :class:`~slopolicy.sim.interface.Scheduler` methods, a ``name`` and a
   ``scheduling``): :func:`~slopolicy.sim.comparison.compare` runs it as is, a
   sweep runs a fresh deep copy at each rate scale;
 - a class or a function taking no arguments that returns one, called for a
@@ -36,8 +36,8 @@ from slopolicy.sim.baselines import (
     LlmdFlowControl,
     VLLMQueueLimits,
 )
+from slopolicy.sim.interface import Scheduler
 from slopolicy.sim.ours import DEFAULT_SIGNALS, PolicyScheduler
-from slopolicy.sim.scheduler import Scheduler
 
 __all__ = (
     "OURS",

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from slopolicy.config._base import ConfigModel
-from slopolicy.sim import arrivals, lengths
+from slopolicy.sim import arrival_processes as arrivals
+from slopolicy.sim import lengths
 from slopolicy.sim.agents import AgentTurns
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.ours import SIGNALS

@@ -3,10 +3,10 @@
 Under overload a fair policy should keep the SLOs of the tenants that ask for
 no more than their fair share of the engine, and let the tenants above it
 absorb the shedding. The share is max-min fair (water-filling) in the units
-that cost the engine, tokens (prompt plus output, as :mod:`slopolicy.sim.load`
+that cost the engine, tokens (prompt plus output, as :mod:`slopolicy.sim.offered_load`
 counts them): every tenant asking for less than the water level gets what it
 asks, the others the level, and the levels add up to the engine's saturated
-cost throughput for the workload's mix (:func:`~slopolicy.sim.load.saturated_cost_rate`).
+cost throughput for the workload's mix (:func:`~slopolicy.sim.offered_load.saturated_cost_rate`).
 
 :func:`in_share` names the tenants of a workload within their share, and
 :func:`in_share_attainment` reports their attainment from a policy's report.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import EngineSpec
-from slopolicy.sim.load import request_cost, saturated_cost_rate
-from slopolicy.sim.metrics import PolicyReport
+from slopolicy.sim.offered_load import request_cost, saturated_cost_rate
+from slopolicy.sim.reports import PolicyReport
 from slopolicy.sim.workload import Workload
 
 __all__ = ("InShare", "fair_shares", "in_share", "in_share_attainment")

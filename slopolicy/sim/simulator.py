@@ -34,8 +34,8 @@ from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Engine, EngineSpec, EngineStatistics
 from slopolicy.sim.gaps import TBTSummary
+from slopolicy.sim.interface import Scheduler, SimAdmission
 from slopolicy.sim.records import RequestRecord, SimOutcome
-from slopolicy.sim.scheduler import Scheduler, SimAdmission
 from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest, Workload
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from slopolicy.errors import UsageError
 from slopolicy.sim.agents import AgentTurns
-from slopolicy.sim.arrivals import ArrivalProcess, Burst
+from slopolicy.sim.arrival_processes import ArrivalProcess, Burst
 from slopolicy.sim.lengths import LengthDistribution
 from slopolicy.sim.workload import SimRequest, Workload
 

@@ -5,7 +5,7 @@ The workload is replayed at rate scales on the coarse grid of
 :mod:`slopolicy.sim.capacity` (√2 apart) and bisection points near each
 policy's knee; each run is a fresh scheduler over the whole workload,
 compressed in time by the scale. The reference's walk starts at half the
-:func:`~slopolicy.sim.load.limit`, every other policy's at the low end of the
+:func:`~slopolicy.sim.offered_load.limit`, every other policy's at the low end of the
 no-harm range (a quarter of the limit without a reference); a walk goes down
 to 1/32 of the limit at most (a policy that misses there is reported as below
 it: its capacity is under 3% of what the engine can serve, and runs at such
@@ -27,7 +27,7 @@ from slopolicy.errors import UsageError
 from slopolicy.sim.capacity import REFINE, Capacity, find_capacity, grid_index, grid_point
 from slopolicy.sim.comparison import classify, evaluate
 from slopolicy.sim.engine_spec import EngineSpec
-from slopolicy.sim.load import limit
+from slopolicy.sim.offered_load import limit
 from slopolicy.sim.ours import DEFAULT_SIGNALS
 from slopolicy.sim.policies import POLICIES, PolicyFactory, PolicySpec, resolve_all
 from slopolicy.sim.simulator import Client

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slopolicy.sim.metrics import quantile
 from slopolicy.sim.records import RequestRecord, SimOutcome
+from slopolicy.sim.reports import quantile
 from slopolicy.sim.workload import SimRequest, Workload
 
 __all__ = ("TaskSummary", "task_summaries")

@@ -27,7 +27,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from slopolicy.core.health.signals import EngineSignals
 from slopolicy.core.request import REASONING_EFFORTS, Message, Request
-from slopolicy.sim import arrivals, lengths
+from slopolicy.sim import arrival_processes as arrivals
+from slopolicy.sim import lengths
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.profiles import PROFILES
 from slopolicy.sim.streams import Stream, Tenants, build_workload
@@ -187,7 +188,7 @@ def workloads(
     """Seeded workloads of 1 to ``max_streams`` composed streams (any
     arrival process and length distribution, lane hints from ``lanes``), cut
     to the first ``max_requests`` arrivals; ``bursts=False`` leaves out
-    :class:`~slopolicy.sim.arrivals.Burst` streams (many arrivals at once)."""
+    :class:`~slopolicy.sim.arrival_processes.Burst` streams (many arrivals at once)."""
 
     @st.composite
     def build(draw: st.DrawFn) -> Workload:

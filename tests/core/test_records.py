@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from slopolicy import Admit, Defer, Demote, Finished, Outcome, Reason, Reject, Request
 from slopolicy.core.cost.estimator import TokenEstimate
+from slopolicy.core.fast_init import fast_init
 from slopolicy.core.lifecycle import Dispatch, Started
-from slopolicy.core.records import fast_init
 
 
 @fast_init

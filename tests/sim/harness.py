@@ -11,8 +11,8 @@ from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim.engine import Engine
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.gaps import TBTSummary
+from slopolicy.sim.interface import Released
 from slopolicy.sim.profiles import profile
-from slopolicy.sim.scheduler import Released
 from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest
 from tests.sim.reference import Reference, Req

@@ -4,7 +4,7 @@ import pytest
 
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim import RequestRecord, SimOutcome, SimRequest, jain_index, quantile, report
-from slopolicy.sim.metrics import fallback_summary
+from slopolicy.sim.reports import fallback_summary
 
 
 def test_quantiles_interpolate_between_order_statistics() -> None:

@@ -21,7 +21,7 @@ from slopolicy.sim import (
     make_scheduler,
     profile,
 )
-from slopolicy.sim.load import saturated_cost_rate
+from slopolicy.sim.offered_load import saturated_cost_rate
 from slopolicy.sim.workload import SimRequest
 
 

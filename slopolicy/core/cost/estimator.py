@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from slopolicy.core.checks import MAX_AMOUNT, is_number, shown
 from slopolicy.core.cost.sampling import sample_tokens
 from slopolicy.core.cost.tokens import TokenCounter, load_counter
-from slopolicy.core.records import fast_init
+from slopolicy.core.fast_init import fast_init
 from slopolicy.core.request import Message, Request
 from slopolicy.errors import UsageError
 

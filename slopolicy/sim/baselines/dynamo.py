@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from slopolicy.config import PolicyConfig
 from slopolicy.errors import UsageError
 from slopolicy.sim.baselines.simple import FCFS, Lanes
-from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
+from slopolicy.sim.interface import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("DynamoRouter",)

@@ -37,7 +37,7 @@ from typing import Literal
 from slopolicy.config import PolicyConfig
 from slopolicy.errors import UsageError
 from slopolicy.sim.baselines.simple import FCFS, Lanes
-from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
+from slopolicy.sim.interface import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("LlmdFlowControl",)

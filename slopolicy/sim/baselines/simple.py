@@ -20,7 +20,7 @@ from slopolicy.core.router import LaneRouter
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling
-from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
+from slopolicy.sim.interface import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("FCFS", "RPM", "LanePriority", "Lanes", "lane_of")

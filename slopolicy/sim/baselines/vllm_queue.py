@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from slopolicy.sim.baselines.simple import FCFS
 from slopolicy.sim.engine_spec import check_int
-from slopolicy.sim.scheduler import EngineView, Released, SimAdmission
+from slopolicy.sim.interface import EngineView, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("VLLMQueueLimits",)

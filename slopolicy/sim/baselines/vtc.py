@@ -15,7 +15,7 @@ from __future__ import annotations
 from slopolicy.core.checks import MAX_COUNT
 from slopolicy.core.queueing.fairqueue import FairQueue
 from slopolicy.sim.baselines.simple import FCFS
-from slopolicy.sim.scheduler import EngineView, Release, Released, SimAdmission
+from slopolicy.sim.interface import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("VTC",)

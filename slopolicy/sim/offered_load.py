@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from slopolicy.errors import UsageError
 from slopolicy.sim.baselines import FCFS
 from slopolicy.sim.engine import EngineSpec
+from slopolicy.sim.interface import EngineView, Released, Scheduler
 from slopolicy.sim.records import RequestRecord, SimOutcome
-from slopolicy.sim.scheduler import EngineView, Released, Scheduler
 from slopolicy.sim.simulator import simulate
 from slopolicy.sim.workload import SimRequest, Workload
 
