@@ -95,10 +95,11 @@ class Plan:
     client: Client = field(default_factory=Client)
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_concurrency, bool) or self.max_concurrency < 1:
+        limit = self.max_concurrency
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UsageError(f"max_concurrency must be an int >= 1, got {self.max_concurrency!r}")
-        if not self.drain >= 0:
-            raise UsageError(f"drain must be >= 0 seconds, got {self.drain!r}")
+        if not (isinstance(self.drain, (int, float)) and 0 <= self.drain < float("inf")):
+            raise UsageError(f"drain must be a finite number >= 0 seconds, got {self.drain!r}")
         missing = [r.id for r in self.workload if r.id not in self.prompts]
         if missing:
             raise UsageError(f"no prompt for requests {missing[:5]}")

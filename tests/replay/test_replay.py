@@ -18,7 +18,8 @@ import pytest
 
 from slopolicy import PolicyConfig
 from slopolicy.cli import main
-from slopolicy.replay import LiveReplay, Target, live_comparison
+from slopolicy.errors import UsageError
+from slopolicy.replay import LiveReplay, Plan, Target, live_comparison
 from slopolicy.sim.export import SCHEMA
 from slopolicy.sim.records import SimOutcome
 from slopolicy.sim.scenario import Scenario
@@ -207,3 +208,13 @@ async def test_facts_read_vllms_kv_pool_from_its_metrics(
     assert facts.tokenizes
     assert facts.slots is None
     assert facts.extra_body() == {"ignore_eos": True}
+
+
+def test_a_plan_refuses_bad_limits_before_anything_is_sent() -> None:
+    workload = scenario(2).workload
+    prompts = {r.id: "the" for r in workload}
+    for bad in ({"max_concurrency": 0}, {"max_concurrency": 2.5}, {"drain": float("nan")}):
+        with pytest.raises(UsageError):
+            Plan(workload, {}, prompts, **bad)
+    with pytest.raises(UsageError, match="no prompt"):
+        Plan(workload, {}, {})
