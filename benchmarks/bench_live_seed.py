@@ -32,6 +32,7 @@ from slopolicy import Gate, Policy, Rejected
 from slopolicy.adapters import EngineError
 from slopolicy.adapters.llamacpp import LlamaCppScraper
 from slopolicy.adapters.openai import GatedOpenAI
+from slopolicy.adapters.slots import SlotPinning
 from slopolicy.testing.llama import LlamaServer, find_llama_server, tiny_model
 
 _BODY = {"ignore_eos": True, "cache_prompt": False}
@@ -114,9 +115,15 @@ async def _report(policy: Policy, every: float = 5.0) -> None:
 
 
 async def gated(
-    server: LlamaServer, arrivals: list[Arrival], policy: Policy, *, verbose: bool = False
+    server: LlamaServer,
+    arrivals: list[Arrival],
+    policy: Policy,
+    *,
+    pin: bool = False,
+    verbose: bool = False,
 ) -> list[Record]:
-    """The same requests through a Gate; batch summaries say their lane."""
+    """The same requests through a Gate; batch summaries say their lane.
+    ``pin``: each request pinned to a slot by lane (:class:`SlotPinning`)."""
     async with (
         LlamaCppScraper(server.url) as scraper,
         Gate(policy, signals=scraper, poll_every=1.0) as gate,
@@ -125,7 +132,8 @@ async def gated(
     ):
         if verbose:
             watch.start_soon(_report, policy)
-        gated_client = GatedOpenAI(client, gate)
+        slots = SlotPinning(server.slots) if pin else None
+        gated_client = GatedOpenAI(client, gate, slots=slots)
 
         async def send(arrival: Arrival, record: Record) -> None:
             started = anyio.current_time()
@@ -207,10 +215,17 @@ async def main_async(args: argparse.Namespace) -> None:
         rows = {"direct (FCFS)": summary(await direct(server, arrivals), targets)}
         notes: list[str] = []
         seats = {"heavy": 1, "background": args.slots // 2}
-        variants = {"gated (default)": None, "gated (+ seats)": seats}
-        for name, caps in variants.items() if args.seats else list(variants.items())[:1]:
-            policy = Policy(gated_config(targets, args.slots, context, caps))
-            records = await gated(server, arrivals, policy, verbose=args.verbose)
+        variants = {
+            "default": ("gated (default)", None, None, False),
+            "seats": ("gated (+ seats)", seats, None, False),
+            "pinned": ("gated (+ pinning)", None, None, True),
+            "r2": ("gated (pin, r2)", None, {"interactive": 2}, True),
+            "r4": ("gated (pin, r4)", None, {"interactive": 4}, True),
+        }
+        for key in args.gated.split(","):
+            name, caps, reserve, pin = variants[key]
+            policy = Policy(gated_config(targets, args.slots, context, caps, reserve))
+            records = await gated(server, arrivals, policy, pin=pin, verbose=args.verbose)
             rows[name] = summary(records, targets)
             missed = sorted({r.outcome for r in records if r.outcome != "completed"})
             level = policy.statistics().ladder_level
@@ -232,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbose", action="store_true", help="the gate's state every 5 s")
     parser.add_argument("--summaries", type=int, default=None, help="batch jobs (default 64)")
     parser.add_argument(
-        "--seats", action="store_true", help="a third phase: the default plus lane seat caps"
+        "--gated", default="default,pinned", help="gated phases: default, seats, pinned"
     )
     args = parser.parse_args(argv)
     anyio.run(main_async, args)

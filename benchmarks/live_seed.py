@@ -138,7 +138,11 @@ class Targets:
 
 
 def gated_config(
-    targets: Targets, slots: int, context: int, seats: dict[str, int] | None = None
+    targets: Targets,
+    slots: int,
+    context: int,
+    seats: dict[str, int] | None = None,
+    reserve: dict[str, int] | None = None,
 ) -> PolicyConfig:
     """``PolicyConfig()`` with its running cap at the server's slots (``-np``),
     its KV pool the server's (``-c`` tokens) and every lane time in seconds
@@ -152,6 +156,8 @@ def gated_config(
         lane["max_queue_wait_s"] *= targets.scale
         if seats and lane["name"] in seats:
             lane["max_running"] = seats[lane["name"]]
+        if reserve and lane["name"] in reserve:
+            lane["seat_reserve"] = reserve[lane["name"]]
     data["engine"]["max_running"] = slots
     data["kv"] = {"num_blocks": context // 16, "block_size": 16}
     return PolicyConfig.from_dict(data)

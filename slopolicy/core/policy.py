@@ -56,6 +56,7 @@ from slopolicy.core.queueing.fairqueue import _check_weight
 from slopolicy.core.queueing.pacing import DispatchPace
 from slopolicy.core.queueing.prefill import PrefillGate
 from slopolicy.core.queueing.scheduler import LaneScheduler
+from slopolicy.core.queueing.seats import Seats
 from slopolicy.core.quota.tenants import TenantQuotas
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
@@ -75,7 +76,7 @@ class PolicySpec:
         router: routes requests to lanes (and owns the estimator and tiers).
         kv_blocks: blocks in the engine's KV pool.
         kv_block_size: tokens per block.
-        max_running: requests the engine may run at once.
+        max_running: seats (sequences) the engine may run at once.
         pace: paces starts to a rate in cost units per second, or ``None``.
         max_tenants: tenant quota states kept before idle ones are evicted.
         targets: SLO targets per lane (lanes without an entry have none).
@@ -163,6 +164,12 @@ class Policy:
             [(lane.name, lane.weight, lane.queue_capacity) for lane in spec.router.lanes]
         )
         self.max_running = spec.max_running
+        #: The engine's running seats: one per sequence, lane caps and reserves.
+        self.seats = Seats(
+            spec.max_running,
+            {lane.name: lane.max_running for lane in spec.router.lanes},
+            {lane.name: lane.seat_reserve for lane in spec.router.lanes},
+        )
         self.pace = spec.pace
         horizon = spec.prefill_horizon
         #: Each lane's prefill gate (``None``: no gates). Per lane, so work of
@@ -183,7 +190,6 @@ class Policy:
         # lane's oldest one's age is a live queue-wait signal for the ladder.
         self._deadlines = Deadlines(lanes)
         self._running = 0
-        self._lane_running = dict.fromkeys(self._lanes, 0)
         self._now = float("-inf")
         self._submitted = 0
         self._outcomes = dict.fromkeys(Outcome, 0)
@@ -418,7 +424,7 @@ class Policy:
         started: list[Started] = []
         if len(expired) == max_expired and self._overdue(now):
             return Dispatch((), tuple(expired), event)
-        while self._running < self.max_running:
+        while not self.seats.full:
             entry = self._start_next(now)
             if entry is None:
                 break
@@ -440,10 +446,10 @@ class Policy:
         pace = self.pace
         if pace is not None and not pace._ready(now):
             return None  # the next start, whichever it is, waits for the rate
-        gates = self.prefill
+        gates, seats = self.prefill, self.seats
         for lane, entry in self._queues._candidates():  # its queues change only through it
-            cap = self._lanes[lane].max_running
-            if self.health.paused(lane) or (cap is not None and self._lane_running[lane] >= cap):
+            needed = seats.needed(lane, entry.request.sequences)
+            if self.health.paused(lane) or not seats.fits(lane, needed):
                 continue
             gate = None if gates is None else gates[lane]
             if gate is not None and not gate.ready(now):
@@ -464,7 +470,7 @@ class Policy:
                 entry.phase = Phase.RUNNING
                 entry.dispatched_at = now
                 self._running += 1
-                self._lane_running[lane] += 1
+                seats.take(entry.id, lane, needed)
                 return entry
         return None
 
@@ -481,7 +487,7 @@ class Policy:
         check_now(now)
         pace, gates = self.pace, self.prefill
         return (
-            self._running < self.max_running
+            not self.seats.full
             and (pace is None or pace._ready(now))
             and (gates is None or any(gate.ready(now) for gate in gates.values()))
         )
@@ -497,7 +503,7 @@ class Policy:
         if (
             (pace is None and gates is None)
             or len(self._entries) == self._running
-            or self._running >= self.max_running
+            or self.seats.full
         ):
             return None
         ready = self._now if pace is None else pace._ready_at(self._now)
@@ -605,7 +611,7 @@ class Policy:
             self.pace.settle(entry.cost, cost)
         self._charge_output(entry)
         self._running -= 1
-        self._lane_running[entry.lane] -= 1
+        self.seats.give(entry.id)
         del self._entries[entry.id]
         self._outcomes[end] += 1
         finished = entry.finished(end, now, cost)
