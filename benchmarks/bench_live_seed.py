@@ -27,7 +27,15 @@ from typing import Any
 
 import anyio
 
-from benchmarks.live_seed import Arrival, Record, Targets, Workload, gated_config, summary
+from benchmarks.live_seed import (
+    Arrival,
+    Record,
+    Targets,
+    Workload,
+    chat_seats,
+    gated_config,
+    summary,
+)
 from slopolicy import Gate, Policy, Rejected
 from slopolicy.adapters import EngineError
 from slopolicy.adapters.llamacpp import LlamaCppScraper
@@ -182,23 +190,51 @@ def _table(rows: dict[str, dict[str, float]], targets: Targets) -> str:
     return "\n".join(lines)
 
 
-def _claim(rows: dict[str, dict[str, float]], targets: Targets) -> str:
+def _claim(rows: dict[str, dict[str, float]], targets: Targets, gated_name: str) -> str:
     p95, p99 = targets.chat()
-    direct_row, gated_row = rows["direct (FCFS)"], rows["gated (default)"]
+    direct_row, gated_row = rows["direct (FCFS)"], rows[gated_name]
     over = direct_row["p95"] / p95
     checks = [
         f"direct chat p95 is {over:.1f}x its target (claim: >= 3x): {over >= 3}",
-        f"gated chat p99 {gated_row['p99']:.3f} s within {p99:.3f} s: {gated_row['p99'] <= p99}",
-        "every long prompt and batch job completed (gated): "
+        f"{gated_name}: chat p99 {gated_row['p99']:.3f} s within {p99:.3f} s: "
+        f"{gated_row['p99'] <= p99}",
+        f"{gated_name}: every long prompt and batch job completed: "
         f"{gated_row['heavy_done'] == 1 and gated_row['batch_done'] == 1}",
     ]
     return "\n".join(checks)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Phase:
+    """A gated phase: its row's name, lane seat caps and reserves, slot pinning."""
+
+    name: str
+    caps: dict[str, int] | None = None
+    reserve: dict[str, int] | None = None
+    pin: bool = False
+
+
+def _phases(slots: int) -> dict[str, _Phase]:
+    """The gated phases ``--gated`` chooses from. ``llama``: the default policy
+    set up for llama-server as docs/llama-cpp.md says (seats reserved for chat,
+    slots pinned by lane); ``reserve`` and ``pinned``: each half of that alone;
+    ``seats``: lane caps on heavy and background instead."""
+    reserve = {"interactive": chat_seats(slots)}
+    return {
+        "default": _Phase("gated (default)"),
+        "llama": _Phase("gated (llama.cpp)", reserve=reserve, pin=True),
+        "reserve": _Phase("gated (reserve)", reserve=reserve),
+        "pinned": _Phase("gated (pinning)", pin=True),
+        "seats": _Phase("gated (lane caps)", caps={"heavy": 1, "background": slots // 2}),
+    }
 
 
 async def main_async(args: argparse.Namespace) -> None:
     found = find_llama_server()
     if found is None:
         raise SystemExit("llama-server is not built: python -m slopolicy.testing.llama build")
+    phases = _phases(args.slots)
+    chosen = [phases[key] for key in args.gated.split(",") if key]
     workload = Workload(duration=20.0, batch=24) if args.quick else Workload()
     if args.summaries is not None:
         workload = dataclasses.replace(workload, batch=args.summaries)
@@ -214,26 +250,23 @@ async def main_async(args: argparse.Namespace) -> None:
         arrivals = workload.arrivals()
         rows = {"direct (FCFS)": summary(await direct(server, arrivals), targets)}
         notes: list[str] = []
-        seats = {"heavy": 1, "background": args.slots // 2}
-        variants = {
-            "default": ("gated (default)", None, None, False),
-            "seats": ("gated (+ seats)", seats, None, False),
-            "pinned": ("gated (+ pinning)", None, None, True),
-            "r2": ("gated (pin, r2)", None, {"interactive": 2}, True),
-            "r4": ("gated (pin, r4)", None, {"interactive": 4}, True),
-        }
-        for key in args.gated.split(","):
-            name, caps, reserve, pin = variants[key]
-            policy = Policy(gated_config(targets, args.slots, context, caps, reserve))
-            records = await gated(server, arrivals, policy, pin=pin, verbose=args.verbose)
-            rows[name] = summary(records, targets)
+        for phase in chosen:
+            config = gated_config(targets, args.slots, context, phase.caps, phase.reserve)
+            policy = Policy(config)
+            records = await gated(server, arrivals, policy, pin=phase.pin, verbose=args.verbose)
+            rows[phase.name] = summary(records, targets)
             missed = sorted({r.outcome for r in records if r.outcome != "completed"})
             level = policy.statistics().ladder_level
-            notes.append(f"{name}: ladder level {level} at the end; not completed: {missed or '-'}")
-    print(f"llama-server -np {args.slots} -c {context} -b {args.batch} -t {args.threads}; "
-          f"{len(arrivals)} requests a phase; + seats: lane max_running {seats}")  # fmt: skip
+            notes.append(
+                f"{phase.name}: ladder level {level} at the end; not completed: {missed or '-'}"
+            )
+    print(
+        f"llama-server -np {args.slots} -c {context} -b {args.batch} -t {args.threads}; "
+        f"{len(arrivals)} requests a phase; chat seat reserve {chat_seats(args.slots)}"
+    )
     print(_table(rows, targets))
-    print(_claim(rows, targets))
+    for phase in chosen:
+        print(_claim(rows, targets, phase.name))
     print("\n".join(notes))
 
 
@@ -247,7 +280,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbose", action="store_true", help="the gate's state every 5 s")
     parser.add_argument("--summaries", type=int, default=None, help="batch jobs (default 64)")
     parser.add_argument(
-        "--gated", default="default,pinned", help="gated phases: default, seats, pinned"
+        "--gated",
+        default="default,llama",
+        help="gated phases, comma-separated: default, llama, reserve, pinned, seats "
+        "(default: default,llama)",
     )
     args = parser.parse_args(argv)
     anyio.run(main_async, args)

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from slopolicy import PolicyConfig
 from slopolicy.sim.profiles import profile
 
-__all__ = ("Arrival", "Record", "Targets", "Workload", "gated_config", "percentile", "summary")
+__all__ = (
+    "Arrival",
+    "Record",
+    "Targets",
+    "Workload",
+    "chat_seats",
+    "gated_config",
+    "percentile",
+    "summary",
+)
 
 _VOCABULARY = (
     "the of and to in is was for on that with as by at from his her an are were it be this "
@@ -137,6 +146,15 @@ class Targets:
         return slo.ttft_p95_s * self.scale, slo.ttft_p99_s * self.scale
 
 
+def chat_seats(slots: int) -> int:
+    """Seats reserved for the interactive lane on a server with ``slots``
+    slots: half of them. llama-server's prefill is compute-bound: one or two
+    prompts fill each iteration's ``-b`` budget, so batch work in more than
+    half the slots adds interference, not throughput, while chat's
+    concurrency rises as the machine slows."""
+    return slots // 2
+
+
 def gated_config(
     targets: Targets,
     slots: int,
@@ -147,7 +165,8 @@ def gated_config(
     """``PolicyConfig()`` with its running cap at the server's slots (``-np``),
     its KV pool the server's (``-c`` tokens) and every lane time in seconds
     (the SLO targets and the longest queue wait) scaled; nothing else changed.
-    ``seats`` (lane -> ``max_running``) is the one addition the tuned row makes."""
+    ``seats`` (lane -> ``max_running``) and ``reserve`` (lane ->
+    ``seat_reserve``) are what the other rows add."""
     data = PolicyConfig().model_dump(mode="json")
     for lane in data["lanes"]:
         for name in ("ttft_p95_s", "ttft_p99_s", "tpot_p95_s", "e2e_p95_s"):
