@@ -1,20 +1,25 @@
 """The seed incident, live: chat, a tenant pasting long prompts and a batch
 burst against llama.cpp's llama-server, directly (its own FCFS queue) and
-through a Gate with the default policy, in one run.
+through a Gate, in one run.
 
 Run from the repository root (needs the built server, see
 ``python -m slopolicy.testing.llama build``, and ``slopolicy[llama,openai]``)::
 
-    python -m benchmarks.bench_live_seed            # about 4 minutes
-    python -m benchmarks.bench_live_seed --quick    # a shorter, lighter phase
+    python -m benchmarks.bench_live_seed            # about 6 minutes
+    python -m benchmarks.bench_live_seed --quick    # shorter, lighter phases
 
 One server (``--slots`` slots of ``--slot-context`` tokens, the tiny
-random-weight model) serves both phases, the same arrivals each. Before them
+random-weight model) serves every phase, the same arrivals each. Before them
 a few short chats on the idle server measure its unloaded TTFT, which scales
 the default lanes' targets (see :class:`benchmarks.live_seed.Targets`). The
-gated phase runs ``PolicyConfig()`` with only its running cap (``-np``), KV
-pool (``-c``) and those targets set, and the server's own scraper as its
-signals. TTFT is measured on the client, call to first text, in both phases.
+gated phases run ``PolicyConfig()`` with its running cap (``-np``), KV pool
+(``-c``) and those targets set, and the server's own scraper as its signals:
+``default`` nothing more, ``llama`` set up for llama-server as
+``docs/llama-cpp.md`` says (half the slots reserved for chat with the
+interactive lane's ``seat_reserve``, requests pinned to slots by lane with
+:class:`~slopolicy.adapters.slots.SlotPinning`); ``--gated`` picks phases
+(``reserve`` and ``pinned`` are each half of ``llama``). TTFT is measured on
+the client, call to first text, in every phase.
 """
 
 from __future__ import annotations
@@ -272,7 +277,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a 20 s phase, 24 summaries")
+    parser.add_argument("--quick", action="store_true", help="20 s phases, 24 summaries")
     parser.add_argument("--slots", type=int, default=8, help="-np (default 8)")
     parser.add_argument("--slot-context", type=int, default=10_240, help="tokens per slot")
     parser.add_argument("--batch", type=int, default=256, help="-b and -ub (default 256)")
