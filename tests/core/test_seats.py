@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slopolicy import Admit, ConfigError, Demote, Policy, PolicyConfig, Request
+from slopolicy.config.describe import describe
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.queueing.seats import Seats
 from slopolicy.errors import UsageError
@@ -157,3 +158,10 @@ def test_other_lanes_never_take_a_reserved_seat() -> None:
 def test_seat_reserves_must_leave_a_seat_for_every_lane() -> None:
     with pytest.raises(ConfigError, match="seat_reserve adds up to 4"):
         _policy(4, interactive={"seat_reserve": 3}, background={"seat_reserve": 1})
+
+
+def test_the_description_says_what_is_reserved() -> None:
+    lanes = PolicyConfig().to_dict()["lanes"]
+    lanes[0]["seat_reserve"] = 4
+    config = PolicyConfig.from_dict({"lanes": lanes, "engine": {"max_running": 8}})
+    assert "4 engine seats reserved" in describe(config)
