@@ -1,20 +1,25 @@
 """The seed incident, live: chat, a tenant pasting long prompts and a batch
 burst against llama.cpp's llama-server, directly (its own FCFS queue) and
-through a Gate with the default policy, in one run.
+through a Gate, in one run.
 
 Run from the repository root (needs the built server, see
 ``python -m slopolicy.testing.llama build``, and ``slopolicy[llama,openai]``)::
 
-    python -m benchmarks.bench_live_seed            # about 4 minutes
-    python -m benchmarks.bench_live_seed --quick    # a shorter, lighter phase
+    python -m benchmarks.bench_live_seed            # about 6 minutes
+    python -m benchmarks.bench_live_seed --quick    # shorter, lighter phases
 
 One server (``--slots`` slots of ``--slot-context`` tokens, the tiny
-random-weight model) serves both phases, the same arrivals each. Before them
+random-weight model) serves every phase, the same arrivals each. Before them
 a few short chats on the idle server measure its unloaded TTFT, which scales
 the default lanes' targets (see :class:`benchmarks.live_seed.Targets`). The
-gated phase runs ``PolicyConfig()`` with only its running cap (``-np``), KV
-pool (``-c``) and those targets set, and the server's own scraper as its
-signals. TTFT is measured on the client, call to first text, in both phases.
+gated phases run ``PolicyConfig()`` with its running cap (``-np``), KV pool
+(``-c``) and those targets set, and the server's own scraper as its signals:
+``default`` nothing more, ``llama`` set up for llama-server as
+``docs/llama-cpp.md`` says (half the slots reserved for chat with the
+interactive lane's ``seat_reserve``, requests pinned to slots by lane with
+:class:`~slopolicy.adapters.slots.SlotPinning`); ``--gated`` picks phases
+(``reserve`` and ``pinned`` are each half of ``llama``). TTFT is measured on
+the client, call to first text, in every phase.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from benchmarks.live_seed import (
     Targets,
     Workload,
     add_server_options,
+    chat_seats,
     gated_config,
     server_from,
     summary,
@@ -41,6 +47,7 @@ from slopolicy import Gate, Policy, Rejected
 from slopolicy.adapters import EngineError
 from slopolicy.adapters.llamacpp import LlamaCppScraper
 from slopolicy.adapters.openai import GatedOpenAI
+from slopolicy.adapters.slots import SlotPinning
 from slopolicy.testing.llama import LlamaServer
 
 _BODY = {"ignore_eos": True, "cache_prompt": False}
@@ -123,9 +130,15 @@ async def _report(policy: Policy, every: float = 5.0) -> None:
 
 
 async def gated(
-    server: LlamaServer, arrivals: list[Arrival], policy: Policy, *, verbose: bool = False
+    server: LlamaServer,
+    arrivals: list[Arrival],
+    policy: Policy,
+    *,
+    pin: bool = False,
+    verbose: bool = False,
 ) -> list[Record]:
-    """The same requests through a Gate; batch summaries say their lane."""
+    """The same requests through a Gate; batch summaries say their lane.
+    ``pin``: each request pinned to a slot by lane (:class:`SlotPinning`)."""
     async with (
         LlamaCppScraper(server.url) as scraper,
         Gate(policy, signals=scraper, poll_every=1.0) as gate,
@@ -134,7 +147,8 @@ async def gated(
     ):
         if verbose:
             watch.start_soon(_report, policy)
-        gated_client = GatedOpenAI(client, gate)
+        slots = SlotPinning(server.slots) if pin else None
+        gated_client = GatedOpenAI(client, gate, slots=slots)
 
         async def send(arrival: Arrival, record: Record) -> None:
             started = anyio.current_time()
@@ -183,21 +197,49 @@ def _table(rows: dict[str, dict[str, float]], targets: Targets) -> str:
     return "\n".join(lines)
 
 
-def _claim(rows: dict[str, dict[str, float]], targets: Targets) -> str:
+def _claim(rows: dict[str, dict[str, float]], targets: Targets, gated_name: str) -> str:
     p95, p99 = targets.chat()
-    direct_row, gated_row = rows["direct (FCFS)"], rows["gated (default)"]
+    direct_row, gated_row = rows["direct (FCFS)"], rows[gated_name]
     over = direct_row["p95"] / p95
     checks = [
         f"direct chat p95 is {over:.1f}x its target (claim: >= 3x): {over >= 3}",
-        f"gated chat p99 {gated_row['p99']:.3f} s within {p99:.3f} s: {gated_row['p99'] <= p99}",
-        "every long prompt and batch job completed (gated): "
+        f"{gated_name}: chat p99 {gated_row['p99']:.3f} s within {p99:.3f} s: "
+        f"{gated_row['p99'] <= p99}",
+        f"{gated_name}: every long prompt and batch job completed: "
         f"{gated_row['heavy_done'] == 1 and gated_row['batch_done'] == 1}",
     ]
     return "\n".join(checks)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Phase:
+    """A gated phase: its row's name, lane seat caps and reserves, slot pinning."""
+
+    name: str
+    caps: dict[str, int] | None = None
+    reserve: dict[str, int] | None = None
+    pin: bool = False
+
+
+def _phases(slots: int) -> dict[str, _Phase]:
+    """The gated phases ``--gated`` chooses from. ``llama``: the default policy
+    set up for llama-server as docs/llama-cpp.md says (seats reserved for chat,
+    slots pinned by lane); ``reserve`` and ``pinned``: each half of that alone;
+    ``seats``: lane caps on heavy and background instead."""
+    reserve = {"interactive": chat_seats(slots)}
+    return {
+        "default": _Phase("gated (default)"),
+        "llama": _Phase("gated (llama.cpp)", reserve=reserve, pin=True),
+        "reserve": _Phase("gated (reserve)", reserve=reserve),
+        "pinned": _Phase("gated (pinning)", pin=True),
+        "seats": _Phase("gated (lane caps)", caps={"heavy": 1, "background": slots // 2}),
+    }
+
+
 async def main_async(args: argparse.Namespace) -> None:
     server = server_from(args)
+    phases = _phases(args.slots)
+    chosen = [phases[key] for key in args.gated.split(",") if key]
     workload = Workload(duration=20.0, batch=24) if args.quick else Workload()
     if args.summaries is not None:
         workload = dataclasses.replace(workload, batch=args.summaries)
@@ -209,30 +251,37 @@ async def main_async(args: argparse.Namespace) -> None:
         arrivals = workload.arrivals()
         rows = {"direct (FCFS)": summary(await direct(server, arrivals), targets)}
         notes: list[str] = []
-        seats = {"heavy": 1, "background": args.slots // 2}
-        variants = {"gated (default)": None, "gated (+ seats)": seats}
-        for name, caps in variants.items() if args.seats else list(variants.items())[:1]:
-            policy = Policy(gated_config(targets, args.slots, context, caps))
-            records = await gated(server, arrivals, policy, verbose=args.verbose)
-            rows[name] = summary(records, targets)
+        for phase in chosen:
+            config = gated_config(targets, args.slots, context, phase.caps, phase.reserve)
+            policy = Policy(config)
+            records = await gated(server, arrivals, policy, pin=phase.pin, verbose=args.verbose)
+            rows[phase.name] = summary(records, targets)
             missed = sorted({r.outcome for r in records if r.outcome != "completed"})
             level = policy.statistics().ladder_level
-            notes.append(f"{name}: ladder level {level} at the end; not completed: {missed or '-'}")
-    print(f"llama-server -np {args.slots} -c {context} -b {args.batch} -t {args.threads}; "
-          f"{len(arrivals)} requests a phase; + seats: lane max_running {seats}")  # fmt: skip
+            notes.append(
+                f"{phase.name}: ladder level {level} at the end; not completed: {missed or '-'}"
+            )
+    print(
+        f"llama-server -np {args.slots} -c {context} -b {args.batch} -t {args.threads}; "
+        f"{len(arrivals)} requests a phase; chat seat reserve {chat_seats(args.slots)}"
+    )
     print(_table(rows, targets))
-    print(_claim(rows, targets))
+    for phase in chosen:
+        print(_claim(rows, targets, phase.name))
     print("\n".join(notes))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a 20 s phase, 24 summaries")
+    parser.add_argument("--quick", action="store_true", help="20 s phases, 24 summaries")
     add_server_options(parser)
     parser.add_argument("--verbose", action="store_true", help="the gate's state every 5 s")
     parser.add_argument("--summaries", type=int, default=None, help="batch jobs (default 64)")
     parser.add_argument(
-        "--seats", action="store_true", help="a third phase: the default plus lane seat caps"
+        "--gated",
+        default="default,llama",
+        help="gated phases, comma-separated: default, llama, reserve, pinned, seats "
+        "(default: default,llama)",
     )
     args = parser.parse_args(argv)
     anyio.run(main_async, args)

@@ -24,6 +24,7 @@ __all__ = (
     "Targets",
     "Workload",
     "add_server_options",
+    "chat_seats",
     "gated_config",
     "percentile",
     "server_from",
@@ -139,18 +140,28 @@ class Targets:
         return slo.ttft_p95_s * self.scale, slo.ttft_p99_s * self.scale
 
 
+def chat_seats(slots: int) -> int:
+    """Seats reserved for the interactive lane on a server with ``slots``
+    slots: half of them. llama-server's prefill is compute-bound: one or two
+    prompts fill each iteration's ``-b`` budget, so batch work in more than
+    half the slots adds interference, not throughput, while chat's
+    concurrency rises as the machine slows."""
+    return slots // 2
+
+
 def gated_config(
     targets: Targets,
     slots: int,
     context: int,
     seats: dict[str, int] | None = None,
+    reserve: dict[str, int] | None = None,
     base: PolicyConfig | None = None,
 ) -> PolicyConfig:
     """``base`` (default ``PolicyConfig()``) with its running cap at the
     server's slots (``-np``), its KV pool the server's (``-c`` tokens) and
     every lane time in seconds (the SLO targets and the longest queue wait)
-    scaled; nothing else changed. ``seats`` (lane -> ``max_running``) is the
-    one addition the tuned row makes."""
+    scaled; nothing else changed. ``seats`` (lane -> ``max_running``) and
+    ``reserve`` (lane -> ``seat_reserve``) are what the other rows add."""
     data = (base or PolicyConfig()).model_dump(mode="json")
     for lane in data["lanes"]:
         for name in ("ttft_p95_s", "ttft_p99_s", "tpot_p95_s", "e2e_p95_s"):
@@ -159,6 +170,8 @@ def gated_config(
         lane["max_queue_wait_s"] *= targets.scale
         if seats and lane["name"] in seats:
             lane["max_running"] = seats[lane["name"]]
+        if reserve and lane["name"] in reserve:
+            lane["seat_reserve"] = reserve[lane["name"]]
     data["engine"]["max_running"] = slots
     data["kv"] = {"num_blocks": context // 16, "block_size": 16}
     return PolicyConfig.from_dict(data)

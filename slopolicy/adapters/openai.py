@@ -67,6 +67,7 @@ from slopolicy.adapters.common import (
     given,
     policy_request,
 )
+from slopolicy.adapters.slots import SlotPinning
 from slopolicy.core.request import Message, Request
 from slopolicy.errors import UsageError
 from slopolicy.runtime.gate import Gate
@@ -108,6 +109,9 @@ class GatedOpenAI:
             listed send none.
         default_max_tokens: output limit, in tokens, when a call gives none:
             the gate must reserve for a known budget, so one is always sent.
+        slots: for llama.cpp's ``llama-server``: pins each request to a slot
+            (its ``id_slot``) so the server computes the urgent lanes' prompts
+            first (see :class:`~slopolicy.adapters.slots.SlotPinning`).
 
     Policy keywords on every call: ``tenant``, ``lane``, ``tier``,
     ``deadline`` (monotonic seconds on the gate's clock), ``tool_risk``,
@@ -117,7 +121,7 @@ class GatedOpenAI:
     decides (``max_tokens``, ``n``, ``model``...: :class:`~slopolicy.UsageError`).
     """
 
-    __slots__ = ("client", "default_max_tokens", "gate", "priorities")
+    __slots__ = ("client", "default_max_tokens", "gate", "priorities", "slots")
 
     def __init__(
         self,
@@ -126,8 +130,12 @@ class GatedOpenAI:
         *,
         priorities: Mapping[str, int] | None = None,
         default_max_tokens: int = 256,
+        slots: SlotPinning | None = None,
     ) -> None:
+        if slots is not None and not isinstance(slots, SlotPinning):
+            raise UsageError(f"slots must be a SlotPinning, not {type(slots).__name__}")
         self.client = client.with_options(max_retries=0)
+        self.slots = slots
         self.gate = gate
         self.priorities = check_priorities(priorities)
         self.default_max_tokens = check_default_max_tokens(default_max_tokens)
@@ -290,6 +298,9 @@ class GatedOpenAI:
             # value: vLLM's X-Vllm-Priority header would override the body's.
             headers = {k: v for k, v in headers.items() if k.lower() != "x-vllm-priority"}
             body["extra_body"] = {**(body.get("extra_body") or {}), "priority": priority}
+        slot = None if self.slots is None else self.slots.pin(ticket)
+        if slot is not None:  # llama-server computes lower slots' prompts first
+            body["extra_body"] = {**(body.get("extra_body") or {}), "id_slot": slot}
         body["extra_headers"] = headers
         return body
 

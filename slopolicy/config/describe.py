@@ -79,6 +79,8 @@ def _lanes(config: PolicyConfig) -> str:
             if lane.kv_reserve
             else ""
         )
+        if lane.seat_reserve:
+            reserve += f"; {lane.seat_reserve:,} engine seats reserved"
         lines.append(
             f"{pad}queue {lane.queue_capacity:,}, max wait {_seconds(lane.max_queue_wait_s)}, "
             f"weight {lane.weight:g} ({share:.0%} of dispatch under contention){reserve}"

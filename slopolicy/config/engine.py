@@ -106,10 +106,12 @@ class KVPoolConfig(ConfigModel):
 class EngineConfig(ConfigModel):
     """How much the policy lets the engine run at once.
 
-    ``max_running`` is the number of requests dispatched to the engine and not
-    yet finished. Keep it at or below the engine's own limit (vLLM
-    ``--max-num-seqs``, TGI ``--max-concurrent-requests``): requests beyond it
-    would wait in the engine's FCFS queue, where no policy can order them.
+    ``max_running`` is the number of sequences dispatched to the engine and
+    not yet finished: a request takes one per choice (``n``, ``best_of``), as
+    the engine runs it. Keep it at or below the engine's own limit (vLLM
+    ``--max-num-seqs``, TGI ``--max-concurrent-requests``, llama.cpp ``-np``):
+    requests beyond it would wait in the engine's FCFS queue, where no policy
+    can order them.
 
     ``dispatch_rate`` (cost units per second, unset: no pacing) paces starts:
     queued requests wait, in fair order, until the rate allows the next one

@@ -113,10 +113,16 @@ class LaneConfig(ConfigModel):
         max_queue_wait_s: longest wait in the queue before expiry, seconds.
         weight: dispatch share relative to other lanes.
         kv_reserve: fraction of the KV pool reserved for this lane, 0-1.
-        max_running: requests of this lane running at once (unset: no cap).
-            The engine gives running requests its token budget first, so a
-            few long prompts prefilling side by side can take whole
-            iterations; capping the heavy lane keeps room for chat.
+        max_running: engine seats this lane's requests hold at once (unset:
+            no cap); a request takes one seat per sequence (``n``,
+            ``best_of``). The engine gives running requests its token budget
+            first, so a few long prompts prefilling side by side can take
+            whole iterations; capping the heavy lane keeps room for chat.
+        seat_reserve: engine seats (of ``engine.max_running``) only this lane
+            may take: other lanes never take the last ones. For engines with
+            few seats (llama.cpp's slots), where a burst of batch work would
+            otherwise hold every seat when a chat arrives. The lanes'
+            reserves add up to less than ``engine.max_running``.
         slo_deadline: a queued request leaves the queue (``expired``) once
             it has waited its lane's TTFT target (p95, else p99; the e2e
             target for lanes with only that), when it can only miss, instead
@@ -141,6 +147,7 @@ class LaneConfig(ConfigModel):
     max_running: Count | None = None
     slo_deadline: bool = True
     task: LaneTaskSLO | None = None
+    seat_reserve: Annotated[int, Field(ge=0, le=2**53)] = 0
 
     def to_spec(self) -> LaneSpec:
         """The plain core value for this lane."""
@@ -158,4 +165,5 @@ class LaneConfig(ConfigModel):
             max_running=self.max_running,
             slo_deadline=self.slo_deadline,
             task=None if self.task is None else self.task.to_spec(),
+            seat_reserve=self.seat_reserve,
         )

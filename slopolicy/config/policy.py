@@ -124,6 +124,10 @@ class PolicyConfig(ConfigModel):
         reserved = sum(lane.kv_reserve for lane in self.lanes)
         if reserved >= 1:
             yield ("lanes",), f"kv_reserve adds up to {reserved:g}; it must stay below 1", reserved
+        seats = sum(lane.seat_reserve for lane in self.lanes)
+        if seats >= self.engine.max_running:
+            message = f"seat_reserve adds up to {seats}; it must stay below engine.max_running"
+            yield ("lanes",), message, seats
         if self.default_tier not in self.tiers:
             yield ("default_tier",), f"unknown tier {self.default_tier!r}", self.default_tier
         for tenant, tier_name in self.tenants.items():

@@ -57,6 +57,7 @@ from slopolicy.core.queueing.deadlines import Deadlines
 from slopolicy.core.queueing.pacing import DispatchPace
 from slopolicy.core.queueing.prefill import PrefillGate
 from slopolicy.core.queueing.scheduler import LaneScheduler
+from slopolicy.core.queueing.seats import Seats
 from slopolicy.core.queueing.ttft import FirstTokenCheck
 from slopolicy.core.quota.tenants import TenantQuotas
 from slopolicy.core.request import Request
@@ -88,7 +89,7 @@ class PolicySpec:
             ``max_new_tokens``; :class:`~slopolicy.core.cost.outputs.OutputForecast`),
             growing as its answer passes it; ``None``: the worst case,
             ``prompt + max_new_tokens``.
-        max_running: requests the engine may run at once.
+        max_running: seats (sequences) the engine may run at once.
         pace: paces starts to a rate in cost units per second, or ``None``.
         max_tenants: tenant quota states kept before idle ones are evicted.
         targets: SLO targets per lane (lanes without an entry have none).
@@ -188,6 +189,12 @@ class Policy:
             [(lane.name, lane.weight, lane.queue_capacity) for lane in spec.router.lanes]
         )
         self.max_running = spec.max_running
+        #: The engine's running seats: one per sequence, lane caps and reserves.
+        self.seats = Seats(
+            spec.max_running,
+            {lane.name: lane.max_running for lane in spec.router.lanes},
+            {lane.name: lane.seat_reserve for lane in spec.router.lanes},
+        )
         self.pace = spec.pace
         horizon = spec.prefill_horizon
         #: Each lane's prefill gate (``None``: no gates). Per lane, so work of
@@ -222,7 +229,6 @@ class Policy:
         # lane's oldest one's age is a live queue-wait signal for the ladder.
         self._deadlines = Deadlines(lanes)
         self._running = 0
-        self._lane_running = dict.fromkeys(self._lanes, 0)
         self._now = float("-inf")
         self._submitted = 0
         self._outcomes = dict.fromkeys(Outcome, 0)
@@ -521,7 +527,7 @@ class Policy:
         started: list[Started] = []
         if len(expired) == max_expired and self._overdue(now):
             return Dispatch((), tuple(expired), event)
-        while self._running < self.max_running:
+        while not self.seats.full:
             entry = self._start_next(now, expired)
             if entry is None:
                 break
@@ -545,10 +551,8 @@ class Policy:
             return None  # the next start, whichever it is, waits for the rate
         while True:  # again only when a lost head left: the candidates changed
             for lane, entry in self._queues._candidates():  # they change only through it
-                cap = self._lanes[lane].max_running
-                if self.health.paused(lane) or (
-                    cap is not None and self._lane_running[lane] >= cap
-                ):
+                needed = self.seats.needed(lane, entry.request.sequences)
+                if self.health.paused(lane) or not self.seats.fits(lane, needed):
                     continue
                 gate = None if self.prefill is None else self.prefill[lane]
                 if gate is not None and not gate.ready(now):
@@ -558,13 +562,15 @@ class Policy:
                     expired.append(self._end_queued(entry, Outcome.EXPIRED, now))
                     break
                 if self.kv._reserve(entry.id, lane, entry.kv_blocks, now):
-                    self._start(lane, entry, gate, now)
+                    self._start(lane, entry, gate, needed, now)
                     return entry
             else:
                 return None
 
-    def _start(self, lane: str, entry: Entry, gate: PrefillGate | None, now: float) -> None:
-        """Start ``entry``, the head of ``lane`` whose KV is now reserved."""
+    def _start(
+        self, lane: str, entry: Entry, gate: PrefillGate | None, seats: int, now: float
+    ) -> None:
+        """Start ``entry``, the head of ``lane`` whose KV is now reserved, on ``seats`` seats."""
         self._queues._pop(lane)
         # Fair-queue counters are charged what is known to be served: the
         # prompt now, output tokens as they arrive (VTC's order), so nothing
@@ -581,7 +587,7 @@ class Policy:
         if entry.request.task is not None:
             self.tasks.started(entry.request.task, entry.id)
         self._running += 1
-        self._lane_running[lane] += 1
+        self.seats.take(entry.id, lane, seats)
 
     def next_deadline(self) -> float | None:
         """The earliest deadline among queued requests (monotonic seconds), or
@@ -596,7 +602,7 @@ class Policy:
         check_now(now)
         pace, gates = self.pace, self.prefill
         return (
-            self._running < self.max_running
+            not self.seats.full
             and (pace is None or pace._ready(now))
             and (gates is None or any(gate.ready(now) for gate in gates.values()))
         )
@@ -612,7 +618,7 @@ class Policy:
         if (
             (pace is None and gates is None)
             or len(self._entries) == self._running
-            or self._running >= self.max_running
+            or self.seats.full
         ):
             return None
         ready = self._now if pace is None else pace._ready_at(self._now)
@@ -754,7 +760,7 @@ class Policy:
             self.pace.settle(entry.cost, cost)
         self._charge_output(entry)
         self._running -= 1
-        self._lane_running[entry.lane] -= 1
+        self.seats.give(entry.id)
         del self._entries[entry.id]
         self._outcomes[end] += 1
         self._turn_ended(entry, end, now)

@@ -78,8 +78,11 @@ class LaneSpec:
         max_queue_wait: longest a request may wait before it expires (seconds).
         weight: share of dispatch relative to other lanes.
         kv_reserve: fraction of the KV pool only this lane may use (0-1).
-        max_running: requests of this lane running at once (``None``: no cap);
-            bounds how much of each engine iteration long prefills can take.
+        max_running: seats (sequences) this lane's requests hold at once
+            (``None``: no cap); bounds how much of each engine iteration long
+            prefills can take.
+        seat_reserve: running seats only this lane may take (see
+            :mod:`slopolicy.core.queueing.seats`).
         slo_deadline: a queued request leaves (``expired``) once it has waited
             its lane's latency target (TTFT, else e2e), when it can only miss.
         task: the lane's task objective (``None``: tasks are tracked, with no
@@ -99,6 +102,7 @@ class LaneSpec:
     max_running: int | None = None
     slo_deadline: bool = False
     task: TaskSLO | None = None
+    seat_reserve: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,7 +220,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
     def _check_work_conserving(self) -> None:
         # Invariant 4: after dispatch, no waiting head could start now.
         policy = self.policy
-        if policy.running >= policy.max_running:
+        if policy.seats.full:
             return
         if policy.pace is not None and not policy.pace.ready(self.now):
             queued = sum(policy.statistics().queued.values())
@@ -230,8 +230,8 @@ class PolicyLifecycle(RuleBasedStateMachine):
         gates = policy.prefill
         held = False
         for lane, entry in policy._queues.candidates():
-            if policy._lane_running[lane] >= (policy._lanes[lane].max_running or 10**9):
-                continue  # the lane's own cap holds it
+            if not policy.seats.fits(lane, policy.seats.needed(lane, entry.request.sequences)):
+                continue  # its seats are taken (the lane's cap, other lanes' reserves)
             gate = None if gates is None else gates[lane]
             if gate is not None and not gate.ready(self.now):
                 # Held back by its lane's prefill gate: the engine has that

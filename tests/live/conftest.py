@@ -35,6 +35,7 @@ pytest.importorskip("prometheus_client")
 
 from slopolicy.adapters.llamacpp import LlamaCppReading, LlamaCppScraper
 from slopolicy.adapters.openai import GatedOpenAI
+from slopolicy.adapters.slots import SlotPinning
 
 #: The shared server's shape: 4 slots of 1,024 tokens each.
 SLOTS = 4
@@ -76,16 +77,21 @@ def config(slots: int = SLOTS, context: int = CONTEXT, **overrides: Any) -> Poli
 
 @asynccontextmanager
 async def gated(
-    server: LlamaServer, policy: Policy | None = None, **scraping: Any
+    server: LlamaServer,
+    policy: Policy | None = None,
+    *,
+    slots: SlotPinning | None = None,
+    **scraping: Any,
 ) -> AsyncIterator[tuple[GatedOpenAI, LlamaCppScraper]]:
-    """The adapter over a Gate in front of ``server``, and a scraper of it."""
+    """The adapter over a Gate in front of ``server`` (``slots``: pinning its
+    requests), and a scraper of it."""
     policy = policy or Policy(config(server.slots, server.context))
     async with (
         LlamaCppScraper(server.url, **scraping) as scraper,
         Gate(policy) as gate,
         server.openai_client(timeout=60.0) as client,
     ):
-        yield GatedOpenAI(client, gate), scraper
+        yield GatedOpenAI(client, gate, slots=slots), scraper
 
 
 def chat(text: str) -> list[Any]:
