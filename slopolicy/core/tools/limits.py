@@ -127,6 +127,8 @@ class ToolLimits:
         signal: what the pool reports to the ladder's ``tool_timeout_rate``
             trigger: ``"timeouts"``, ``"failures"`` (timeouts and errors), or
             ``None`` (nothing: the default).
+        risk_horizon: seconds run per call that read as ``tool_risk`` 1 for
+            a tool with no ``timeout`` (see :mod:`slopolicy.core.tools.risk`).
     """
 
     tools: Mapping[str, ToolSpec] = field(default_factory=_default_tools)
@@ -135,6 +137,7 @@ class ToolLimits:
     window: float = 60.0
     min_calls: int = 10
     signal: str | None = None
+    risk_horizon: float = 10.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.tools, Mapping):
@@ -149,6 +152,7 @@ class ToolLimits:
         _positive_count("max_tenants", self.max_tenants)
         _positive_count("min_calls", self.min_calls)
         _positive_seconds("window", self.window, allow_none=False)
+        _positive_seconds("risk_horizon", self.risk_horizon, allow_none=False)
         if self.signal is not None and self.signal not in SIGNALS:
             raise UsageError(f"signal must be one of {SIGNALS} or None, not {shown(self.signal)}")
         object.__setattr__(self, "tools", tools)  # a copy: the caller's dict may change

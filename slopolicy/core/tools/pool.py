@@ -7,6 +7,7 @@ values. A host brackets each tool or retriever call it makes between turns::
     result = pool.acquire("acme", "search", now=t)   # ToolLease | ToolWaiting | ToolRefused
     ...                                              # a waiter starts when a release returns it
     started = pool.release(lease.id, now=t, outcome=ToolOutcome.OK)
+    risk = pool.risk(["search", "search"], now=t)     # a request's tool_risk, 0-1
 
 Rate limits (calls per second, per tool and per tenant in a tool) are
 contract limits: a call they cannot take now is refused ``rate_limited`` with
@@ -43,6 +44,7 @@ from slopolicy.core.tools.calls import (
 )
 from slopolicy.core.tools.limits import ToolLimits, _check_name, _positive_seconds
 from slopolicy.core.tools.rates import RollingRates
+from slopolicy.core.tools.risk import MAX_RISK_NAMES, combined, one_tool
 from slopolicy.core.tools.state import Group, TenantCalls, Waiter
 from slopolicy.errors import UsageError
 
@@ -291,8 +293,9 @@ class ToolPool:
         group.ended[outcome] += 1
         if outcome is not ToolOutcome.CANCELLED:  # a cancelled call says nothing of the tool
             timeout, error = outcome is ToolOutcome.TIMEOUT, outcome is ToolOutcome.ERROR
-            group.rates.record(now, timeout=timeout, error=error)
-            self._rates.record(now, timeout=timeout, error=error)
+            ran = now - lease.started_at
+            group.rates.record(now, timeout=timeout, error=error, seconds=ran)
+            self._rates.record(now, timeout=timeout, error=error, seconds=ran)
         groups: Iterable[Group] = (group,)
         if self._limits.tenant_max_concurrency is not None and state.waiting:
             groups = self._groups.values()  # its own waiters for other tools may fit now
@@ -402,6 +405,38 @@ class ToolPool:
             return None
         _, timeouts, errors = self._rates.rates(self._advance(now))
         return timeouts if kind == "timeouts" else min(1.0, timeouts + errors)
+
+    def risk(self, tools: Iterable[str], now: float) -> float:
+        """The ``tool_risk`` (0-1) of a request that leads to a call of each of
+        ``tools`` (a name once per call, at most :data:`MAX_RISK_NAMES`), from
+        what those tools have cost in the window at ``now``; see
+        :mod:`slopolicy.core.tools.risk`. An empty ``tools`` reads 0.0.
+
+        Raises :class:`UsageError`, changing nothing, for a bad name, a name
+        no limits cover, or too many names."""
+        if isinstance(tools, str) or not isinstance(tools, Iterable):
+            raise UsageError(f"tools must be an iterable of tool names, not {shown(tools)}")
+        times: dict[str, int] = {}
+        for count, tool in enumerate(tools, 1):
+            if count > MAX_RISK_NAMES:
+                raise UsageError(f"tools must name at most {MAX_RISK_NAMES} calls")
+            _check_name("a tool name", tool)
+            spec = self._limits.spec(tool)
+            if spec is None:
+                raise UsageError(f"no limits cover tool {tool!r}: it has no risk to read")
+            times[spec.name] = times.get(spec.name, 0) + 1
+        now = self._advance(now)
+        limits = self._limits
+        risks = []
+        for name, count in times.items():
+            group = self._groups[name]
+            calls, timeouts, errors, seconds = group.rates.totals(now)
+            horizon = limits.risk_horizon if group.spec.timeout is None else group.spec.timeout
+            risk = one_tool(
+                calls, timeouts + errors, seconds, min_calls=limits.min_calls, horizon=horizon
+            )
+            risks.append((risk, count))
+        return combined(risks)
 
     def statistics(self, now: float) -> ToolPoolStatistics:
         """A frozen snapshot at ``now`` (monotonic seconds)."""
