@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from slopolicy.core.checks import MAX_COUNT, shown
 from slopolicy.errors import UsageError
 
-__all__ = ("ANY_TOOL", "SIGNALS", "ToolLimits", "ToolSpec")
+__all__ = ("ANY_TOOL", "SIGNALS", "ToolLimits", "ToolSpec", "check_call")
 
 #: The spec that covers every tool name the limits do not list.
 ANY_TOOL = "*"
@@ -48,6 +48,14 @@ def _positive_seconds(name: str, value: object, *, allow_none: bool = True) -> N
         or not (math.isfinite(value) and 1e-6 <= value <= 1e9)
     ):
         raise UsageError(f"{name} must be finite seconds in [1e-6, 1e9], not {shown(value)}")
+
+
+def check_call(tenant: object, tool: object, timeout: object) -> None:
+    """Raise :class:`UsageError` unless ``tenant`` and ``tool`` are names and
+    ``timeout`` is ``None`` or seconds within [1e-6, 1e9]: a call's arguments."""
+    _check_name("tenant", tenant)
+    _check_name("tool", tool)
+    _positive_seconds("timeout", timeout)
 
 
 def _rate_pair(where: str, rate: float | None, burst: float | None) -> None:

@@ -42,7 +42,7 @@ from slopolicy.core.tools.calls import (
     ToolStatistics,
     ToolWaiting,
 )
-from slopolicy.core.tools.limits import ToolLimits, _check_name, _positive_seconds
+from slopolicy.core.tools.limits import ToolLimits, _check_name, check_call
 from slopolicy.core.tools.rates import RollingRates
 from slopolicy.core.tools.risk import MAX_RISK_NAMES, combined, one_tool
 from slopolicy.core.tools.state import Group, TenantCalls, Waiter
@@ -115,9 +115,7 @@ class ToolPool:
         its lease), or a :class:`ToolRefused` (nothing held). ``timeout``
         (seconds) is how long the call may run, capped by the tool's own.
         """
-        _check_name("tenant", tenant)
-        _check_name("tool", tool)
-        _positive_seconds("timeout", timeout)
+        check_call(tenant, tool, timeout)
         now = self._advance(now)
         spec = self._limits.spec(tool)
         if spec is None:
