@@ -72,6 +72,7 @@ async def test_waited_and_run_time_counts_against_the_tasks_budget() -> None:
         budget = gate.policy.tasks.budget(TaskRef("t", 1, expected_turns=3), gate.clock())
         assert budget.tool_s == pytest.approx(call.time_s + by_id.time_s) == pytest.approx(3.4)
         assert budget.remaining == pytest.approx(10.0 - (gate.clock() - start))
+        assert budget.remaining is not None
         assert budget.per_turn == pytest.approx(budget.remaining / 2)
         await _turn(gate, TaskRef("t", 1, expected_turns=3))  # the task goes on
         # A call without a task, or of a task not under way, counts against nothing.
