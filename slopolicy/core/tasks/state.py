@@ -11,7 +11,14 @@ from slopolicy.core.specs import TaskSLO
 from slopolicy.core.tasks.records import TaskRefusal
 from slopolicy.core.tasks.ref import TaskRef
 
-__all__ = ("NO_SLO", "TaskState", "lost_refusal", "new_task_refusal", "task_deadline")
+__all__ = (
+    "NO_SLO",
+    "TaskState",
+    "foreign_refusal",
+    "lost_refusal",
+    "new_task_refusal",
+    "task_deadline",
+)
 
 #: The task SLO of a lane without one: the task's own deadline only.
 NO_SLO = TaskSLO()
@@ -70,6 +77,11 @@ def lost_refusal(ref: TaskRef) -> TaskRefusal:
         f"task {ref.id!r} has passed its deadline; turn {ref.turn} cannot make it complete",
         408,
     )
+
+
+def foreign_refusal(task_id: str) -> TaskRefusal:
+    """The refusal of a turn or tool call naming another tenant's task."""
+    return TaskRefusal(Reason.TASK_OUT_OF_ORDER, f"task {task_id!r} belongs to another tenant", 409)
 
 
 def new_task_refusal(

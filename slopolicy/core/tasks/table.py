@@ -42,6 +42,7 @@ from slopolicy.core.tasks.ref import TaskRef
 from slopolicy.core.tasks.state import (
     NO_SLO,
     TaskState,
+    foreign_refusal,
     lost_refusal,
     new_task_refusal,
     task_deadline,
@@ -142,9 +143,7 @@ class TaskTable:
         if task is None:
             return None
         if task.tenant != tenant:
-            return TaskRefusal(
-                Reason.TASK_OUT_OF_ORDER, f"task {task_id!r} belongs to another tenant", 409
-            )
+            return foreign_refusal(task_id)
         if task.deadline is not None and now >= task.deadline:
             return TaskRefusal(
                 Reason.TASK_DEADLINE_LOST,
@@ -222,9 +221,7 @@ class TaskTable:
                 )
             return new_task_refusal(ref, lane, slo, self.active(lane), self.waiting(lane), now)
         if task.tenant != tenant:
-            return TaskRefusal(
-                Reason.TASK_OUT_OF_ORDER, f"task {ref.id!r} belongs to another tenant", 409
-            )
+            return foreign_refusal(ref.id)
         if task.deadline is not None and now >= task.deadline:
             return lost_refusal(ref)
         if task.live is not None:

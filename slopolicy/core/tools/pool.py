@@ -42,9 +42,9 @@ from slopolicy.core.tools.calls import (
     ToolStatistics,
     ToolWaiting,
 )
-from slopolicy.core.tools.limits import ToolLimits, _check_name, check_call
+from slopolicy.core.tools.limits import ToolLimits, check_call
 from slopolicy.core.tools.rates import RollingRates
-from slopolicy.core.tools.risk import MAX_RISK_NAMES, combined, one_tool
+from slopolicy.core.tools.risk import calls_per_tool, combined, tool_risk
 from slopolicy.core.tools.state import Group, TenantCalls, Waiter
 from slopolicy.errors import UsageError
 
@@ -406,35 +406,18 @@ class ToolPool:
 
     def risk(self, tools: Iterable[str], now: float) -> float:
         """The ``tool_risk`` (0-1) of a request that leads to a call of each of
-        ``tools`` (a name once per call, at most :data:`MAX_RISK_NAMES`), from
+        ``tools`` (a name once per call, at most 1,024), from
         what those tools have cost in the window at ``now``; see
         :mod:`slopolicy.core.tools.risk`. An empty ``tools`` reads 0.0.
 
         Raises :class:`UsageError`, changing nothing, for a bad name, a name
         no limits cover, or too many names."""
-        if isinstance(tools, str) or not isinstance(tools, Iterable):
-            raise UsageError(f"tools must be an iterable of tool names, not {shown(tools)}")
-        times: dict[str, int] = {}
-        for count, tool in enumerate(tools, 1):
-            if count > MAX_RISK_NAMES:
-                raise UsageError(f"tools must name at most {MAX_RISK_NAMES} calls")
-            _check_name("a tool name", tool)
-            spec = self._limits.spec(tool)
-            if spec is None:
-                raise UsageError(f"no limits cover tool {tool!r}: it has no risk to read")
-            times[spec.name] = times.get(spec.name, 0) + 1
+        calls = calls_per_tool(self._limits, tools)
         now = self._advance(now)
-        limits = self._limits
-        risks = []
-        for name, count in times.items():
-            group = self._groups[name]
-            calls, timeouts, errors, seconds = group.rates.totals(now)
-            horizon = limits.risk_horizon if group.spec.timeout is None else group.spec.timeout
-            risk = one_tool(
-                calls, timeouts + errors, seconds, min_calls=limits.min_calls, horizon=horizon
-            )
-            risks.append((risk, count))
-        return combined(risks)
+        return combined(
+            (tool_risk(self._groups[name].rates, self._groups[name].spec, self._limits, now), times)
+            for name, times in calls.items()
+        )
 
     def statistics(self, now: float) -> ToolPoolStatistics:
         """A frozen snapshot at ``now`` (monotonic seconds)."""

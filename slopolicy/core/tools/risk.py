@@ -22,17 +22,43 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-__all__ = ("MAX_RISK_NAMES", "combined", "one_tool")
+from slopolicy.core.checks import shown
+from slopolicy.core.tools.limits import ToolLimits, ToolSpec, _check_name
+from slopolicy.core.tools.rates import RollingRates
+from slopolicy.errors import UsageError
+
+__all__ = ("MAX_RISK_NAMES", "calls_per_tool", "combined", "tool_risk")
 
 #: The most tool names one :meth:`~slopolicy.core.tools.ToolPool.risk` call takes.
 MAX_RISK_NAMES = 1024
 
 
-def one_tool(calls: int, failed: int, seconds: float, *, min_calls: int, horizon: float) -> float:
-    """One tool's risk from its window's ``calls``, ``failed`` calls (timeouts
-    and errors) and ``seconds`` run; ``horizon`` is the seconds that read as 1."""
-    base = max(calls, min_calls)
-    return min(1.0, max(failed / base, seconds / base / horizon))
+def calls_per_tool(limits: ToolLimits, tools: object) -> dict[str, int]:
+    """The calls ``tools`` names, per configured tool (the spec covering each
+    name); raises :class:`UsageError` for anything but at most
+    :data:`MAX_RISK_NAMES` names the limits cover."""
+    if isinstance(tools, str) or not isinstance(tools, Iterable):
+        raise UsageError(f"tools must be an iterable of tool names, not {shown(tools)}")
+    calls: dict[str, int] = {}
+    for count, tool in enumerate(tools, 1):
+        if count > MAX_RISK_NAMES:
+            raise UsageError(f"tools must name at most {MAX_RISK_NAMES} calls")
+        _check_name("a tool name", tool)
+        spec = limits.spec(tool)
+        if spec is None:
+            raise UsageError(f"no limits cover tool {tool!r}: it has no risk to read")
+        calls[spec.name] = calls.get(spec.name, 0) + 1
+    return calls
+
+
+def tool_risk(rates: RollingRates, spec: ToolSpec, limits: ToolLimits, now: float) -> float:
+    """One tool's risk from its window at ``now``: the larger of its failure
+    share and its time share (its ``timeout``, else ``limits.risk_horizon``,
+    reading as 1)."""
+    calls, timeouts, errors, seconds = rates.totals(now)
+    horizon = limits.risk_horizon if spec.timeout is None else spec.timeout
+    base = max(calls, limits.min_calls)
+    return min(1.0, max((timeouts + errors) / base, seconds / base / horizon))
 
 
 def combined(risks: Iterable[tuple[float, int]]) -> float:
