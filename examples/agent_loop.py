@@ -3,8 +3,9 @@
 Run it: ``python examples/agent_loop.py``. Each turn carries a ``TaskRef``
 (task id, turn index, expected turns, the task's deadline); the policy keeps
 the turns in order, refuses a turn once its task cannot finish in time, and
-counts task completion per lane and tenant. The engine and the tool are
-in-process fakes; put your own in their place.
+counts task completion per lane and tenant; the tool calls between turns go
+through ``gate.tool(..., task=...)``, so their time counts against the task.
+The engine and the tool are in-process fakes; put your own in their place.
 """
 
 from __future__ import annotations
@@ -55,7 +56,13 @@ async def run_task(gate: Gate, engine: FakeEngine, task_id: str, turns: int) -> 
             return False
         done = ticket.finished
         assert done is not None
-        context += f"\n[answer {turn}]\n" + await call_tool(done.output_tokens)
+        ref = request.task
+        try:  # the tool call's time counts against the task (its budget's tool_s)
+            async with gate.tool(tenant="acme", name="search", task=ref):
+                context += f"\n[answer {turn}]\n" + await call_tool(done.output_tokens)
+        except Rejected as error:  # task_deadline_lost: the task ran out of time meanwhile
+            print(f"{task_id}: tool call after turn {turn} refused ({error.code})")
+            return False
     return True
 
 

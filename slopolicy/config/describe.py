@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from slopolicy.config.lanes import LaneConfig, LaneSLO
+from slopolicy.config.lanes import LaneConfig, LaneSLO, LaneTaskSLO
 from slopolicy.config.policy import PolicyConfig
 from slopolicy.config.tenants import TierConfig
+from slopolicy.config.tools import ToolConfig
+from slopolicy.core.tools.limits import ANY_TOOL
 
 __all__ = ("describe",)
 
@@ -18,6 +20,7 @@ def describe(config: PolicyConfig) -> str:
         _kv(config),
         _engine(config),
         _ladder(config),
+        _tools(config),
     ]
     return "\n\n".join(sections)
 
@@ -85,7 +88,26 @@ def _lanes(config: PolicyConfig) -> str:
             f"{pad}queue {lane.queue_capacity:,}, max wait {_seconds(lane.max_queue_wait_s)}, "
             f"weight {lane.weight:g} ({share:.0%} of dispatch under contention){reserve}"
         )
+        if lane.task is not None:
+            lines.append(f"{pad}agent tasks: {_task(lane.task)}")
     return "\n".join(lines)
+
+
+def _task(task: LaneTaskSLO) -> str:
+    within = (
+        ""
+        if task.deadline_s is None
+        else f", the last within {_seconds(task.deadline_s)} of the first"
+    )
+    parts = [
+        f"every turn must succeed{within}",
+        f"abandoned after {_seconds(task.idle_timeout_s)} without a turn",
+    ]
+    if task.max_tasks is not None:
+        parts.append(f"at most {task.max_tasks:,} under way (new ones deferred)")
+    if task.hold_new_tasks:
+        parts.append("new tasks held while turns of running ones wait")
+    return "; ".join(parts)
 
 
 def _tier_line(name: str, tier: TierConfig, config: PolicyConfig) -> str:
@@ -176,4 +198,51 @@ def _ladder(config: PolicyConfig) -> str:
     ]
     for index, rung in enumerate(ladder.rungs, 1):
         lines.append(f"  {index}. {rung}")
+    return "\n".join(lines)
+
+
+_SIGNALS = {
+    "off": "the ladder reads no tool rate",
+    "timeouts": "the tool timeout rate feeds the ladder",
+    "failures": "the tool failure rate (timeouts and errors) feeds the ladder",
+}
+
+
+def _tool_line(tool: ToolConfig) -> str:
+    parts = []
+    if tool.max_concurrency is not None:
+        parts.append(f"{tool.max_concurrency:,} at once")
+    if tool.tenant_max_concurrency is not None:
+        parts.append(f"{tool.tenant_max_concurrency:,} at once per tenant")
+    if tool.rate is not None and tool.burst is not None:
+        parts.append(f"{_number(tool.rate)} calls/s (burst {_number(tool.burst)})")
+    if tool.tenant_rate is not None and tool.tenant_burst is not None:
+        parts.append(
+            f"{_number(tool.tenant_rate)} calls/s per tenant (burst {_number(tool.tenant_burst)})"
+        )
+    if tool.timeout_s is not None:
+        parts.append(f"timeout {_seconds(tool.timeout_s)}")
+    if tool.max_wait_s is not None:
+        parts.append(f"waits at most {_seconds(tool.max_wait_s)}")
+    if not parts:
+        return "no limits"
+    return ", ".join(parts) + f"; {tool.max_waiting:,} may wait"
+
+
+def _tools(config: PolicyConfig) -> str:
+    tools = config.tools
+    lines = ["Tool calls (gate.tool):"]
+    for name, tool in tools.limits.items():
+        label = name if name != ANY_TOOL else "every tool" if len(tools.limits) == 1 else "others"
+        lines.append(f"  {label}: {_tool_line(tool)}")
+    if ANY_TOOL not in tools.limits:
+        lines.append("  tools not listed are refused (unknown_tool, 400)")
+    if tools.tenant_max_concurrency is not None:
+        lines.append(f"  a tenant's calls at once, all tools: {tools.tenant_max_concurrency:,}")
+    signal = _SIGNALS[tools.ladder_signal]
+    lines.append(
+        f"  rates over {_seconds(tools.window_s)} (divided by at least {tools.min_calls:,} calls); "
+        f"{signal}; tool_risk 1 at {_seconds(tools.risk_horizon_s)} run per call "
+        "(for a tool without timeout_s)"
+    )
     return "\n".join(lines)

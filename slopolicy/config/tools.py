@@ -82,6 +82,8 @@ class ToolsConfig(ConfigModel):
         ladder_signal: what feeds the ladder's ``tool_timeout_rate`` trigger
             and the diagnoser: ``timeouts``, ``failures`` (timeouts and
             errors), or ``off`` (the default: nothing).
+        risk_horizon_s: seconds run per call that read as ``tool_risk`` 1
+            for a tool with no ``timeout_s`` (``policy.tools.risk``).
     """
 
     limits: dict[ToolName, ToolConfig] = {ANY_TOOL: ToolConfig()}
@@ -90,6 +92,7 @@ class ToolsConfig(ConfigModel):
     window_s: Seconds = 60.0
     min_calls: Count = 10
     ladder_signal: Literal["off", "timeouts", "failures"] = "off"
+    risk_horizon_s: Seconds = 10.0
 
     def to_limits(self) -> ToolLimits:
         """The plain core value the tool pool is built from."""
@@ -100,4 +103,5 @@ class ToolsConfig(ConfigModel):
             window=self.window_s,
             min_calls=self.min_calls,
             signal=None if self.ladder_signal == "off" else self.ladder_signal,
+            risk_horizon=self.risk_horizon_s,
         )

@@ -57,7 +57,7 @@ from slopolicy.runtime.loop import (
 from slopolicy.runtime.quota import LocalQuota, QuotaStrategy
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
-from slopolicy.runtime.tools import ToolCall, ToolCalls
+from slopolicy.runtime.tools import TaskKey, ToolCall, ToolCalls
 from slopolicy.runtime.waiting import GateAdmission, Waiter
 from slopolicy.telemetry.config import Telemetry, recorder_for
 
@@ -248,15 +248,18 @@ class Gate:
             raise WouldBlock(waiter.decision)
         return self._ticket(waiter)
 
-    def tool(self, *, tenant: str, name: str, timeout_s: float | None = None) -> ToolCall:
+    def tool(
+        self, *, tenant: str, name: str, timeout_s: float | None = None, task: TaskKey = None
+    ) -> ToolCall:
         """A tool or retriever call of ``tenant``'s, between turns:
         ``async with gate.tool(tenant=t, name="search") as call: ...``.
 
         Waits fairly for a slot under ``policy.tools``'s limits, runs the body
         under ``timeout_s`` (seconds; the tool's own if shorter) and gives the
-        slot back exactly once; see :mod:`slopolicy.runtime.tools`.
+        slot back exactly once; ``task`` (a ``TaskRef`` or task id) counts the
+        call's time against that task; see :mod:`slopolicy.runtime.tools`.
         """
-        return ToolCall(self._tools, tenant, name, timeout_s)
+        return ToolCall(self._tools, tenant, name, timeout_s, task)
 
     async def _admit(self, request: Request, admission: GateAdmission | None = None) -> Ticket:
         # The request arrives (and may start) when the caller asks, not one

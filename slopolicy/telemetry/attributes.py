@@ -166,6 +166,10 @@ class AttributeSets:
             return self._other((n.TOOL, tool), (n.TENANT, tenant))
         return self._other((n.TOOL, tool), (n.TENANT, tenant), (n.TOOL_RESULT, result))
 
+    def task(self, lane: str, tenant: str, outcome: str) -> Attrs:
+        """An ended agent task: its lane, a tenant label and its outcome."""
+        return self._other((n.LANE, lane), (n.TENANT, tenant), (n.TASK_OUTCOME, outcome))
+
     def _other(self, *pairs: tuple[str, str]) -> Attrs:
         found = self._others.get(pairs)
         if found is None:

@@ -146,6 +146,7 @@ class Instruments:
         "queue_wait",
         "sources",
         "stalls",
+        "task_duration",
         "tbt",
         "token_usage",
         "tool_calls",
@@ -235,6 +236,13 @@ class Instruments:
             n.TOOL_DURATION,
             unit="s",
             description="Time a tool call ran holding its slot, by how it ended.",
+            explicit_bucket_boundaries_advisory=n.LATENCY_BUCKETS,
+        )
+        self.task_duration = histogram(
+            n.TASK_DURATION,
+            unit="s",
+            description="End-to-end time of each agent task as it ends (first turn's admission "
+            "to its end), by lane, tenant and outcome: completed, failed or abandoned.",
             explicit_bucket_boundaries_advisory=n.LATENCY_BUCKETS,
         )
         self.tool_calls = meter.create_counter(

@@ -125,6 +125,12 @@ class TopLabels:
                 self._count(name)
             return self._labels.get(name, OTHER)
 
+    def peek(self, name: str) -> str:
+        """The attribute value ``name`` is reported under now, without counting
+        it as a request (the ranking follows requests only)."""
+        with self._lock:
+            return self._labels.get(name, OTHER)
+
     def _count(self, name: str) -> None:
         counts = self._counts
         count = counts.get(name)

@@ -57,6 +57,9 @@ TOOL_DURATION: Final = "slopolicy.tool.duration"
 #: Counter: tool calls by how they ended (``ok``, ``error``, ``timeout``,
 #: ``cancelled``) or the reason they were refused.
 TOOL_CALLS: Final = "slopolicy.tool.calls"
+#: Histogram, seconds: each agent task's end-to-end time as it ends, by lane,
+#: tenant label and outcome (its count per outcome is the task completion rate).
+TASK_DURATION: Final = "slopolicy.task.duration"
 # Observable (read from the policy when a reader collects).
 KV_UTILIZATION: Final = "slopolicy.kv.utilization"
 KV_USAGE: Final = "slopolicy.kv.usage"
@@ -99,6 +102,8 @@ REQUESTED_MODEL: Final = "slopolicy.request.requested_model"
 #: A tool's configured name (``*`` for the unlisted ones, ``other`` for a refused unknown one).
 TOOL: Final = "slopolicy.tool.name"
 TOOL_RESULT: Final = "slopolicy.tool.result"
+#: How an agent task ended: ``completed``, ``failed`` or ``abandoned``.
+TASK_OUTCOME: Final = "slopolicy.task.outcome"
 
 #: The value every tenant or model outside the named set is reported as.
 OTHER: Final = "other"

@@ -1,7 +1,7 @@
 """One gate's recorder: the calls a :class:`~slopolicy.Gate` makes as events happen.
 
 A decision at submit, a dispatch, each gap between chunks of a stream, a
-request's end, and, while the gate is
+request's end, a tool call's, an agent task's end, and, while the gate is
 open, the task that serves the observable gauges. Everything is recorded
 through ``opentelemetry-api``; nothing here sets a global provider.
 """
@@ -21,6 +21,7 @@ from slopolicy.core.lifecycle import Dispatch
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy
 from slopolicy.core.request import Request
+from slopolicy.core.tasks.records import TaskEnded
 from slopolicy.core.tools.calls import ToolLease, ToolOutcome, ToolRefused
 from slopolicy.telemetry import names as n
 from slopolicy.telemetry import spans
@@ -261,11 +262,23 @@ class Recorder:
             tool = n.OTHER if group is None else group
             self._instruments.tool_calls.add(1, self._sets.tool(tool, tenant, refused.reason.value))
 
+    def task_ended(self, ended: TaskEnded) -> None:
+        """An agent task ended (the policy's task trackers hand it on): its
+        end-to-end time, by lane, tenant label and outcome. The tenant label
+        is looked up, not counted: tenants are ranked by requests."""
+        telemetry = self._telemetry
+        if telemetry.listening():
+            tenant = telemetry.tenants.peek(ended.tenant)
+            attrs = self._sets.task(ended.lane, tenant, ended.outcome.value)
+            self._instruments.task_duration.record(max(0.0, ended.e2e), attrs)
+
     async def watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve the gauges while the gate is open (the gate runs this as a task)."""
+        """Serve the gauges, and count ended tasks, while the gate is open (the
+        gate runs this as a task)."""
         source = GaugeSource(self._policy, self._telemetry.attributes)
         instruments = self._instruments
         instruments.attach(source)
+        stop = self._policy.task_trackers.listen(self.task_ended)
         try:
             task_status.started()
             every = self._telemetry.refresh_every
@@ -274,6 +287,7 @@ class Recorder:
                 if source.observed:
                     source.publish(anyio.current_time())
         finally:
+            stop()
             instruments.detach(source)
 
 

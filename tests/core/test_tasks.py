@@ -253,3 +253,42 @@ def test_under_the_ladder_first_turns_are_shed_and_turns_under_way_go_on() -> No
     assert isinstance(shed, Defer)
     assert shed.reason is Reason.OVERLOAD_SHED
     assert policy.submit(_turn("a", 1), 1.0).accepted
+
+
+def test_tool_time_counts_against_a_task_under_way_and_restarts_its_idle_timer() -> None:
+    table = TaskTable()
+    slo = TaskSLO(deadline=30.0, idle_timeout=5.0)
+    ref = TaskRef("t", 0, expected_turns=2)
+    table.admitted(ref, "r0", "a", "lane", slo, 0.0)
+    table.turn_ended(ref, "r0", Outcome.COMPLETED, 1.0)
+    assert table.tool_check("t", "a", 2.0) is None
+    assert table.tool_deadline("t") == 30.0
+    table.tool_used("t", 4.0, 5.0)
+    table.tool_used("t", 4.0, 9.0)  # 8 s since the turn: idle, were it not for the calls
+    assert table.sweep(9.0) == []
+    assert table.budget(TaskRef("t", 1, expected_turns=2), 9.0).tool_s == 8.0
+    assert [e.why for e in table.sweep(14.0)] == ["idle"]  # 5 s after the last call
+    table.tool_used("t", 1.0, 15.0)  # a task not held: nothing counts
+    assert table.tool_deadline("t") is None
+    assert table.tool_check("t", "a", 15.0) is None
+
+
+def test_tool_calls_of_a_lost_or_foreign_task_are_refused() -> None:
+    table = TaskTable()
+    table.admitted(TaskRef("t", 0), "r0", "a", "lane", TaskSLO(deadline=10.0), 0.0)
+    foreign = table.tool_check("t", "b", 1.0)
+    assert foreign is not None
+    assert foreign.reason is Reason.TASK_OUT_OF_ORDER
+    lost = table.tool_check("t", "a", 10.0)
+    assert lost is not None
+    assert (lost.reason, lost.http_status) == (Reason.TASK_DEADLINE_LOST, 408)
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan"), float("inf"), "2", True])
+def test_bad_tool_time_raises_and_changes_nothing(seconds: object) -> None:
+    table = TaskTable()
+    ref = TaskRef("t", 0)
+    table.admitted(ref, "r0", "a", "lane", None, 0.0)
+    with pytest.raises(UsageError, match="seconds"):
+        table.tool_used("t", seconds, 1.0)  # type: ignore[arg-type]
+    assert table.budget(ref, 1.0).tool_s == 0.0

@@ -62,6 +62,7 @@ class TaskMachine(RuleBasedStateMachine):
         self.completed: dict[str, int] = {}  # the last turn completed, per task
         self.live: dict[str, TaskRef] = {}  # request id -> its turn
         self.opened: dict[str, int] = {}  # the turn each task was first admitted at
+        self.tool_s: dict[str, float] = {}  # tool seconds counted, per task under way
 
     def _send(self, ref: TaskRef) -> None:
         self.sent += 1
@@ -118,6 +119,23 @@ class TaskMachine(RuleBasedStateMachine):
     @rule(dt=st.sampled_from([0.5, 3.0, 10.0, 20.0]))
     def advance(self, dt: float) -> None:
         self.now += dt
+
+    @precondition(lambda self: self.tasks)
+    @rule(data=st.data(), seconds=st.sampled_from([0.0, 2.0, 12.0]))
+    def tool_call(self, data: st.DataObject, seconds: float) -> None:
+        """The host's tool call for a task, between its turns (or during one)."""
+        task = f"task{data.draw(st.integers(1, self.tasks))}"
+        self.now += seconds
+        if task in self.policy.tasks:
+            self.tool_s[task] = self.tool_s.get(task, 0.0) + seconds
+        self.policy.tasks.tool_used(task, seconds, self.now)
+
+    @invariant()
+    def tool_time_is_counted_once_per_call(self) -> None:
+        for task, turns in self.turns.items():
+            if task in self.policy.tasks:
+                budget = self.policy.tasks.budget(TaskRef(task, 0, expected_turns=turns), self.now)
+                assert budget.tool_s == self.tool_s.get(task, 0.0)
 
     @invariant()
     def one_turn_of_a_task_at_a_time(self) -> None:

@@ -46,6 +46,18 @@ def test_the_heaviest_tenants_are_named_from_the_next_rerank_on() -> None:
     assert labels.statistics().tracked <= 64  # the summary's capacity
 
 
+def test_peek_reports_the_label_without_counting_a_request() -> None:
+    labels = TopLabels(["vip"], top=1, every=4, min_count=1)
+    for _ in range(100):
+        assert labels.peek("busy") == "other"  # peeks never rank "busy"
+    assert labels.statistics().observed == 0
+    assert labels.peek("vip") == "vip"
+    for _ in range(4):
+        labels.label("busy")
+    assert labels.peek("busy") == "busy"
+    assert labels.statistics().observed == 4
+
+
 def test_a_hundred_thousand_equal_tenants_name_nobody() -> None:
     labels = TopLabels(top=10)
     values = set(_feed(labels, [f"tenant-{k}" for k in range(100_000)]))

@@ -45,13 +45,16 @@ class TaskEnded:
 @dataclass(frozen=True, slots=True)
 class TaskBudget:
     """What is left of a task's time: ``remaining`` seconds to its deadline,
-    ``turns_left`` (this one included) when known, and ``per_turn``, the
-    remaining time shared evenly over them (``None`` where unknown)."""
+    ``turns_left`` (this one included) when known, ``per_turn``, the
+    remaining time shared evenly over them (``None`` where unknown), and
+    ``tool_s``, the seconds of tool calls (waited plus ran) the host has made
+    for it through ``gate.tool(task=...)``, already gone from ``remaining``."""
 
     deadline: float | None
     remaining: float | None
     turns_left: int | None
     per_turn: float | None
+    tool_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

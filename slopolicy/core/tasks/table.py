@@ -27,6 +27,7 @@ import heapq
 import itertools
 from collections import OrderedDict
 
+from slopolicy.core.checks import MAX_NOW, is_number, shown
 from slopolicy.core.outcome import Outcome
 from slopolicy.core.reasons import Reason
 from slopolicy.core.specs import TaskSLO
@@ -38,53 +39,20 @@ from slopolicy.core.tasks.records import (
     TaskStatistics,
 )
 from slopolicy.core.tasks.ref import TaskRef
+from slopolicy.core.tasks.state import (
+    NO_SLO,
+    TaskState,
+    foreign_refusal,
+    lost_refusal,
+    new_task_refusal,
+    task_deadline,
+)
 from slopolicy.errors import UsageError
 
 __all__ = ("TaskTable",)
 
-_NO_SLO = TaskSLO()
 # The weight of the latest gap between turns in the lane's moving average.
 _GAP_WEIGHT = 0.05
-
-
-class _Task:
-    __slots__ = (
-        "deadline",
-        "id",
-        "idle_timeout",
-        "lane",
-        "live",
-        "live_turn",
-        "next_turn",
-        "started_at",
-        "tenant",
-        "touched",
-        "turns",
-        "version",
-        "waiting",
-    )
-
-    def __init__(self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO, now: float) -> None:
-        self.id = ref.id
-        self.tenant = tenant
-        self.lane = lane
-        self.started_at = now
-        self.deadline = _deadline(ref, slo, now)
-        self.idle_timeout = slo.idle_timeout
-        self.live: str | None = None  # the id of the turn queued or running
-        self.live_turn = 0
-        self.next_turn = 0  # the lowest turn index accepted next
-        self.turns = 0
-        self.touched = now
-        self.version = 0
-        self.waiting = False  # its live turn continues it and is still queued
-
-
-def _deadline(ref: TaskRef, slo: TaskSLO, start: float) -> float | None:
-    lane = None if slo.deadline is None else start + slo.deadline
-    if ref.deadline is None or lane is None:
-        return ref.deadline if lane is None else lane
-    return min(ref.deadline, lane)
 
 
 class TaskTable:
@@ -114,7 +82,7 @@ class TaskTable:
                 raise UsageError(f"{name} must be an int >= {least}, got {value!r}")
         self._max_tasks = max_tasks
         self._max_ended = max_ended
-        self._tasks: OrderedDict[str, _Task] = OrderedDict()  # least recently active first
+        self._tasks: OrderedDict[str, TaskState] = OrderedDict()  # least recently active first
         self._ended: OrderedDict[str, tuple[TaskOutcome, float | None]] = OrderedDict()
         self._active: dict[str, int] = {}  # tasks under way per lane
         self._counts = dict.fromkeys(TaskOutcome, 0)
@@ -151,16 +119,59 @@ class TaskTable:
         task = self._tasks.get(ref.id)
         if task is not None:
             return task.deadline
-        return _deadline(ref, slo or _NO_SLO, now)
+        return task_deadline(ref, slo or NO_SLO, now)
 
     def budget(self, ref: TaskRef, now: float) -> TaskBudget:
-        """What is left of ``ref``'s task's time at ``now``, for this turn."""
+        """What is left of ``ref``'s task's time at ``now``, for this turn, and
+        the tool time it has spent (:meth:`tool_used`)."""
         task = self._tasks.get(ref.id)
         deadline = None if task is None else task.deadline
         remaining = None if deadline is None else max(0.0, deadline - now)
         left = ref.turns_left
         share = None if remaining is None or left is None else remaining / left
-        return TaskBudget(deadline, remaining, left, share)
+        return TaskBudget(deadline, remaining, left, share, 0.0 if task is None else task.tool_s)
+
+    # -- tool calls between turns -------------------------------------------------
+
+    def tool_check(self, task_id: str, tenant: str, now: float) -> TaskRefusal | None:
+        """Why ``tenant``'s tool call for task ``task_id`` may not start at
+        ``now``, or ``None``. A read. A task past its deadline refuses it
+        (``task_deadline_lost``, 408: it cannot finish), as does another
+        tenant's task (``task_out_of_order``, 409); a task the table does not
+        hold (ended, or not begun here) refuses nothing."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            return None
+        if task.tenant != tenant:
+            return foreign_refusal(task_id)
+        if task.deadline is not None and now >= task.deadline:
+            return TaskRefusal(
+                Reason.TASK_DEADLINE_LOST,
+                f"task {task_id!r} has passed its deadline; its tool calls cannot help it finish",
+                408,
+            )
+        return None
+
+    def tool_deadline(self, task_id: str) -> float | None:
+        """The deadline of task ``task_id`` under way (monotonic seconds): the
+        latest a tool call for it should run or wait until; ``None`` if it has
+        none or the table does not hold it."""
+        task = self._tasks.get(task_id)
+        return None if task is None else task.deadline
+
+    def tool_used(self, task_id: str, seconds: float, now: float) -> None:
+        """Count ``seconds`` (>= 0) of a tool call that ended at ``now`` against
+        task ``task_id`` (its :meth:`budget`'s ``tool_s``). A task between turns
+        is not idle while it calls tools: its idle timer restarts at ``now``.
+        A task the table does not hold changes nothing."""
+        if not (is_number(seconds) and 0.0 <= seconds <= MAX_NOW):
+            raise UsageError(f"seconds must be a finite number >= 0, not {shown(seconds)}")
+        task = self._tasks.get(task_id) if isinstance(task_id, str) else None
+        if task is None:
+            return
+        task.tool_s += seconds
+        if task.live is None:
+            self._idle_from(task, now)
 
     def check(
         self,
@@ -202,39 +213,17 @@ class TaskTable:
             if ended is not None:
                 outcome, deadline = ended
                 if deadline is not None and now >= deadline:
-                    return _lost(ref)
+                    return lost_refusal(ref)
                 return TaskRefusal(
                     Reason.TASK_OUT_OF_ORDER,
                     f"task {ref.id!r} has already ended ({outcome.value}); start a new task id",
                     409,
                 )
-            deadline = _deadline(ref, slo or _NO_SLO, now)
-            if deadline is not None and now >= deadline:
-                return _lost(ref)
-            # Any turn of a task not under way would start one (a host may
-            # resume a task the table no longer holds), so the cap holds for all.
-            cap = None if slo is None else slo.max_tasks
-            if cap is not None and self.active(lane) >= cap:
-                return TaskRefusal(
-                    Reason.TASK_LIMIT,
-                    f"lane {lane!r} has {cap:,} tasks under way; new tasks wait for them",
-                    503,
-                )
-            waiting = self.waiting(lane)
-            if slo is not None and slo.hold_new and waiting:
-                return TaskRefusal(
-                    Reason.TASK_LIMIT,
-                    f"{waiting:,} turns of tasks under way wait in lane {lane!r}; "
-                    "new tasks wait for them",
-                    503,
-                )
-            return None
+            return new_task_refusal(ref, lane, slo, self.active(lane), self.waiting(lane), now)
         if task.tenant != tenant:
-            return TaskRefusal(
-                Reason.TASK_OUT_OF_ORDER, f"task {ref.id!r} belongs to another tenant", 409
-            )
+            return foreign_refusal(ref.id)
         if task.deadline is not None and now >= task.deadline:
-            return _lost(ref)
+            return lost_refusal(ref)
         if task.live is not None:
             return TaskRefusal(
                 Reason.TASK_OUT_OF_ORDER,
@@ -282,7 +271,7 @@ class TaskTable:
         if task is None:
             while len(self._tasks) >= self._max_tasks:
                 made_room.append(self._evict(now))
-            task = _Task(ref, tenant, lane, slo or _NO_SLO, now)
+            task = TaskState(ref, tenant, lane, slo or NO_SLO, now)
             task.next_turn = ref.turn  # a task resumed here (another replica began it)
             self._tasks[ref.id] = task
             self._active[lane] = self._active.get(lane, 0) + 1
@@ -305,7 +294,7 @@ class TaskTable:
         if task is not None and task.live == request_id:
             self._unwait(task)
 
-    def _unwait(self, task: _Task) -> None:
+    def _unwait(self, task: TaskState) -> None:
         if task.waiting:
             task.waiting = False
             left = self._waiting[task.lane] - 1
@@ -337,13 +326,17 @@ class TaskTable:
             return self._end(task, TaskOutcome.FAILED, outcome.value, now)
         # Completed but not last, cancelled or pushed out: the next turn, or
         # this one again, may come; until then the idle timer runs.
-        self._tasks.move_to_end(ref.id)
+        self._idle_from(task, now)
+        return None
+
+    def _idle_from(self, task: TaskState, now: float) -> None:
+        """Start ``task``'s idle timer at ``now`` (due at its deadline, if sooner)."""
+        self._tasks.move_to_end(task.id)
         task.version += 1
         due = now + task.idle_timeout
         if task.deadline is not None and task.deadline < due:
             due = task.deadline
         heapq.heappush(self._due, (due, next(self._seq), task.id, task.version))
-        return None
 
     def lost(self, ref: TaskRef, now: float) -> TaskEnded | None:
         """A turn of ``ref``'s task was refused because its deadline passed:
@@ -387,7 +380,7 @@ class TaskTable:
             victim = next(iter(self._tasks.values()))
         return self._end(victim, TaskOutcome.ABANDONED, "evicted", now)
 
-    def _end(self, task: _Task, outcome: TaskOutcome, why: str, now: float) -> TaskEnded:
+    def _end(self, task: TaskState, outcome: TaskOutcome, why: str, now: float) -> TaskEnded:
         self._unwait(task)
         del self._tasks[task.id]
         left = self._active[task.lane] - 1
@@ -405,11 +398,3 @@ class TaskTable:
         return TaskEnded(
             task.id, task.tenant, task.lane, outcome, why, task.started_at, now, task.turns
         )
-
-
-def _lost(ref: TaskRef) -> TaskRefusal:
-    return TaskRefusal(
-        Reason.TASK_DEADLINE_LOST,
-        f"task {ref.id!r} has passed its deadline; turn {ref.turn} cannot make it complete",
-        408,
-    )

@@ -10,6 +10,7 @@ here, so cardinality stays bounded whatever the traffic.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slopolicy.core.slo.sketches import SlidingQuantiles
@@ -97,9 +98,10 @@ class TaskTracker:
 
 class TaskTrackers:
     """One :class:`TaskTracker` per lane, and per ``(lane, tenant)`` for the
-    ``max_tenants`` most recently seen tenants."""
+    ``max_tenants`` most recently seen tenants. :meth:`listen` hands every
+    task recorded to a callback too (the gate's telemetry counts them)."""
 
-    __slots__ = ("_lanes", "_slices", "_tenants", "_window_s", "max_tenants")
+    __slots__ = ("_lanes", "_listeners", "_slices", "_tenants", "_window_s", "max_tenants")
 
     def __init__(
         self, *, max_tenants: int = 1024, window_s: float = 600.0, slices: int = 12
@@ -110,24 +112,38 @@ class TaskTrackers:
         self._window_s, self._slices = window_s, slices
         self._lanes: dict[str, TaskTracker] = {}
         self._tenants: OrderedDict[tuple[str, str], TaskTracker] = OrderedDict()
+        self._listeners: list[Callable[[TaskEnded], None]] = []
 
     def record(self, ended: TaskEnded) -> None:
-        """Count ``ended`` in its lane's and its tenant's trackers."""
+        """Count ``ended`` in its lane's and its tenant's trackers, and hand it
+        to every listener."""
         lane = self._lanes.get(ended.lane)
         if lane is None:
             lane = self._lanes[ended.lane] = self._make(ended.lane, None)
         lane.record(ended)
-        if not self.max_tenants:
-            return
-        key = (ended.lane, ended.tenant)
+        if self.max_tenants:
+            self._tenant(ended.lane, ended.tenant).record(ended)
+        for listener in self._listeners:
+            listener(ended)
+
+    def _tenant(self, lane: str, tenant: str) -> TaskTracker:
+        key = (lane, tenant)
         tracker = self._tenants.get(key)
         if tracker is None:
             if len(self._tenants) >= self.max_tenants:
                 self._tenants.popitem(last=False)
-            tracker = self._tenants[key] = self._make(ended.lane, ended.tenant)
+            tracker = self._tenants[key] = self._make(lane, tenant)
         else:
             self._tenants.move_to_end(key)
-        tracker.record(ended)
+        return tracker
+
+    def listen(self, listener: Callable[[TaskEnded], None]) -> Callable[[], None]:
+        """Hand every task recorded from now on to ``listener`` (which must not
+        raise); returns the function that stops it, to call once."""
+        if not callable(listener):
+            raise UsageError(f"listener must be callable, got {listener!r}")
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     def lane(self, name: str) -> TaskTracker | None:
         """``name``'s tracker, once a task of it has ended."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from slopolicy.core.checks import MAX_COUNT, shown
 from slopolicy.errors import UsageError
 
-__all__ = ("ANY_TOOL", "SIGNALS", "ToolLimits", "ToolSpec")
+__all__ = ("ANY_TOOL", "SIGNALS", "ToolLimits", "ToolSpec", "check_call")
 
 #: The spec that covers every tool name the limits do not list.
 ANY_TOOL = "*"
@@ -48,6 +48,14 @@ def _positive_seconds(name: str, value: object, *, allow_none: bool = True) -> N
         or not (math.isfinite(value) and 1e-6 <= value <= 1e9)
     ):
         raise UsageError(f"{name} must be finite seconds in [1e-6, 1e9], not {shown(value)}")
+
+
+def check_call(tenant: object, tool: object, timeout: object) -> None:
+    """Raise :class:`UsageError` unless ``tenant`` and ``tool`` are names and
+    ``timeout`` is ``None`` or seconds within [1e-6, 1e9]: a call's arguments."""
+    _check_name("tenant", tenant)
+    _check_name("tool", tool)
+    _positive_seconds("timeout", timeout)
 
 
 def _rate_pair(where: str, rate: float | None, burst: float | None) -> None:
@@ -127,6 +135,8 @@ class ToolLimits:
         signal: what the pool reports to the ladder's ``tool_timeout_rate``
             trigger: ``"timeouts"``, ``"failures"`` (timeouts and errors), or
             ``None`` (nothing: the default).
+        risk_horizon: seconds run per call that read as ``tool_risk`` 1 for
+            a tool with no ``timeout`` (see :mod:`slopolicy.core.tools.risk`).
     """
 
     tools: Mapping[str, ToolSpec] = field(default_factory=_default_tools)
@@ -135,6 +145,7 @@ class ToolLimits:
     window: float = 60.0
     min_calls: int = 10
     signal: str | None = None
+    risk_horizon: float = 10.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.tools, Mapping):
@@ -149,6 +160,7 @@ class ToolLimits:
         _positive_count("max_tenants", self.max_tenants)
         _positive_count("min_calls", self.min_calls)
         _positive_seconds("window", self.window, allow_none=False)
+        _positive_seconds("risk_horizon", self.risk_horizon, allow_none=False)
         if self.signal is not None and self.signal not in SIGNALS:
             raise UsageError(f"signal must be one of {SIGNALS} or None, not {shown(self.signal)}")
         object.__setattr__(self, "tools", tools)  # a copy: the caller's dict may change

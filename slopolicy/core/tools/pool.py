@@ -7,6 +7,7 @@ values. A host brackets each tool or retriever call it makes between turns::
     result = pool.acquire("acme", "search", now=t)   # ToolLease | ToolWaiting | ToolRefused
     ...                                              # a waiter starts when a release returns it
     started = pool.release(lease.id, now=t, outcome=ToolOutcome.OK)
+    risk = pool.risk(["search", "search"], now=t)     # a request's tool_risk, 0-1
 
 Rate limits (calls per second, per tool and per tenant in a tool) are
 contract limits: a call they cannot take now is refused ``rate_limited`` with
@@ -41,8 +42,9 @@ from slopolicy.core.tools.calls import (
     ToolStatistics,
     ToolWaiting,
 )
-from slopolicy.core.tools.limits import ToolLimits, _check_name, _positive_seconds
+from slopolicy.core.tools.limits import ToolLimits, check_call
 from slopolicy.core.tools.rates import RollingRates
+from slopolicy.core.tools.risk import calls_per_tool, combined, tool_risk
 from slopolicy.core.tools.state import Group, TenantCalls, Waiter
 from slopolicy.errors import UsageError
 
@@ -113,9 +115,7 @@ class ToolPool:
         its lease), or a :class:`ToolRefused` (nothing held). ``timeout``
         (seconds) is how long the call may run, capped by the tool's own.
         """
-        _check_name("tenant", tenant)
-        _check_name("tool", tool)
-        _positive_seconds("timeout", timeout)
+        check_call(tenant, tool, timeout)
         now = self._advance(now)
         spec = self._limits.spec(tool)
         if spec is None:
@@ -291,8 +291,9 @@ class ToolPool:
         group.ended[outcome] += 1
         if outcome is not ToolOutcome.CANCELLED:  # a cancelled call says nothing of the tool
             timeout, error = outcome is ToolOutcome.TIMEOUT, outcome is ToolOutcome.ERROR
-            group.rates.record(now, timeout=timeout, error=error)
-            self._rates.record(now, timeout=timeout, error=error)
+            ran = now - lease.started_at
+            group.rates.record(now, timeout=timeout, error=error, seconds=ran)
+            self._rates.record(now, timeout=timeout, error=error, seconds=ran)
         groups: Iterable[Group] = (group,)
         if self._limits.tenant_max_concurrency is not None and state.waiting:
             groups = self._groups.values()  # its own waiters for other tools may fit now
@@ -402,6 +403,21 @@ class ToolPool:
             return None
         _, timeouts, errors = self._rates.rates(self._advance(now))
         return timeouts if kind == "timeouts" else min(1.0, timeouts + errors)
+
+    def risk(self, tools: Iterable[str], now: float) -> float:
+        """The ``tool_risk`` (0-1) of a request that leads to a call of each of
+        ``tools`` (a name once per call, at most 1,024), from
+        what those tools have cost in the window at ``now``; see
+        :mod:`slopolicy.core.tools.risk`. An empty ``tools`` reads 0.0.
+
+        Raises :class:`UsageError`, changing nothing, for a bad name, a name
+        no limits cover, or too many names."""
+        calls = calls_per_tool(self._limits, tools)
+        now = self._advance(now)
+        return combined(
+            (tool_risk(self._groups[name].rates, self._groups[name].spec, self._limits, now), times)
+            for name, times in calls.items()
+        )
 
     def statistics(self, now: float) -> ToolPoolStatistics:
         """A frozen snapshot at ``now`` (monotonic seconds)."""

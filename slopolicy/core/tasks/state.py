@@ -1,0 +1,110 @@
+"""The task table's state: one task under way, its deadline, and the lost-deadline refusal.
+
+Plain records the :class:`~slopolicy.core.tasks.table.TaskTable` owns and
+changes; nothing here checks its arguments (the table's caller did).
+"""
+
+from __future__ import annotations
+
+from slopolicy.core.reasons import Reason
+from slopolicy.core.specs import TaskSLO
+from slopolicy.core.tasks.records import TaskRefusal
+from slopolicy.core.tasks.ref import TaskRef
+
+__all__ = (
+    "NO_SLO",
+    "TaskState",
+    "foreign_refusal",
+    "lost_refusal",
+    "new_task_refusal",
+    "task_deadline",
+)
+
+#: The task SLO of a lane without one: the task's own deadline only.
+NO_SLO = TaskSLO()
+
+
+class TaskState:
+    """One task under way (the table owns and changes it)."""
+
+    __slots__ = (
+        "deadline",
+        "id",
+        "idle_timeout",
+        "lane",
+        "live",
+        "live_turn",
+        "next_turn",
+        "started_at",
+        "tenant",
+        "tool_s",
+        "touched",
+        "turns",
+        "version",
+        "waiting",
+    )
+
+    def __init__(self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO, now: float) -> None:
+        self.id = ref.id
+        self.tenant = tenant
+        self.lane = lane
+        self.started_at = now
+        self.deadline = task_deadline(ref, slo, now)
+        self.idle_timeout = slo.idle_timeout
+        self.live: str | None = None  # the id of the turn queued or running
+        self.live_turn = 0
+        self.next_turn = 0  # the lowest turn index accepted next
+        self.turns = 0
+        self.tool_s = 0.0  # seconds of tool calls the host made for it (gate.tool(task=...))
+        self.touched = now
+        self.version = 0
+        self.waiting = False  # its live turn continues it and is still queued
+
+
+def task_deadline(ref: TaskRef, slo: TaskSLO, start: float) -> float | None:
+    """The earlier of ``ref``'s own deadline and the lane's ``slo.deadline``
+    after ``start`` (monotonic seconds), or ``None`` when neither is set."""
+    lane = None if slo.deadline is None else start + slo.deadline
+    if ref.deadline is None or lane is None:
+        return ref.deadline if lane is None else lane
+    return min(ref.deadline, lane)
+
+
+def lost_refusal(ref: TaskRef) -> TaskRefusal:
+    """The refusal of a turn of a task past its deadline."""
+    return TaskRefusal(
+        Reason.TASK_DEADLINE_LOST,
+        f"task {ref.id!r} has passed its deadline; turn {ref.turn} cannot make it complete",
+        408,
+    )
+
+
+def foreign_refusal(task_id: str) -> TaskRefusal:
+    """The refusal of a turn or tool call naming another tenant's task."""
+    return TaskRefusal(Reason.TASK_OUT_OF_ORDER, f"task {task_id!r} belongs to another tenant", 409)
+
+
+def new_task_refusal(
+    ref: TaskRef, lane: str, slo: TaskSLO | None, active: int, waiting: int, now: float
+) -> TaskRefusal | None:
+    """Why the turn ``ref`` may not start a task in ``lane`` at ``now``, with
+    ``active`` tasks under way there and ``waiting`` of their turns queued."""
+    deadline = task_deadline(ref, slo or NO_SLO, now)
+    if deadline is not None and now >= deadline:
+        return lost_refusal(ref)
+    # Any turn of a task not under way would start one (a host may resume a
+    # task the table no longer holds), so the cap holds for all.
+    cap = None if slo is None else slo.max_tasks
+    if cap is not None and active >= cap:
+        return TaskRefusal(
+            Reason.TASK_LIMIT,
+            f"lane {lane!r} has {cap:,} tasks under way; new tasks wait for them",
+            503,
+        )
+    if slo is not None and slo.hold_new and waiting:
+        return TaskRefusal(
+            Reason.TASK_LIMIT,
+            f"{waiting:,} turns of tasks under way wait in lane {lane!r}; new tasks wait for them",
+            503,
+        )
+    return None
