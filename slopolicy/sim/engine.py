@@ -259,31 +259,15 @@ class Engine:
     # -- one iteration ------------------------------------------------------------
 
     def _iteration(self, now: float) -> StepResult | None:
-        spec, pool = self.spec, self._pool
-        budget = spec.max_num_batched_tokens
-        cap = spec.long_prefill_token_threshold or budget
-        # Running requests first, in order. A request starts only with budget
-        # left over after everyone before it, and no request before the last
-        # one served ever asks for more than it got the iteration before, so
-        # every decoding request gets its token; only the last prefill served
-        # can be cut short, which handing out what decoding leaves, prefills
-        # in running order, reproduces.
-        budget -= pool.count
-        chunks: list[tuple[Seq, int]] = []
-        for seq in self._prefilling:
-            chunk = min(seq.prefill_len - seq.computed, cap, budget)
-            if chunk:
-                chunks.append((seq, chunk))
-                budget -= chunk
-        need, preempted = self._make_room(chunks, now)
-        admitted = 0 if preempted else self._admit(budget, cap, chunks, need)
+        chunks, preempted, admitted = self._plan(now)
+        pool = self._pool
         prompt = sum(c for _, c in chunks)
         if not pool.count and not prompt:
             return None
         pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
         done = sum(s.computed + c >= s.prefill_len for s, c in chunks)  # sampled: first tokens
         seconds = self._profile.iteration_time(
-            pool.count + prompt, pairs, pool.context, pool.count + done
+            pool.count + prompt, pairs, pool.context, pool.count + done, admitted
         )
         self._iterations += 1
         self._busy += seconds
@@ -296,6 +280,28 @@ class Engine:
                     self._slow[group] += 1
         first, finished = self._apply(chunks, now + seconds)
         return StepResult(now + seconds, 1, first, finished, preempted, admitted)
+
+    def _plan(self, now: float) -> tuple[list[tuple[Seq, int]], tuple[str, ...], int]:
+        """The iteration's prompt chunks, the ids it preempts and how many
+        waiting requests it starts (vLLM's rules; see the module doc)."""
+        budget = self.spec.max_num_batched_tokens
+        cap = self.spec.long_prefill_token_threshold or budget
+        # Running requests first, in order. A request starts only with budget
+        # left over after everyone before it, and no request before the last
+        # one served ever asks for more than it got the iteration before, so
+        # every decoding request gets its token; only the last prefill served
+        # can be cut short, which handing out what decoding leaves, prefills
+        # in running order, reproduces.
+        budget -= self._pool.count
+        chunks: list[tuple[Seq, int]] = []
+        for seq in self._prefilling:
+            chunk = min(seq.prefill_len - seq.computed, cap, budget)
+            if chunk:
+                chunks.append((seq, chunk))
+                budget -= chunk
+        need, preempted = self._make_room(chunks, now)
+        admitted = 0 if preempted else self._admit(budget, cap, chunks, need)
+        return chunks, preempted, admitted
 
     def _chunk_blocks(self, seq: Seq, chunk: int) -> int:
         # The chunk that completes the prompt also holds the sampled token.
@@ -387,6 +393,7 @@ class Engine:
                 first.append(seq.id)
             if seq.out >= seq.target:
                 self._running.remove(seq)
+                self._left(seq)
                 del self._live[seq.id]
                 finished.append((seq.id, seq.out))
                 if seq.slow:  # resumed on its last token
@@ -401,12 +408,16 @@ class Engine:
     def _retire(self, done: list[Seq]) -> list[tuple[str, int]]:
         for seq in done:
             self._running.remove(seq)
+            self._left(seq)
             self._decoding[seq.group] -= 1
             del self._live[seq.id]
             slow = seq.slow + self._slow[seq.group] - seq.slow_base
             if slow:
                 self._slow_done[seq.id] = slow
         return [(seq.id, seq.out) for seq in done]
+
+    def _left(self, seq: Seq) -> None:
+        """``seq`` finished and left the running requests (a hook for subclasses)."""
 
     # -- runs of pure decode ------------------------------------------------------
 
