@@ -8,8 +8,9 @@ the batch:
   ever preempted;
 - **slot choice**: at each iteration's start every waiting request (first
   come, first served) takes a free slot while one is free, the least
-  recently used (a slot never used counts as oldest; among equals the
-  highest index, as the server's ``<=`` scan picks);
+  recently released (a slot never used counts as oldest, the slots one
+  iteration frees are freed in index order; among equals the highest
+  index, as the server's ``<=`` scan picks);
 - **prompt budget by slot index**: each decoding slot adds its next token,
   then the prompts being computed fill what is left of the ``-b`` budget
   (``max_num_batched_tokens``) in slot-index order, whichever arrived
@@ -44,8 +45,9 @@ class LlamaEngine(Engine):
         super().__init__(spec, scheduling=scheduling, targets=targets)
         self._slot_of: dict[str, int] = {}
         self._holder: list[Seq | None] = [None] * spec.max_num_seqs
-        self._used = [-1] * spec.max_num_seqs  # when each slot was last released (a counter)
-        self._releases = 0
+        # When each slot was last released: the iteration, then the slot
+        # index (the server frees a step's slots in index order); -1: never.
+        self._used = [-1] * spec.max_num_seqs
 
     def slot(self, request_id: str) -> int | None:
         """The slot ``request_id`` runs in, or ``None`` when it runs in none."""
@@ -83,8 +85,7 @@ class LlamaEngine(Engine):
     def _left(self, seq: Seq) -> None:
         index = self._slot_of.pop(seq.id)
         self._holder[index] = None
-        self._releases += 1
-        self._used[index] = self._releases
+        self._used[index] = self._iterations * len(self._holder) + index
 
     def _head_can_start(self) -> bool:
         return self._waiting.head() is not None and len(self._running) < self.spec.max_num_seqs
