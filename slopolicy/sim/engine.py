@@ -51,6 +51,7 @@ from slopolicy.sim.engine_spec import (
     StepResult,
     check_int,
 )
+from slopolicy.sim.fanout import Fanout
 from slopolicy.sim.gaps import Gaps, TBTSummary, slow_in_run
 
 __all__ = ("Engine", "EngineSpec", "EngineStatistics", "Scheduling", "StepResult")
@@ -94,6 +95,7 @@ class Engine:
         self._slow_done: dict[str, int] = {}  # finished requests' slow gaps, until asked
         self._decoding: dict[str, int] = {}  # decoding requests per group
         self._live: dict[str, Seq] = {}
+        self._fanout = Fanout()
         self._orders = 0
         self._pending: StepResult | None = None
         self._iterations = 0
@@ -112,30 +114,38 @@ class Engine:
         priority: int = 0,
         *,
         group: str = "",
+        sequences: int = 1,
     ) -> bool:
-        """Queue a request that will generate ``output_tokens`` tokens (>= 1);
-        its token gaps count in ``group`` (see :meth:`tbt`).
+        """Queue a request that will generate ``output_tokens`` tokens (>= 1)
+        in each of its ``sequences`` sequences (``n`` choices: each its own
+        seat, KV and prompt, see :mod:`slopolicy.sim.fanout`); its token gaps
+        count in ``group`` (see :meth:`tbt`).
 
         Returns ``False``, queueing nothing, when prompt plus output exceed
         ``max_model_len`` (the engine would answer 400). A live id raises.
         """
-        if request_id in self._live:
-            raise UsageError(f"request {request_id!r} is already in the engine")
         check_int("prompt_tokens", prompt_tokens, 1)
         check_int("output_tokens", output_tokens, 1)
+        check_int("sequences", sequences, 1)
+        ids = self._fanout.children(request_id, sequences)
+        if request_id in self._fanout or any(child in self._live for child in ids):
+            raise UsageError(f"request {request_id!r} is already in the engine")
         if prompt_tokens + output_tokens > self.spec.model_len:
             return False
-        self._orders += 1
-        seq = Seq(request_id, prompt_tokens, output_tokens, priority, self._orders, group)
-        self._live[request_id] = seq
+        if sequences > 1:
+            self._fanout.add(request_id, ids)
         if group not in self._gaps:
             targets = self._targets.get(group, _NONE)
             self._gaps[group] = Gaps(targets.stall_threshold)
             self._slow_gap[group] = targets.slow_gap
             self._slow[group] = 0
         self._decoding.setdefault(group, 0)
-        self._waiting.add(seq)
-        self._count_waiting(seq, 1)
+        for child in ids:
+            self._orders += 1
+            seq = Seq(child, prompt_tokens, output_tokens, priority, self._orders, group)
+            self._live[child] = seq
+            self._waiting.add(seq)
+            self._count_waiting(seq, 1)
         return True
 
     def _prompt_blocks(self, tokens: int) -> int:
@@ -146,11 +156,14 @@ class Engine:
         self._waiting_tokens += sign * seq.prefill_len
 
     def output_tokens(self, request_id: str) -> int:
-        """Tokens ``request_id`` has generated so far (0 if unknown or not started)."""
-        seq = self._live.get(request_id)
-        if seq is None:
-            return 0
-        return self._pool.outputs(seq) if seq.decoding else seq.out
+        """Tokens ``request_id`` has generated so far, every sequence's (0 if
+        unknown or not started)."""
+        total = self._fanout.finished_output(request_id)
+        for child in self._fanout.ids(request_id):
+            seq = self._live.get(child)
+            if seq is not None:
+                total += self._pool.outputs(seq) if seq.decoding else seq.out
+        return total
 
     def spare_blocks(self) -> int:
         """KV blocks free after the decoding requests' next token and every
@@ -254,6 +267,11 @@ class Engine:
         if result is None:
             raise UsageError("no iteration in flight")
         self._pending = None
+        result, families = self._fanout.fold(result)
+        for parent, ids in families:
+            slow = sum(self._slow_done.pop(child, 0) for child in ids)
+            if slow:
+                self._slow_done[parent] = slow
         return result
 
     # -- one iteration ------------------------------------------------------------

@@ -220,7 +220,12 @@ class _Run:
             request = live.request
             target = min(request.output_tokens, release.max_new_tokens)
             added = self.engine.add(
-                request.id, request.prompt_tokens, target, release.priority, group=live.lane
+                request.id,
+                request.prompt_tokens,
+                target,
+                release.priority,
+                group=live.lane,
+                sequences=request.n,
             )
             if added:
                 self.running[request.id] = live

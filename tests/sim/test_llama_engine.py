@@ -4,6 +4,7 @@ prompt budget in slot-index order and the start cost, against a naive reference.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -18,9 +19,11 @@ from tests.sim.harness import Arrival, run_engine, run_reference
 CPU = EngineProfile("cpu", 0.0004, 60e-6, 3e-6, 0.05e-6, 4096, 0.0007, 0.0018, 0.013)
 
 
-def _llama(slots: int = 2, budget: int = 64, context: int = 256, **changes: float) -> EngineSpec:
+def _llama(
+    slots: int = 2, budget: int = 64, context: int = 256, t_start: float = CPU.t_start
+) -> EngineSpec:
     return EngineSpec(
-        dataclasses.replace(CPU, kv_tokens=slots * context, **changes),
+        dataclasses.replace(CPU, kv_tokens=slots * context, t_start=t_start),
         max_num_seqs=slots,
         max_num_batched_tokens=budget,
         block_size=1,
@@ -123,7 +126,7 @@ def test_requests_wait_for_a_slot_and_never_preempt() -> None:
     assert not engine.add("big", 60, 10)  # longer than a slot's context: refused
     for name in "abc":
         assert engine.add(name, 40, 24)
-    now, preempted = 0.0, []
+    now, preempted = 0.0, list[str]()
     while (end := engine.start(now)) is not None:
         result = engine.complete()
         preempted += result.preempted
@@ -141,7 +144,7 @@ def test_requests_wait_for_a_slot_and_never_preempt() -> None:
         ({"max_model_len": 300}, "every slot"),
     ],
 )
-def test_bad_llama_knobs_raise(changes: dict[str, object], message: str) -> None:
+def test_bad_llama_knobs_raise(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         dataclasses.replace(_llama(), **changes)
 
