@@ -3,8 +3,9 @@
 vLLM fans such a request out into ``n`` child requests and llama-server
 into ``n`` tasks in ``n`` slots: each holds its own seat and KV and computes
 the prompt itself. The engine model does the same: :class:`Fanout` names
-the children (``id``, then ``id`` + U+001F + ``1``, ``2``...: an id that
-clashes with a live one is refused), and folds the
+the children (``id``, then ``id`` + U+001F + ``1``, ``2``...: a
+:class:`~slopolicy.sim.workload.SimRequest` id may not hold U+001F, and the
+engine refuses an id that clashes with a live one), and folds the
 children's results back into the request's: its first token is its first
 child's, it finishes when its last child does, with every child's tokens.
 """
@@ -17,7 +18,7 @@ from slopolicy.sim.engine_spec import StepResult
 
 __all__ = ("Fanout",)
 
-_SEP = "\x1f"  # the ASCII unit separator: never in a workload's ids in practice
+_SEP = "\x1f"  # the ASCII unit separator
 
 
 @dataclass(slots=True)

@@ -76,6 +76,8 @@ class SimRequest:
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
             raise UsageError("a request needs a non-empty id and tenant")
+        if "\x1f" in self.id:  # the engine's separator for a request's sequences
+            raise UsageError(f"request {self.id!r}: an id may not hold U+001F")
         arrival = self.arrival
         if isinstance(arrival, bool) or not isinstance(arrival, (int, float)):
             raise UsageError(f"request {self.id!r}: arrival must be a number of seconds")

@@ -100,3 +100,8 @@ def test_the_simulator_runs_n_choices_as_n_sequences() -> None:
         assert record.output_tokens == 4 * 20
         assert record.tpot is not None
         assert record.tpot == pytest.approx(CPU.iteration_time(4, 0, 4 * 60, 4), rel=0.2)
+
+
+def test_a_request_id_may_not_hold_the_sequence_separator() -> None:
+    with pytest.raises(UsageError, match="U\\+001F"):
+        SimRequest("a\x1f1", 0.0, "t", 5, 5, 5)
