@@ -8,7 +8,10 @@ as a replay times requests (streamed, send to first choice, first to last):
 - **decode**: ``batch`` requests at once for each batch size (up to the
   engine's slots) with short prompts and ``decode_tokens`` output tokens,
   and one request with a long prompt (the context term), ``repeats`` times;
-  the median TPOT.
+  the median TPOT;
+- **start**: ``slots`` tiny requests at once (8-token prompts, one output
+  token), ``3·repeats`` times; the median time from the first sent to the
+  last first token, which sets each request's fixed cost ``T_start`` apart.
 
 Medians, because other work on the engine's machine only adds time: run it
 on an otherwise idle engine and machine.
@@ -16,7 +19,9 @@ on an otherwise idle engine and machine.
 The KV pool, the slots and their context come from what the engine reports
 (:meth:`Target.facts <slopolicy.replay.target.Target.facts>`); the chunk a
 prompt is computed in is ``max_num_batched_tokens`` (llama.cpp's ``-b``,
-2048 unless started otherwise: it does not report it). The fit is
+2048 unless started otherwise: it does not report it). On llama.cpp the
+engine file's ``kind`` is ``llama.cpp`` (the simulator's slot model,
+:mod:`slopolicy.sim.llama_engine`), on any other engine ``vllm``. The fit is
 :func:`~slopolicy.replay.fit.fit_profile`; the result is an engine file
 (:mod:`slopolicy.sim.engine_file`) ``simulate --engine`` and ``demo --engine`` read.
 """
@@ -33,7 +38,7 @@ from typing import Any
 import anyio
 
 from slopolicy.errors import UsageError
-from slopolicy.replay.fit import Decode, Prefill, Probe, Residual, fit_profile
+from slopolicy.replay.fit import Decode, Prefill, Probe, Residual, Start, fit_profile
 from slopolicy.replay.player import Attempt
 from slopolicy.replay.prompts import build_prompts
 from slopolicy.replay.senders import direct_sender
@@ -60,20 +65,22 @@ class Calibration:
         p = self.engine.profile
         lines = [
             f"{p.name}: T_cpu {p.t_cpu * 1e3:.3f} ms, T_w {p.t_w * 1e3:.3f} ms, "
-            f"T_s {p.t_sample * 1e3:.3f} ms/sequence, "
+            f"T_s {p.t_sample * 1e3:.3f} ms/sequence, T_start {p.t_start * 1e3:.3f} ms/request, "
             f"a {p.a * 1e6:.3f} us/token, beta_p {p.beta_p * 1e6:.5f} us/pair, "
             f"beta_d {p.beta_d * 1e6:.4f} us/context token; KV {p.kv_tokens:,} tokens, "
             f"max_num_seqs {self.engine.max_num_seqs}, max_model_len {self.engine.model_len:,}, "
-            f"max_num_batched_tokens {self.engine.max_num_batched_tokens:,}",
+            f"max_num_batched_tokens {self.engine.max_num_batched_tokens:,}, "
+            f"kind {self.engine.kind}",
             "probe                          measured    fitted   error",
         ]
         for residual in self.residuals:
             probe = residual.probe
-            label = (
-                f"prefill {probe.prompt:>6} tokens"
-                if isinstance(probe, Prefill)
-                else f"decode  batch {probe.batch:>2}, ctx {probe.context:>6.0f}"
-            )
+            if isinstance(probe, Prefill):
+                label = f"prefill {probe.prompt:>6} tokens"
+            elif isinstance(probe, Start):
+                label = f"start   {probe.requests:>2} x {probe.prompt} tokens"
+            else:
+                label = f"decode  batch {probe.batch:>2}, ctx {probe.context:>6.0f}"
             lines.append(
                 f"{label:<30} {probe.seconds * 1e3:8.2f} ms {residual.predicted * 1e3:8.2f} ms"
                 f" {residual.error:+7.1%}"
@@ -149,15 +156,42 @@ async def calibrate(
             ]
             tpots += [_tpot(attempt) for _, attempt in await _timed(target, facts, batch)]
         probes.append(Decode(size, length + decode_tokens / 2, statistics.median(tpots)))
+    probes.append(await _start_probe(target, facts, slots, 3 * repeats, seeds, offset))
     kv = facts.kv_tokens or slots * (facts.slot_context or 8192)
+    llama = facts.kind == "llama.cpp"
+    if llama and facts.slot_context:
+        kv = max(kv, slots * facts.slot_context)  # every slot holds its context
     label = name or f"{facts.kind}:{facts.model.rsplit('/', 1)[-1]}"
     profile, residuals = fit_profile(label, probes, kv)
     engine = EngineSpec(
         profile, max_num_seqs=slots,
         max_num_batched_tokens=max(max_num_batched_tokens, slots),
-        max_model_len=facts.slot_context,
+        max_model_len=facts.slot_context, block_size=1 if llama else 16,
+        kind="llama.cpp" if llama else "vllm",
     )  # fmt: skip
     return Calibration(engine, facts, residuals)
+
+
+#: The prompt of each start probe's requests, in tokens.
+_TINY = 8
+
+
+async def _start_probe(
+    target: Target,
+    facts: EngineFacts,
+    requests: int,
+    repeats: int,
+    seeds: itertools.count[int],
+    offset: int,
+) -> Start:
+    """``requests`` tiny requests at once, ``repeats`` times (see the module doc)."""
+    seen = []
+    for _ in range(repeats):
+        batch = [(await _prompt(target, next(seeds), _TINY, offset), 1) for _ in range(requests)]
+        sent = await _timed(target, facts, batch)
+        last = max(_ttft(started, attempt) + started for started, attempt in sent)
+        seen.append(last - min(started for started, _ in sent))
+    return Start(requests, _TINY, statistics.median(seen))
 
 
 def _ttft(started: float, attempt: Attempt) -> float:
@@ -177,5 +211,5 @@ def _tpot(attempt: Attempt) -> float:
 def residual_data(residual: Residual) -> dict[str, Any]:
     """One residual as an engine file keeps it (seconds)."""
     probe = residual.probe
-    kind = "prefill" if isinstance(probe, Prefill) else "decode"
+    kind = {Prefill: "prefill", Decode: "decode", Start: "start"}[type(probe)]
     return {"probe": kind, **dataclasses.asdict(probe), "predicted": residual.predicted}

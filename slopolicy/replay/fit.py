@@ -1,18 +1,22 @@
 """Fit the simulator's iteration cost model to measured probes (pure, no I/O).
 
 Two kinds of probe, each predicted with :class:`~slopolicy.sim.profiles.EngineProfile`'s
-own formula (``T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c·(k + c/2) + β_d·Σ ctx + T_s·S``):
+own formula (``T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c·(k + c/2) + β_d·Σ ctx + T_s·S
++ T_start·R``):
 
 - :class:`Prefill`: one request of ``prompt`` tokens alone on the engine;
   its TTFT is the iterations that compute its prompt in chunks of
   ``chunk`` tokens (``max_num_batched_tokens``), as the simulator runs it;
 - :class:`Decode`: ``batch`` requests decoding together at ``context``
-  tokens each (on average over the probe); its TPOT is one iteration.
+  tokens each (on average over the probe); its TPOT is one iteration;
+- :class:`Start`: ``requests`` tiny requests sent at once, from the first
+  sent to the last first token: one iteration that starts them all (what
+  sets ``T_start`` apart: a decode samples without starting).
 
 The fit minimises the squared *relative* error (the probes span three orders
 of magnitude): a log-spaced grid over ``(T_w, a)``, refined around the best
 point, and for each point the non-negative least-squares
-``(T_cpu, T_s, β_p, β_d)``, which enter linearly.
+``(T_cpu, T_s, T_start, β_p, β_d)``, which enter linearly.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 from slopolicy.errors import UsageError
 from slopolicy.sim.profiles import EngineProfile
 
-__all__ = ("Decode", "Prefill", "Probe", "Residual", "fit_profile", "predict")
+__all__ = ("Decode", "Prefill", "Probe", "Residual", "Start", "fit_profile", "predict")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +50,17 @@ class Decode:
     seconds: float
 
 
-Probe = Prefill | Decode
+@dataclass(frozen=True, slots=True)
+class Start:
+    """``requests`` prompts of ``prompt`` tokens sent at once, one output token
+    each; ``seconds``: from the first sent to the last first token."""
+
+    requests: int
+    prompt: int
+    seconds: float
+
+
+Probe = Prefill | Decode | Start
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +85,20 @@ def _chunks(probe: Prefill) -> list[tuple[int, int]]:
 
 
 def _terms(probe: Probe, t_w: float, a: float) -> tuple[float, ...]:
-    """``(fixed, n_cpu, sampled, pairs, context)``: the probe's time is
-    ``fixed + T_cpu·n_cpu + T_s·sampled + β_p·pairs + β_d·context`` at ``(T_w, a)``."""
+    """``(fixed, n_cpu, sampled, started, pairs, context)``: the probe's time is
+    ``fixed + T_cpu·n_cpu + T_s·sampled + T_start·started + β_p·pairs + β_d·context``
+    at ``(T_w, a)``."""
     if isinstance(probe, Decode):
         knee = math.hypot(t_w, a * probe.batch)
-        return knee, 1.0, float(probe.batch), 0.0, probe.batch * probe.context
+        return knee, 1.0, float(probe.batch), 0.0, 0.0, probe.batch * probe.context
+    if isinstance(probe, Start):
+        n = float(probe.requests)
+        knee = math.hypot(t_w, a * n * probe.prompt)
+        return knee, 1.0, n, n, n * probe.prompt * probe.prompt / 2, 0.0
     chunks = _chunks(probe)
     knee = sum(math.hypot(t_w, a * c) for c, _ in chunks)
     pairs = sum(c * (k + c / 2) for c, k in chunks)
-    return knee, float(len(chunks)), 1.0, pairs, 0.0
+    return knee, float(len(chunks)), 1.0, 1.0, pairs, 0.0
 
 
 def predict(profile: EngineProfile, probe: Probe) -> float:
@@ -87,16 +106,19 @@ def predict(profile: EngineProfile, probe: Probe) -> float:
     if isinstance(probe, Decode):
         context = round(probe.batch * probe.context)
         return profile.iteration_time(probe.batch, 0.0, context, probe.batch)
+    if isinstance(probe, Start):
+        n, p = probe.requests, probe.prompt
+        return profile.iteration_time(n * p, n * p * p / 2, 0, n, n)
     chunks = _chunks(probe)
     last = len(chunks) - 1
     return sum(
-        profile.iteration_time(c, c * (k + c / 2), 0, int(i == last))
+        profile.iteration_time(c, c * (k + c / 2), 0, int(i == last), int(i == 0))
         for i, (c, k) in enumerate(chunks)
     )
 
 
-#: The terms that enter linearly: T_cpu, T_s, β_p, β_d.
-_LINEAR = 4
+#: The terms that enter linearly: T_cpu, T_s, T_start, β_p, β_d.
+_LINEAR = 5
 
 
 def _solve(rows: Sequence[Sequence[float]], targets: Sequence[float]) -> list[float] | None:
@@ -121,7 +143,7 @@ def _solve(rows: Sequence[Sequence[float]], targets: Sequence[float]) -> list[fl
 
 
 def _linear(probes: Sequence[Probe], t_w: float, a: float) -> tuple[float, list[float]]:
-    """The best non-negative ``(T_cpu, T_s, β_p, β_d)`` at ``(T_w, a)`` and
+    """The best non-negative ``(T_cpu, T_s, T_start, β_p, β_d)`` at ``(T_w, a)`` and
     its sum of squared relative errors (every subset of free terms is tried)."""
     terms = [_terms(p, t_w, a) for p in probes]
     best: tuple[float, list[float]] = (math.inf, [0.0] * _LINEAR)
@@ -183,8 +205,8 @@ def fit_profile(
             (max(t_w, spans[0][0]) / 3, max(t_w, spans[0][0]) * 3),
             (max(a, spans[1][0]) / 3, max(a, spans[1][0]) * 3),
         ]
-    _, t_w, a, (t_cpu, t_sample, beta_p, beta_d) = best
+    _, t_w, a, (t_cpu, t_sample, t_start, beta_p, beta_d) = best
     if t_w + t_cpu <= 0:
         t_cpu = 1e-6  # an iteration always takes some time
-    fitted = EngineProfile(name, t_w, a, beta_d, beta_p, kv_tokens, t_cpu, t_sample)
+    fitted = EngineProfile(name, t_w, a, beta_d, beta_p, kv_tokens, t_cpu, t_sample, t_start)
     return fitted, tuple(Residual(p, predict(fitted, p)) for p in probes)

@@ -51,6 +51,7 @@ from slopolicy.sim.engine_spec import (
     StepResult,
     check_int,
 )
+from slopolicy.sim.fanout import Fanout
 from slopolicy.sim.gaps import Gaps, TBTSummary, slow_in_run
 
 __all__ = ("Engine", "EngineSpec", "EngineStatistics", "Scheduling", "StepResult")
@@ -94,6 +95,7 @@ class Engine:
         self._slow_done: dict[str, int] = {}  # finished requests' slow gaps, until asked
         self._decoding: dict[str, int] = {}  # decoding requests per group
         self._live: dict[str, Seq] = {}
+        self._fanout = Fanout()
         self._orders = 0
         self._pending: StepResult | None = None
         self._iterations = 0
@@ -112,30 +114,38 @@ class Engine:
         priority: int = 0,
         *,
         group: str = "",
+        sequences: int = 1,
     ) -> bool:
-        """Queue a request that will generate ``output_tokens`` tokens (>= 1);
-        its token gaps count in ``group`` (see :meth:`tbt`).
+        """Queue a request that will generate ``output_tokens`` tokens (>= 1)
+        in each of its ``sequences`` sequences (``n`` choices: each its own
+        seat, KV and prompt, see :mod:`slopolicy.sim.fanout`); its token gaps
+        count in ``group`` (see :meth:`tbt`).
 
         Returns ``False``, queueing nothing, when prompt plus output exceed
         ``max_model_len`` (the engine would answer 400). A live id raises.
         """
-        if request_id in self._live:
-            raise UsageError(f"request {request_id!r} is already in the engine")
         check_int("prompt_tokens", prompt_tokens, 1)
         check_int("output_tokens", output_tokens, 1)
+        check_int("sequences", sequences, 1)
+        ids = self._fanout.children(request_id, sequences)
+        if request_id in self._fanout or any(child in self._live for child in ids):
+            raise UsageError(f"request {request_id!r} is already in the engine")
         if prompt_tokens + output_tokens > self.spec.model_len:
             return False
-        self._orders += 1
-        seq = Seq(request_id, prompt_tokens, output_tokens, priority, self._orders, group)
-        self._live[request_id] = seq
+        if sequences > 1:
+            self._fanout.add(request_id, ids)
         if group not in self._gaps:
             targets = self._targets.get(group, _NONE)
             self._gaps[group] = Gaps(targets.stall_threshold)
             self._slow_gap[group] = targets.slow_gap
             self._slow[group] = 0
         self._decoding.setdefault(group, 0)
-        self._waiting.add(seq)
-        self._count_waiting(seq, 1)
+        for child in ids:
+            self._orders += 1
+            seq = Seq(child, prompt_tokens, output_tokens, priority, self._orders, group)
+            self._live[child] = seq
+            self._waiting.add(seq)
+            self._count_waiting(seq, 1)
         return True
 
     def _prompt_blocks(self, tokens: int) -> int:
@@ -146,11 +156,14 @@ class Engine:
         self._waiting_tokens += sign * seq.prefill_len
 
     def output_tokens(self, request_id: str) -> int:
-        """Tokens ``request_id`` has generated so far (0 if unknown or not started)."""
-        seq = self._live.get(request_id)
-        if seq is None:
-            return 0
-        return self._pool.outputs(seq) if seq.decoding else seq.out
+        """Tokens ``request_id`` has generated so far, every sequence's (0 if
+        unknown or not started)."""
+        total = self._fanout.finished_output(request_id)
+        for child in self._fanout.ids(request_id):
+            seq = self._live.get(child)
+            if seq is not None:
+                total += self._pool.outputs(seq) if seq.decoding else seq.out
+        return total
 
     def spare_blocks(self) -> int:
         """KV blocks free after the decoding requests' next token and every
@@ -254,36 +267,25 @@ class Engine:
         if result is None:
             raise UsageError("no iteration in flight")
         self._pending = None
+        result, families = self._fanout.fold(result)
+        for parent, ids in families:
+            slow = sum(self._slow_done.pop(child, 0) for child in ids)
+            if slow:
+                self._slow_done[parent] = slow
         return result
 
     # -- one iteration ------------------------------------------------------------
 
     def _iteration(self, now: float) -> StepResult | None:
-        spec, pool = self.spec, self._pool
-        budget = spec.max_num_batched_tokens
-        cap = spec.long_prefill_token_threshold or budget
-        # Running requests first, in order. A request starts only with budget
-        # left over after everyone before it, and no request before the last
-        # one served ever asks for more than it got the iteration before, so
-        # every decoding request gets its token; only the last prefill served
-        # can be cut short, which handing out what decoding leaves, prefills
-        # in running order, reproduces.
-        budget -= pool.count
-        chunks: list[tuple[Seq, int]] = []
-        for seq in self._prefilling:
-            chunk = min(seq.prefill_len - seq.computed, cap, budget)
-            if chunk:
-                chunks.append((seq, chunk))
-                budget -= chunk
-        need, preempted = self._make_room(chunks, now)
-        admitted = 0 if preempted else self._admit(budget, cap, chunks, need)
+        chunks, preempted, admitted = self._plan(now)
+        pool = self._pool
         prompt = sum(c for _, c in chunks)
         if not pool.count and not prompt:
             return None
         pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
         done = sum(s.computed + c >= s.prefill_len for s, c in chunks)  # sampled: first tokens
         seconds = self._profile.iteration_time(
-            pool.count + prompt, pairs, pool.context, pool.count + done
+            pool.count + prompt, pairs, pool.context, pool.count + done, admitted
         )
         self._iterations += 1
         self._busy += seconds
@@ -296,6 +298,28 @@ class Engine:
                     self._slow[group] += 1
         first, finished = self._apply(chunks, now + seconds)
         return StepResult(now + seconds, 1, first, finished, preempted, admitted)
+
+    def _plan(self, now: float) -> tuple[list[tuple[Seq, int]], tuple[str, ...], int]:
+        """The iteration's prompt chunks, the ids it preempts and how many
+        waiting requests it starts (vLLM's rules; see the module doc)."""
+        budget = self.spec.max_num_batched_tokens
+        cap = self.spec.long_prefill_token_threshold or budget
+        # Running requests first, in order. A request starts only with budget
+        # left over after everyone before it, and no request before the last
+        # one served ever asks for more than it got the iteration before, so
+        # every decoding request gets its token; only the last prefill served
+        # can be cut short, which handing out what decoding leaves, prefills
+        # in running order, reproduces.
+        budget -= self._pool.count
+        chunks: list[tuple[Seq, int]] = []
+        for seq in self._prefilling:
+            chunk = min(seq.prefill_len - seq.computed, cap, budget)
+            if chunk:
+                chunks.append((seq, chunk))
+                budget -= chunk
+        need, preempted = self._make_room(chunks, now)
+        admitted = 0 if preempted else self._admit(budget, cap, chunks, need)
+        return chunks, preempted, admitted
 
     def _chunk_blocks(self, seq: Seq, chunk: int) -> int:
         # The chunk that completes the prompt also holds the sampled token.
@@ -387,6 +411,7 @@ class Engine:
                 first.append(seq.id)
             if seq.out >= seq.target:
                 self._running.remove(seq)
+                self._left(seq)
                 del self._live[seq.id]
                 finished.append((seq.id, seq.out))
                 if seq.slow:  # resumed on its last token
@@ -401,12 +426,16 @@ class Engine:
     def _retire(self, done: list[Seq]) -> list[tuple[str, int]]:
         for seq in done:
             self._running.remove(seq)
+            self._left(seq)
             self._decoding[seq.group] -= 1
             del self._live[seq.id]
             slow = seq.slow + self._slow[seq.group] - seq.slow_base
             if slow:
                 self._slow_done[seq.id] = slow
         return [(seq.id, seq.out) for seq in done]
+
+    def _left(self, seq: Seq) -> None:
+        """``seq`` finished and left the running requests (a hook for subclasses)."""
 
     # -- runs of pure decode ------------------------------------------------------
 

@@ -11,7 +11,10 @@
       beta_p: 1.2e-09
       beta_d: 3.0e-08
       kv_tokens: 81920
+      t_sample: 0.0018
+      t_start: 0.011
     engine:             # EngineSpec's knobs (vLLM names)
+      kind: llama.cpp   # whose scheduler (default vllm)
       max_num_seqs: 8
       max_num_batched_tokens: 2048
       max_model_len: 10240
@@ -34,7 +37,7 @@ from slopolicy.sim.profiles import EngineProfile, profile
 __all__ = ("engine_data", "load_engine", "resolve_engine", "write_engine")
 
 _KNOBS = ("max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold",
-          "block_size", "num_blocks", "max_model_len")  # fmt: skip
+          "block_size", "num_blocks", "max_model_len", "kind")  # fmt: skip
 
 
 def engine_data(spec: EngineSpec, residuals: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:

@@ -8,15 +8,32 @@ from typing import Literal
 from slopolicy.errors import UsageError
 from slopolicy.sim.profiles import EngineProfile
 
-__all__ = ("EngineSpec", "EngineStatistics", "Scheduling", "StepResult")
+__all__ = (
+    "ENGINE_KINDS",
+    "EngineKind",
+    "EngineSpec",
+    "EngineStatistics",
+    "Scheduling",
+    "StepResult",
+)
 
 #: How the engine orders its waiting queue (vLLM ``--scheduling-policy``).
 Scheduling = Literal["fcfs", "priority"]
+
+#: Whose scheduler the engine model follows (see :mod:`slopolicy.sim.engine`
+#: and :mod:`slopolicy.sim.llama_engine`).
+EngineKind = Literal["vllm", "llama.cpp"]
+ENGINE_KINDS: tuple[EngineKind, ...] = ("vllm", "llama.cpp")
 
 
 @dataclass(frozen=True, slots=True)
 class EngineSpec:
     """The engine's knobs (vLLM names) and cost profile.
+
+    A ``llama.cpp`` engine has ``max_num_seqs`` slots (``-np``) of
+    ``max_model_len`` tokens each (its ``-c`` over ``-np``; default: the KV
+    cache over the slots) and computes prompts ``max_num_batched_tokens``
+    (``-b``) at a time; its cache must hold every slot's context.
 
     Attributes:
         profile: the iteration cost model.
@@ -26,7 +43,9 @@ class EngineSpec:
             per iteration (0: no cap, vLLM's default).
         block_size: tokens per KV block.
         num_blocks: KV blocks (default: the profile's KV capacity).
-        max_model_len: longest prompt + output accepted (default: the KV capacity).
+        max_model_len: longest prompt + output accepted (default: the KV
+            capacity, a slot's share of it for ``llama.cpp``).
+        kind: whose scheduler the model follows, ``vllm`` or ``llama.cpp``.
     """
 
     profile: EngineProfile
@@ -36,8 +55,11 @@ class EngineSpec:
     block_size: int = 16
     num_blocks: int | None = None
     max_model_len: int | None = None
+    kind: EngineKind = "vllm"
 
     def __post_init__(self) -> None:
+        if self.kind not in ENGINE_KINDS:
+            raise UsageError(f"kind must be one of {', '.join(ENGINE_KINDS)}, not {self.kind!r}")
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
             check_int(name, getattr(self, name), 1)
         check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
@@ -49,6 +71,11 @@ class EngineSpec:
             raise UsageError("max_num_batched_tokens must be >= max_num_seqs (as vLLM requires)")
         if self.max_model_len is not None and self.max_model_len > self.blocks * self.block_size:
             raise UsageError("max_model_len must fit in the KV cache")
+        if self.kind == "llama.cpp":
+            if self.long_prefill_token_threshold:
+                raise UsageError("llama.cpp has no long_prefill_token_threshold")
+            if self.max_num_seqs * -(-self.model_len // self.block_size) > self.blocks:
+                raise UsageError("a llama.cpp engine's KV cache must hold every slot's context")
 
     @property
     def blocks(self) -> int:
@@ -60,7 +87,11 @@ class EngineSpec:
     @property
     def model_len(self) -> int:
         """Longest prompt + output the engine accepts, in tokens."""
-        return self.max_model_len or self.blocks * self.block_size
+        if self.max_model_len:
+            return self.max_model_len
+        if self.kind == "llama.cpp":
+            return self.blocks // self.max_num_seqs * self.block_size
+        return self.blocks * self.block_size
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,9 +46,10 @@ class SimAdmission:
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """A request handed to the engine, with the output limit it runs under
-    (after caps and fallbacks), its engine priority (lower runs first) and
-    the model it was switched to (``None``: the one it asked for)."""
+    """A request handed to the engine, with the output limit each of its
+    sequences runs under (after caps and fallbacks), its engine priority
+    (lower runs first) and the model it was switched to (``None``: the one
+    it asked for)."""
 
     id: str
     max_new_tokens: int

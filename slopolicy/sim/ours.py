@@ -125,7 +125,7 @@ class PolicyScheduler:
         started = tuple(
             Release(
                 s.id,
-                s.request.max_new_tokens * s.request.sequences,
+                s.request.max_new_tokens,
                 ranks[s.lane],
                 s.request.model,  # set only by the ladder's cheaper_model rung
             )

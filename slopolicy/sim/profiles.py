@@ -4,12 +4,13 @@ One engine iteration computes ``N`` tokens: a prefill chunk of ``c_i`` tokens
 for each prefilling request ``i`` (``k_i`` of its tokens already cached) and
 one token for each decoding request ``j`` (context ``ctx_j``). It takes::
 
-    T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c_i·(k_i + c_i/2) + β_d·Σ ctx_j + T_s·S
+    T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c_i·(k_i + c_i/2) + β_d·Σ ctx_j + T_s·S + T_start·R
 
 seconds, ``S`` the sequences it samples a token for (each decoding request and
-each prompt it finishes). The square root is a smooth knee between the weight-read floor
-``T_w`` (memory-bound decode) and compute-bound ``a·N``; ``β_p`` prices the
-attention of prefill (query, key) pairs and ``β_d`` the KV reads of decode.
+each prompt it finishes), ``R`` the requests it starts. The square root is
+a smooth knee between the weight-read floor ``T_w`` (memory-bound decode)
+and compute-bound ``a·N``; ``β_p`` prices the attention of prefill (query,
+key) pairs and ``β_d`` the KV reads of decode.
 The profiles are fitted from Vidur's published per-operator profiles (median
 error 2-5%; see ``SIMULATOR.md``). ``T_cpu`` is the scheduler and sampling
 overhead, a free parameter of 0-3 ms: 3 ms reproduces the sanity checks
@@ -18,7 +19,10 @@ prefills a 2k-token prompt in about 150 ms). ``T_s``, the cost of one
 sequence's logits and sampling, is 0 in the published profiles (it is folded
 into ``a`` there); ``slopolicy calibrate`` fits it, and on llama.cpp on CPUs,
 whose sampler runs on the CPU over the whole vocabulary, it is what a decode
-batch costs per request.
+batch costs per request. ``T_start``, the fixed cost of starting one request
+(on llama.cpp its HTTP handling, tokenizing and slot start, which share the
+engine's CPUs), is 0 in the published profiles; ``slopolicy calibrate`` fits
+it from many tiny requests.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class EngineProfile:
         kv_tokens: tokens the KV cache holds (80 GB, 90% memory use).
         t_cpu: fixed scheduling and sampling overhead per iteration.
         t_sample: logits and sampling per sequence sampled in the iteration.
+        t_start: fixed cost of each request the iteration starts.
     """
 
     name: str
@@ -54,9 +59,10 @@ class EngineProfile:
     kv_tokens: int
     t_cpu: float = 0.003
     t_sample: float = 0.0
+    t_start: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("t_w", "a", "beta_d", "beta_p", "t_cpu", "t_sample"):
+        for name in ("t_w", "a", "beta_d", "beta_p", "t_cpu", "t_sample", "t_start"):
             value = getattr(self, name)
             if isinstance(value, bool) or not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"profile {self.name!r}: {name} must be finite and >= 0")
@@ -66,14 +72,19 @@ class EngineProfile:
             raise UsageError(f"profile {self.name!r}: kv_tokens must be >= 1")
 
     def iteration_time(
-        self, tokens: int, prefill_pairs: float, decode_context: int, sampled: int = 0
+        self,
+        tokens: int,
+        prefill_pairs: float,
+        decode_context: int,
+        sampled: int = 0,
+        started: int = 0,
     ) -> float:
         """Seconds for one iteration computing ``tokens`` tokens, with
-        ``prefill_pairs = Σ c_i·(k_i + c_i/2)``, ``decode_context = Σ ctx_j``
-        and ``sampled`` sequences sampled."""
+        ``prefill_pairs = Σ c_i·(k_i + c_i/2)``, ``decode_context = Σ ctx_j``,
+        ``sampled`` sequences sampled and ``started`` requests started."""
         knee = math.sqrt(self.t_w * self.t_w + (self.a * tokens) ** 2)
         linear = self.beta_p * prefill_pairs + self.beta_d * decode_context
-        return self.t_cpu + knee + linear + self.t_sample * sampled
+        return self.t_cpu + knee + linear + self.t_sample * sampled + self.t_start * started
 
     def decode_time(self, iterations: int, requests: int, context: int) -> float:
         """Seconds for ``iterations`` pure-decode iterations of ``requests``

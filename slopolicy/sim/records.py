@@ -90,13 +90,15 @@ class RequestRecord:
 
     @property
     def tpot(self) -> float | None:
-        """Seconds per output token after the first, for completed requests."""
+        """Seconds per output token after the first, for completed requests
+        (per sequence: a request of ``n`` sequences makes ``n`` at a time)."""
         if self.outcome is not SimOutcome.COMPLETED or self.first_token_at is None:
             return None
         assert self.finished_at is not None
-        if self.output_tokens <= 1:
+        per_sequence = self.output_tokens / self.request.n
+        if per_sequence <= 1:
             return 0.0
-        return (self.finished_at - self.first_token_at) / (self.output_tokens - 1)
+        return (self.finished_at - self.first_token_at) / (per_sequence - 1)
 
     @property
     def gaps(self) -> int:

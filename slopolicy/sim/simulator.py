@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
-from slopolicy.sim.engine import Engine, EngineSpec, EngineStatistics
+from slopolicy.sim.engine import EngineSpec, EngineStatistics
 from slopolicy.sim.gaps import TBTSummary
 from slopolicy.sim.interface import Scheduler, SimAdmission
+from slopolicy.sim.llama_engine import make_engine
 from slopolicy.sim.records import RequestRecord, SimOutcome
 from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest, Workload
@@ -169,7 +170,7 @@ class _Run:
         self.retries: list[tuple[float, int, SimRequest]] = []
         self.sequence = itertools.count()
         self.random = random.Random(client.seed)
-        self.engine = Engine(spec, scheduling=scheduler.scheduling, targets=targets)
+        self.engine = make_engine(spec, scheduling=scheduler.scheduling, targets=targets)
         self.view = EngineView(self.engine)
         self.lanes = lanes
         self.report_every = report_every
@@ -219,7 +220,12 @@ class _Run:
             request = live.request
             target = min(request.output_tokens, release.max_new_tokens)
             added = self.engine.add(
-                request.id, request.prompt_tokens, target, release.priority, group=live.lane
+                request.id,
+                request.prompt_tokens,
+                target,
+                release.priority,
+                group=live.lane,
+                sequences=request.n,
             )
             if added:
                 self.running[request.id] = live

@@ -52,6 +52,8 @@ class SimRequest:
         tool_wait: seconds of tool calls between the previous turn's end and this one.
         task_deadline: when the task must be done (seconds from the
             workload's start), or ``None``.
+        n: choices asked for; the engine runs ``n`` sequences of
+            ``output_tokens`` each (the policy counts a seat for each).
     """
 
     id: str
@@ -69,10 +71,13 @@ class SimRequest:
     turns: int | None = None
     tool_wait: float = 0.0
     task_deadline: float | None = None
+    n: int = 1
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
             raise UsageError("a request needs a non-empty id and tenant")
+        if "\x1f" in self.id:  # the engine's separator for a request's sequences
+            raise UsageError(f"request {self.id!r}: an id may not hold U+001F")
         arrival = self.arrival
         if isinstance(arrival, bool) or not isinstance(arrival, (int, float)):
             raise UsageError(f"request {self.id!r}: arrival must be a number of seconds")
@@ -115,6 +120,7 @@ class SimRequest:
             lane=self.lane,
             tier=self.tier,
             task=self.task_ref(),
+            n=self.n,
         )
 
     def task_ref(self) -> TaskRef | None:

@@ -82,5 +82,7 @@ async def test_calibrate_reads_the_servers_shape_and_fits_its_probes(
     assert found.engine.max_num_seqs == SLOTS
     assert found.engine.model_len == CONTEXT // SLOTS
     assert found.engine.profile.kv_tokens == CONTEXT
-    assert len(found.residuals) == 2 + 3  # two prefills, two batches and the long context
+    assert len(found.residuals) == 2 + 3 + 1  # two prefills, two batches, the long context, start
+    assert found.engine.kind == "llama.cpp"
+    assert found.engine.profile.t_start > 0  # HTTP, tokenizing, the slot's start
     assert all(r.probe.seconds > 0 for r in found.residuals)

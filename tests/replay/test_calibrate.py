@@ -12,7 +12,7 @@ import pytest
 
 from slopolicy.cli import main
 from slopolicy.errors import SimulationError, UsageError
-from slopolicy.replay.fit import Decode, Prefill, fit_profile, predict
+from slopolicy.replay.fit import Decode, Prefill, Start, fit_profile, predict
 from slopolicy.sim.engine_file import load_engine, write_engine
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.profiles import EngineProfile, profile
@@ -21,9 +21,11 @@ from tests.replay.engine import ReplayApp
 
 pytest.importorskip("openai")
 
-PROBES = [Prefill(n, 512, 1.0) for n in (64, 512, 2048, 8192)] + [
-    Decode(b, c, 1.0) for b in (1, 4, 16) for c in (64.0, 4000.0)
-]
+PROBES = (
+    [Prefill(n, 512, 1.0) for n in (64, 512, 2048, 8192)]
+    + [Decode(b, c, 1.0) for b in (1, 4, 16) for c in (64.0, 4000.0)]
+    + [Start(8, 8, 1.0)]
+)
 
 
 @pytest.mark.parametrize(
@@ -31,6 +33,7 @@ PROBES = [Prefill(n, 512, 1.0) for n in (64, 512, 2048, 8192)] + [
     [
         profile("llama3-8b/a100"),
         EngineProfile("cpu", 0.0004, 60e-6, 3e-6, 0.02e-6, 80_000, 0.0025, t_sample=0.002),
+        EngineProfile("llama", 0.0, 12e-6, 2.4e-6, 0.03e-6, 80_000, 0.0013, 0.0011, 0.0055),
     ],
 )
 def test_the_fit_recovers_a_profile_from_its_own_predictions(true: EngineProfile) -> None:
@@ -42,6 +45,7 @@ def test_the_fit_recovers_a_profile_from_its_own_predictions(true: EngineProfile
     assert fitted.beta_p == pytest.approx(true.beta_p, rel=0.1)
     assert fitted.beta_d == pytest.approx(true.beta_d, rel=0.1)
     assert fitted.t_sample == pytest.approx(true.t_sample, abs=2e-4)
+    assert fitted.t_start == pytest.approx(true.t_start, abs=3e-4)
 
 
 def test_the_fit_needs_both_kinds_of_probe() -> None:
@@ -53,9 +57,14 @@ def test_the_fit_needs_both_kinds_of_probe() -> None:
 
 def test_an_engine_file_round_trips(tmp_path: Path) -> None:
     spec = EngineSpec(profile("llama3-8b/h100"), max_num_seqs=8, max_model_len=4096)
+    llama = EngineSpec(
+        dataclasses.replace(profile("llama3-8b/h100"), t_start=0.005, kv_tokens=8 * 4096),
+        max_num_seqs=8, max_model_len=4096, block_size=1, kind="llama.cpp",
+    )  # fmt: skip
     for name in ("engine.yaml", "engine.json"):
-        write_engine(str(tmp_path / name), spec, [{"probe": "decode", "seconds": 0.1}])
-        assert load_engine(str(tmp_path / name)) == spec
+        for engine in (spec, llama):
+            write_engine(str(tmp_path / name), engine, [{"probe": "decode", "seconds": 0.1}])
+            assert load_engine(str(tmp_path / name)) == engine
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"profile": {"name": "x", "t_w": -1, "a": 0, "beta_d": 0,
                                            "beta_p": 0, "kv_tokens": 10}}))  # fmt: skip
@@ -63,6 +72,10 @@ def test_an_engine_file_round_trips(tmp_path: Path) -> None:
         load_engine(str(bad))
     bad.write_text(json.dumps({"profile": {"name": "x"}, "engine": {"max_num_seq": 8}}))
     with pytest.raises(SimulationError, match="max_num_seq"):
+        load_engine(str(bad))
+    data = {"name": "x", "t_w": 0.01, "a": 0, "beta_d": 0, "beta_p": 0, "kv_tokens": 10}
+    bad.write_text(json.dumps({"profile": data, "engine": {"kind": "tgi"}}))
+    with pytest.raises(SimulationError, match="kind"):
         load_engine(str(bad))
 
 
@@ -88,6 +101,8 @@ def test_calibrate_writes_a_file_simulate_takes(
     spec = load_engine(str(out))
     assert spec.max_num_batched_tokens == 2048
     assert spec.profile.name.startswith("vllm:")
+    assert spec.kind == "vllm"  # not llama.cpp: the vLLM scheduler
+    assert "start    2 x 8 tokens" in printed  # two "slots": the largest batch probed
     trace = tmp_path / "t.csv"
     trace.write_text("arrival,prompt_tokens,output_tokens\n0,32,4\n0.1,64,8\n")
     simulate = ["simulate", "--trace", str(trace), "--engine", str(out), "--compare", "",

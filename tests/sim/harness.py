@@ -12,10 +12,12 @@ from slopolicy.sim.engine import Engine
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.gaps import TBTSummary
 from slopolicy.sim.interface import Released
+from slopolicy.sim.llama_engine import make_engine
 from slopolicy.sim.profiles import profile
 from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest
 from tests.sim.reference import Reference, Req
+from tests.sim.slot_reference import SlotReference
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,9 @@ def run_engine(
     bulk: bool = True,
     targets: Mapping[str, SLOTargets] | None = None,
 ) -> dict[str, Outcome]:
-    """The real engine; ``bulk=False`` forbids runs of decode iterations;
+    """The real engine (of ``spec.kind``); ``bulk=False`` forbids runs of decode iterations;
     ``targets`` by request id (each request is its own group)."""
-    engine = Engine(spec, scheduling="priority" if priority else "fcfs", targets=targets)
+    engine = make_engine(spec, scheduling="priority" if priority else "fcfs", targets=targets)
     found = {a.id: Outcome() for a in arrivals}
     index, end, now = 0, None, 0.0
     max_used = 0
@@ -88,7 +90,9 @@ def run_engine(
 def run_reference(
     spec: EngineSpec, arrivals: list[Arrival], *, priority: bool = False
 ) -> dict[str, Outcome]:
-    ref = Reference(spec, priority)
+    ref: Reference | SlotReference = (
+        SlotReference(spec, priority) if spec.kind == "llama.cpp" else Reference(spec, priority)
+    )
     reqs = {
         a.id: Req(a.id, a.prompt, a.output, a.priority, order)
         for order, a in enumerate(arrivals, 1)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -189,7 +190,7 @@ def test_start_twice_and_complete_without_start_are_misuse() -> None:
         ({"num_blocks": 10, "max_model_len": 1000}, "max_model_len"),
     ],
 )
-def test_bad_engine_knobs_raise(changes: dict[str, int], message: str) -> None:
+def test_bad_engine_knobs_raise(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         EngineSpec(A100, **changes)
 

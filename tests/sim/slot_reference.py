@@ -1,0 +1,87 @@
+"""A naive llama-server: the rules of slopolicy.sim.llama_engine written out
+one request and one iteration at a time (no decode runs, no shared counters).
+Tests compare the real engine against it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from slopolicy.sim.engine_spec import EngineSpec
+from tests.sim.reference import Req
+
+
+@dataclass
+class SlotReference:
+    spec: EngineSpec
+    priority: bool = False
+    slots: list[Req | None] = field(default_factory=list)
+    released: list[int] = field(default_factory=list)  # the release count each slot was freed at
+    waiting: list[Req] = field(default_factory=list)
+    done: dict[str, Req] = field(default_factory=dict)
+    releases: int = 0
+
+    def __post_init__(self) -> None:
+        self.slots = [None] * self.spec.max_num_seqs
+        self.released = [-1] * self.spec.max_num_seqs
+
+    @property
+    def running(self) -> list[Req]:
+        return [r for r in self.slots if r is not None]
+
+    def add(self, req: Req) -> None:
+        req.prefill_len = req.prompt
+        self.waiting.append(req)
+        if self.priority:
+            self.waiting.sort(key=lambda r: (r.priority, r.order))
+
+    def step(self, now: float) -> float | None:
+        """One iteration starting at ``now``; its end, or None when idle."""
+        started = 0
+        while self.waiting:
+            free = [i for i, r in enumerate(self.slots) if r is None]
+            if not free:
+                break
+            oldest = min(self.released[i] for i in free)
+            self.slots[max(i for i in free if self.released[i] == oldest)] = self.waiting.pop(0)
+            started += 1
+        budget = self.spec.max_num_batched_tokens
+        decoders = [r for r in self.running if r.decoding]
+        budget -= len(decoders)
+        chunks: dict[str, int] = {}
+        for req in self.slots:  # slot-index order
+            if req is not None and not req.decoding and budget > 0:
+                chunks[req.id] = min(req.prompt - req.computed, budget)
+                budget -= chunks[req.id]
+        if not decoders and not chunks:
+            return None
+        prompt = sum(chunks.values())
+        by_id = {r.id: r for r in self.running}
+        pairs = sum(c * (by_id[i].computed + c / 2) for i, c in chunks.items())
+        finishing = sum(by_id[i].computed + c == by_id[i].prompt for i, c in chunks.items())
+        seconds = self.spec.profile.iteration_time(
+            len(decoders) + prompt,
+            pairs,
+            sum(r.context for r in decoders),
+            len(decoders) + finishing,
+            started,
+        )
+        end = now + seconds
+        for req in decoders:
+            req.out += 1
+            req.times.append(end)
+        for request_id, chunk in chunks.items():
+            req = by_id[request_id]
+            req.computed += chunk
+            if req.computed == req.prompt:
+                req.out += 1
+                req.times.append(end)
+                req.decoding = True
+                req.first = end
+        for index, req in enumerate(self.slots):
+            if req is not None and req.decoding and req.out >= req.target:
+                req.finished = end
+                self.done[req.id] = req
+                self.slots[index] = None
+                self.releases += 1
+                self.released[index] = self.releases
+        return end

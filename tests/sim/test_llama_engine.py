@@ -1,0 +1,154 @@
+"""The llama.cpp engine kind: slots, the least recently used free slot, the
+prompt budget in slot-index order and the start cost, against a naive reference."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slopolicy.errors import UsageError
+from slopolicy.sim.engine_spec import EngineSpec
+from slopolicy.sim.llama_engine import LlamaEngine, make_engine
+from slopolicy.sim.profiles import EngineProfile, profile
+from tests.sim.harness import Arrival, run_engine, run_reference
+
+CPU = EngineProfile("cpu", 0.0004, 60e-6, 3e-6, 0.05e-6, 4096, 0.0007, 0.0018, 0.013)
+
+
+def _llama(
+    slots: int = 2, budget: int = 64, context: int = 256, t_start: float = CPU.t_start
+) -> EngineSpec:
+    return EngineSpec(
+        dataclasses.replace(CPU, kv_tokens=slots * context, t_start=t_start),
+        max_num_seqs=slots,
+        max_num_batched_tokens=budget,
+        block_size=1,
+        kind="llama.cpp",
+    )
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> tuple[EngineSpec, list[Arrival]]:
+    slots = draw(st.integers(1, 6))
+    context = draw(st.integers(8, 300))
+    spec = EngineSpec(
+        dataclasses.replace(CPU, t_start=draw(st.sampled_from([0.0, 0.013]))),
+        max_num_seqs=slots,
+        max_num_batched_tokens=draw(st.integers(max(slots, 4), 200)),
+        block_size=draw(st.sampled_from([1, 16])),
+        num_blocks=None,
+        max_model_len=context,
+        kind="llama.cpp",
+    )
+    spec = dataclasses.replace(
+        spec,
+        profile=dataclasses.replace(spec.profile, kv_tokens=slots * -(-context // 16) * 16),
+    )
+    arrivals = []
+    for i in range(draw(st.integers(1, 14))):
+        prompt = draw(st.integers(1, context - 1))
+        output = draw(st.integers(1, context - prompt))
+        at = draw(st.floats(0, 0.5, allow_nan=False))
+        arrivals.append(Arrival(at, f"r{i}", prompt, output))
+    arrivals.sort(key=lambda a: a.at)
+    return spec, arrivals
+
+
+@settings(max_examples=80, deadline=None)
+@given(_cases())
+def test_the_slot_engine_matches_a_naive_llama_server(
+    case: tuple[EngineSpec, list[Arrival]],
+) -> None:
+    spec, arrivals = case
+    theirs = run_reference(spec, arrivals)
+    for bulk in (True, False):
+        mine = run_engine(spec, arrivals, bulk=bulk)
+        for request_id, expected in theirs.items():
+            got = mine[request_id]
+            assert got.output == expected.output, request_id
+            assert got.preemptions == 0, request_id
+            assert got.first == pytest.approx(expected.first, rel=1e-9, abs=1e-12), request_id
+            assert got.finished == pytest.approx(expected.finished, rel=1e-9, abs=1e-12)
+
+
+def test_a_lower_slot_computes_its_prompt_first_whoever_came_first() -> None:
+    # Two free slots never used: the first request takes the highest (1), the
+    # next slot 0, whose prompt then takes the budget first.
+    spec = _llama(budget=32)
+    arrivals = [Arrival(0.0, "early", 200, 2), Arrival(0.0001, "late", 200, 2)]
+    found = run_engine(spec, arrivals)
+    assert found["late"].first is not None
+    assert found["early"].first is not None
+    assert found["late"].first < found["early"].first
+    vllm = run_engine(dataclasses.replace(spec, kind="vllm", block_size=16), arrivals)
+    assert vllm["early"].first is not None
+    assert vllm["late"].first is not None
+    assert vllm["early"].first < vllm["late"].first  # vLLM: in running (start) order
+
+
+def test_a_new_request_takes_the_least_recently_released_slot() -> None:
+    engine = LlamaEngine(_llama(slots=3))
+    for name in ("a", "b", "c"):
+        engine.add(name, 4, 2)
+    now = 0.0
+    engine.start(now)
+    assert [engine.slot(n) for n in "abc"] == [2, 1, 0]
+    now = engine.complete().end
+    engine.start(now)
+    now = engine.complete().end  # all three finish together
+    assert engine.idle
+    engine.add("d", 4, 2)
+    engine.add("e", 4, 2)
+    engine.start(now)
+    # Released together, in slot order: 0 first, then 1.
+    assert (engine.slot("d"), engine.slot("e")) == (0, 1)
+    assert engine.slot("a") is None
+
+
+def test_each_request_started_costs_t_start() -> None:
+    arrivals = [Arrival(0.0, f"r{i}", 4, 1) for i in range(3)]
+    plain = run_engine(_llama(slots=3, t_start=0.0), arrivals)
+    costly = run_engine(_llama(slots=3, t_start=0.01), arrivals)
+    assert costly["r0"].first == pytest.approx(plain["r0"].first + 3 * 0.01)  # type: ignore[operator]
+    vllm = EngineSpec(dataclasses.replace(profile("llama3-8b/h100"), t_start=0.01))
+    assert run_engine(vllm, arrivals)["r0"].first == pytest.approx(
+        run_engine(EngineSpec(profile("llama3-8b/h100")), arrivals)["r0"].first + 0.03  # type: ignore[operator]
+    )
+
+
+def test_requests_wait_for_a_slot_and_never_preempt() -> None:
+    engine = make_engine(_llama(slots=2, context=64))
+    assert isinstance(engine, LlamaEngine)
+    assert not engine.add("big", 60, 10)  # longer than a slot's context: refused
+    for name in "abc":
+        assert engine.add(name, 40, 24)
+    now, preempted = 0.0, list[str]()
+    while (end := engine.start(now)) is not None:
+        result = engine.complete()
+        preempted += result.preempted
+        now = end
+        assert engine.running <= 2
+    assert engine.idle
+    assert preempted == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"kind": "sglang"}, "kind"),
+        ({"long_prefill_token_threshold": 8}, "long_prefill_token_threshold"),
+        ({"max_model_len": 300}, "every slot"),
+    ],
+)
+def test_bad_llama_knobs_raise(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        dataclasses.replace(_llama(), **changes)
+
+
+def test_a_slot_holds_the_cache_over_the_slots_by_default() -> None:
+    assert _llama(slots=4, context=100).model_len == 100
+    assert make_engine(EngineSpec(CPU)).__class__.__name__ == "Engine"
