@@ -42,8 +42,9 @@ from slopolicy.core.decisions import Decision, Defer, Displaced, Reject
 from slopolicy.core.health.signals import EngineSignals, check_signals
 from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.policy import Policy, PolicySource, PolicySpec
+from slopolicy.core.policy import Policy
 from slopolicy.core.request import Request
+from slopolicy.core.specs import PolicySource, PolicySpec
 from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
 from slopolicy.runtime.loop import (
