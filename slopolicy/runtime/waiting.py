@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from slopolicy.core.decisions import Admit, Demote, Displaced
 from slopolicy.core.lifecycle import Started
-from slopolicy.core.outcome import Finished
+from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.request import Request
+from slopolicy.errors import Expired, GateClosed, Rejected
 from slopolicy.runtime.loop import Parked
 from slopolicy.runtime.ticket import Ticket
 
@@ -31,6 +32,29 @@ class Waiter:
         self.decision = decision
         self.event: Parked | None = None  # made only if the caller has to wait
         self.result: Started | Finished | Displaced | None = None
+
+    def wake(self, result: Started | Finished | Displaced) -> None:
+        """Set the waiter's one ``result`` and wake its caller, if it waits."""
+        self.result = result
+        if self.event is not None:
+            self.event.set()
+
+    def ticket(self, gate: Gate) -> Ticket:
+        """The ticket of a started waiter; else the error its ``result`` means."""
+        result = self.result
+        if isinstance(result, Started):
+            return Ticket(gate, result, self.decision, self.request)
+        if isinstance(result, Displaced):
+            raise Rejected.of(result.refusal)
+        assert result is not None
+        if result.outcome is Outcome.EXPIRED:
+            message = (
+                f"request {result.id!r} waited {result.e2e:.3g} s in lane {result.lane!r} "
+                "and could no longer start in time: its deadline passed, or the engine "
+                "was too far behind for it to meet its lane's TTFT target"
+            )
+            raise Expired(message, result, self.decision)
+        raise GateClosed("the gate closed before the request could start", self.decision)
 
 
 class GateAdmission:
