@@ -175,8 +175,13 @@ class Gate:
         self._records.epoch = self.clock()
         group.start_soon(self._timer.run, self.clock, name="slopolicy gate timer")
         if self._signals is not None:
-            poll = poll_signals, self._signals, self._poll_every, self.observe
-            group.start_soon(*poll, name="slopolicy signal poll")
+            group.start_soon(
+                poll_signals,
+                self._signals,
+                self._poll_every,
+                self.observe,
+                name="slopolicy signal poll",
+            )
         if self._log is not None:
             group.start_soon(self._log.run, name="slopolicy arrival log")
         await group.start(self._quota.run, name="slopolicy quota leases")
