@@ -59,7 +59,7 @@ from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
 from slopolicy.runtime.timer import DispatchTimer, SignalSource, poll_signals
 from slopolicy.runtime.tools import ToolCall, ToolCalls
-from slopolicy.runtime.waiting import GateAdmission, Waiter
+from slopolicy.runtime.waiting import GateAdmission, Waiter, WaitingRoom
 from slopolicy.telemetry.config import Telemetry, recorder_for
 
 __all__ = ("Gate", "GateStatistics", "SignalSource")
@@ -137,7 +137,6 @@ class Gate:
             arrival_log = ArrivalLog(arrival_log)
         self._log = arrival_log
         self._max_expired = max_expired
-        self._waiters: dict[str, Waiter] = {}
         self._state = "new"  # -> "open" -> "closed"
         self._group: TaskGroup | None = None
         self._quota: QuotaStrategy = (
@@ -151,6 +150,7 @@ class Gate:
             log=arrival_log,
             on_end=on_end,
         )
+        self._waiters = WaitingRoom(self._records)
         self._timer = DispatchTimer(self.policy, self._dispatch, max_expired)
         self._tools = ToolCalls(self)
         #: Monotonic seconds on the gate's event loop (bound when entered).
@@ -197,7 +197,7 @@ class Gate:
     ) -> bool | None:
         assert self._group is not None
         self._state = "closed"
-        self._close_waiters()
+        self._waiters.close(self.policy, self.clock())
         self._tools.close()
         self._group.cancel_scope.cancel()
         try:
@@ -211,14 +211,6 @@ class Gate:
             if self._log is not None:
                 with anyio.CancelScope(shield=True):
                     await self._log.aclose()
-
-    def _close_waiters(self) -> None:
-        now = self.clock()
-        waiters, self._waiters = self._waiters, {}
-        for waiter in waiters.values():
-            finished = self.policy.cancel(waiter.request.id, now)
-            waiter.wake(finished)
-            self._records.ended(finished, waiter.request)
 
     # -- admission ------------------------------------------------------------
 
@@ -248,7 +240,7 @@ class Gate:
         if isinstance(waiter, Rejected):
             raise waiter
         if waiter.result is None:
-            del self._waiters[request.id]
+            self._waiters.leave(request.id)
             finished = self.policy.cancel(request.id, self.clock())
             self._records.ended(finished, request)
             raise WouldBlock(waiter.decision)
@@ -336,7 +328,7 @@ class Gate:
         if isinstance(decision, (Defer, Reject)):
             return self._records.refused(request, decision, now)
         if decision.displaced is not None:  # it took a full queue's room from another
-            self._displaced(decision.displaced)
+            self._waiters.end(decision.displaced)
         if self._telemetry is not None:
             self._telemetry.submitted(request, decision, now)
         # With the engine full, or the dispatch rate holding starts back, no
@@ -353,15 +345,7 @@ class Gate:
                     waiter.result = finished
                     self._records.ended(finished, request)
                     return waiter
-        waiter = self._waiters[request.id] = Waiter(request, decision)
-        return waiter
-
-    def _displaced(self, displaced: Displaced) -> None:
-        """A waiter's request was pushed out of its full queue: it is refused."""
-        waiter = self._waiters.pop(displaced.finished.id, None)
-        if waiter is not None:
-            waiter.wake(displaced)
-            self._records.ended(displaced.finished, waiter.request)
+        return self._waiters.add(request, decision)
 
     def _abandon(self, waiter: Waiter) -> None:
         """The caller stopped waiting (cancelled): withdraw or give back."""
@@ -371,7 +355,7 @@ class Gate:
             return  # expired, displaced or closed: nothing is held
         now = self.clock()
         if result is None:
-            del self._waiters[request_id]
+            self._waiters.leave(request_id)
         # Queued: leaves its queue; started: its slot and blocks come back.
         finished = self.policy.cancel(request_id, now)
         self._records.ended(finished, waiter.request)
@@ -388,16 +372,10 @@ class Gate:
             self._telemetry.dispatched(result, now)
         waiters = self._waiters
         for finished in result.expired:
-            waiter = waiters.pop(finished.id, None)
-            if waiter is not None:
-                waiter.wake(finished)
-                self._records.ended(finished, waiter.request)
+            waiters.end(finished)
         for started in result.started:
-            waiter = waiters.pop(started.id, None)
-            if waiter is not None:
-                waiter.wake(started)
-            elif started.id != own:  # pragma: no cover - only if the policy is driven past the gate
-                self.policy.cancel(started.id, now)
+            if not waiters.start(started) and started.id != own:  # pragma: no cover
+                self.policy.cancel(started.id, now)  # the policy was driven past the gate
         if len(result.expired) >= self._max_expired:
             self._timer.wake()  # more may be overdue: the timer goes on after a checkpoint
         return result

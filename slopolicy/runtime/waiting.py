@@ -1,4 +1,5 @@
-"""Waiting for a turn: the record of a queued caller, and what ``Gate.admit`` returns."""
+"""Waiting for a turn: the record of a queued caller, the room of them all, and
+what ``Gate.admit`` returns."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ from typing import TYPE_CHECKING, Any
 from slopolicy.core.decisions import Admit, Demote, Displaced
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.policy import Policy
 from slopolicy.core.request import Request
 from slopolicy.errors import Expired, GateClosed, Rejected
+from slopolicy.runtime.end_records import EndRecords
 from slopolicy.runtime.loop import Parked
 from slopolicy.runtime.ticket import Ticket
 
 if TYPE_CHECKING:
     from slopolicy.runtime.gate import Gate
 
-__all__ = ("GateAdmission", "Waiter")
+__all__ = ("GateAdmission", "Waiter", "WaitingRoom")
 
 
 class Waiter:
@@ -55,6 +58,53 @@ class Waiter:
             )
             raise Expired(message, result, self.decision)
         raise GateClosed("the gate closed before the request could start", self.decision)
+
+
+class WaitingRoom:
+    """The callers waiting in ``Gate.admit`` for their turn, by request id; each
+    leaves once, woken with its result (the end recorded when it ended)."""
+
+    __slots__ = ("_records", "_waiting")
+
+    def __init__(self, records: EndRecords) -> None:
+        self._records = records
+        self._waiting: dict[str, Waiter] = {}
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def add(self, request: Request, decision: Admit | Demote) -> Waiter:
+        """A caller starts waiting for ``request``'s turn."""
+        waiter = self._waiting[request.id] = Waiter(request, decision)
+        return waiter
+
+    def leave(self, request_id: str) -> None:
+        """A waiting caller leaves unwoken (the gate ends its request itself)."""
+        del self._waiting[request_id]
+
+    def start(self, started: Started) -> bool:
+        """Wake the caller of a request the policy started; whether one waited."""
+        waiter = self._waiting.pop(started.id, None)
+        if waiter is None:
+            return False
+        waiter.wake(started)
+        return True
+
+    def end(self, result: Finished | Displaced) -> None:
+        """Wake the caller of a request that ended queued, and record its end."""
+        finished = result if isinstance(result, Finished) else result.finished
+        waiter = self._waiting.pop(finished.id, None)
+        if waiter is not None:
+            waiter.wake(result)
+            self._records.ended(finished, waiter.request)
+
+    def close(self, policy: Policy, now: float) -> None:
+        """The gate closes: cancel every waiting request in ``policy`` at ``now``."""
+        waiting, self._waiting = self._waiting, {}
+        for waiter in waiting.values():
+            finished = policy.cancel(waiter.request.id, now)
+            waiter.wake(finished)
+            self._records.ended(finished, waiter.request)
 
 
 class GateAdmission:
