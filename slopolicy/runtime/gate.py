@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import IO
 
@@ -101,10 +102,9 @@ class Gate:
         "_log",
         "_max_expired",
         "_park",
-        "_poll_every",
+        "_poll",
         "_quota",
         "_records",
-        "_signals",
         "_state",
         "_telemetry",
         "_timer",
@@ -131,8 +131,8 @@ class Gate:
         if max_expired < 1:
             raise UsageError(f"max_expired must be >= 1, got {max_expired!r}")
         self.policy = policy if isinstance(policy, Policy) else Policy(policy)
-        self._signals = signals
-        self._poll_every = poll_every
+        # The signal poll task, started when entered.
+        self._poll = None if signals is None else partial(poll_signals, signals, poll_every)
         if arrival_log is not None and not isinstance(arrival_log, ArrivalLog):
             arrival_log = ArrivalLog(arrival_log)
         self._log = arrival_log
@@ -174,14 +174,8 @@ class Gate:
         self._checkpoint = bind_checkpoint()
         self._records.epoch = self.clock()
         group.start_soon(self._timer.run, self.clock, name="slopolicy gate timer")
-        if self._signals is not None:
-            group.start_soon(
-                poll_signals,
-                self._signals,
-                self._poll_every,
-                self.observe,
-                name="slopolicy signal poll",
-            )
+        if self._poll is not None:
+            group.start_soon(self._poll, self.observe, name="slopolicy signal poll")
         if self._log is not None:
             group.start_soon(self._log.run, name="slopolicy arrival log")
         await group.start(self._quota.run, name="slopolicy quota leases")
@@ -240,9 +234,7 @@ class Gate:
         if isinstance(waiter, Rejected):
             raise waiter
         if waiter.result is None:
-            self._waiters.leave(request.id)
-            finished = self.policy.cancel(request.id, self.clock())
-            self._records.ended(finished, request)
+            self._waiters.cancel(waiter, self.policy, self.clock())
             raise WouldBlock(waiter.decision)
         return waiter.ticket(self)
 
@@ -350,15 +342,10 @@ class Gate:
     def _abandon(self, waiter: Waiter) -> None:
         """The caller stopped waiting (cancelled): withdraw or give back."""
         result = waiter.result
-        request_id = waiter.request.id
         if isinstance(result, Finished | Displaced):
             return  # expired, displaced or closed: nothing is held
         now = self.clock()
-        if result is None:
-            self._waiters.leave(request_id)
-        # Queued: leaves its queue; started: its slot and blocks come back.
-        finished = self.policy.cancel(request_id, now)
-        self._records.ended(finished, waiter.request)
+        self._waiters.cancel(waiter, self.policy, now)
         if result is not None and self._waiters:
             self._dispatch(now)
 

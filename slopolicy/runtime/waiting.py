@@ -78,9 +78,14 @@ class WaitingRoom:
         waiter = self._waiting[request.id] = Waiter(request, decision)
         return waiter
 
-    def leave(self, request_id: str) -> None:
-        """A waiting caller leaves unwoken (the gate ends its request itself)."""
-        del self._waiting[request_id]
+    def cancel(self, waiter: Waiter, policy: Policy, now: float) -> None:
+        """``waiter``'s caller went away: cancel its request in ``policy`` at
+        ``now`` (queued: it leaves its queue; started: its seats and blocks
+        come back) and record the end."""
+        if waiter.result is None:
+            del self._waiting[waiter.request.id]
+        finished = policy.cancel(waiter.request.id, now)
+        self._records.ended(finished, waiter.request)
 
     def start(self, started: Started) -> bool:
         """Wake the caller of a request the policy started; whether one waited."""
