@@ -64,9 +64,9 @@ class NullPolicy(Policy):
     def dispatch(self, now: float, *, max_expired: int | None = None) -> Dispatch:
         started: list[Started] = []
         fifo = self._fifo
-        while self._running < self.max_running and fifo:
+        while self._book.running < self.max_running and fifo:
             request = fifo.popleft()
-            self._running += 1
+            self._book.running += 1
             started.append(Started(request.id, request.tenant, "chat", request, 0, 0.0))
         return Dispatch(tuple(started), ())
 
@@ -77,7 +77,7 @@ class NullPolicy(Policy):
         outcome: Outcome | str = Outcome.COMPLETED,
         output_tokens: int | None = None,
     ) -> Finished:
-        self._running -= 1
+        self._book.running -= 1
         return Finished(
             request_id, "t", "chat", Outcome(outcome), now, now, 0.0, None, None, 0, 0, 0.0
         )

@@ -16,10 +16,9 @@ from slopolicy.config.tenants import TierConfig
 from slopolicy.config.tools import ToolsConfig
 from slopolicy.core.cost.estimator import CostEstimator
 from slopolicy.core.cost.tokens import TokenCounter
-from slopolicy.core.policy import PolicySpec
 from slopolicy.core.request import Request
 from slopolicy.core.router import LaneRouter, RoutingRule
-from slopolicy.core.specs import LaneSpec, TierTable
+from slopolicy.core.specs import LaneSpec, PolicySpec, TierTable
 
 __all__ = ("DEFAULT_LANES", "PolicyConfig")
 

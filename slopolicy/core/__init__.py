@@ -58,8 +58,6 @@ from slopolicy.core.outcome import STAGES as STAGES
 from slopolicy.core.outcome import Finished as Finished
 from slopolicy.core.outcome import Outcome as Outcome
 from slopolicy.core.policy import Policy as Policy
-from slopolicy.core.policy import PolicySource as PolicySource
-from slopolicy.core.policy import PolicySpec as PolicySpec
 from slopolicy.core.queueing.fairqueue import FairQueue as FairQueue
 from slopolicy.core.queueing.fairqueue import FairQueueStatistics as FairQueueStatistics
 from slopolicy.core.queueing.pacing import DispatchPace as DispatchPace
@@ -100,6 +98,8 @@ from slopolicy.core.slo.tracker_set import TrackerSet as TrackerSet
 from slopolicy.core.specs import LaneQuotaSpec as LaneQuotaSpec
 from slopolicy.core.specs import LaneSpec as LaneSpec
 from slopolicy.core.specs import OverBudget as OverBudget
+from slopolicy.core.specs import PolicySource as PolicySource
+from slopolicy.core.specs import PolicySpec as PolicySpec
 from slopolicy.core.specs import TierSpec as TierSpec
 from slopolicy.core.specs import TierTable as TierTable
 from slopolicy.core.tasks import TaskBudget as TaskBudget

@@ -160,6 +160,10 @@ class KVReservation:
     def blocks_for(self, tokens: int) -> int:
         """Blocks that hold ``tokens`` tokens: ``ceil(tokens / block_size)``."""
         check_count("tokens", tokens)
+        return self._blocks_for(tokens)
+
+    def _blocks_for(self, tokens: int) -> int:
+        """:meth:`blocks_for` of a checked count."""
         return -(-tokens // self.block_size)
 
     def tokens_needed(self, prompt_tokens: int, max_new_tokens: int, sequences: int = 1) -> int:

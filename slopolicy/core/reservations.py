@@ -35,7 +35,7 @@ class Reservations:
     def worst_case(self, prompt_tokens: int, max_new_tokens: int, sequences: int) -> int:
         """Blocks the request could ever hold (checked counts)."""
         kv = self.kv
-        return -(-kv._tokens_needed(prompt_tokens, max_new_tokens, sequences) // kv.block_size)
+        return kv._blocks_for(kv._tokens_needed(prompt_tokens, max_new_tokens, sequences))
 
     def plan(
         self, lane: str, prompt_tokens: int, max_new_tokens: int, sequences: int

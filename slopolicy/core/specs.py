@@ -7,12 +7,31 @@ to these; core objects never see pydantic.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from slopolicy.errors import UsageError
 
-__all__ = ("LaneQuotaSpec", "LaneSpec", "OverBudget", "TaskSLO", "TierSpec", "TierTable")
+if TYPE_CHECKING:  # the policy's parts, named in annotations only: they import this module
+    from slopolicy.core.cost.tokens import TokenCounter
+    from slopolicy.core.ladder.ladder import FallbackLadder
+    from slopolicy.core.queueing.pacing import DispatchPace
+    from slopolicy.core.request import Request
+    from slopolicy.core.router import LaneRouter, RoutingRule
+    from slopolicy.core.slo.targets import SLOTargets
+    from slopolicy.core.tools.limits import ToolLimits
+
+__all__ = (
+    "LaneQuotaSpec",
+    "LaneSpec",
+    "OverBudget",
+    "PolicySource",
+    "PolicySpec",
+    "TaskSLO",
+    "TierSpec",
+    "TierTable",
+)
 
 
 class OverBudget(enum.Enum):
@@ -182,3 +201,61 @@ class TierTable:
         """The tier the table gives ``tenant``, or the default tier."""
         name = self._tenants.get(tenant)
         return self._default if name is None else self._tiers[name]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """Everything a :class:`Policy` is built from, as plain core objects.
+
+    Attributes:
+        router: routes requests to lanes (and owns the estimator and tiers).
+        kv_blocks: blocks in the engine's KV pool.
+        kv_block_size: tokens per block.
+        kv_output_quantile: a running request reserves its prompt plus this
+            quantile of its lane's recent answers (per sequence, at most its
+            ``max_new_tokens``; :class:`~slopolicy.core.cost.outputs.OutputForecast`),
+            growing as its answer passes it; ``None``: the worst case,
+            ``prompt + max_new_tokens``.
+        max_running: seats (sequences) the engine may run at once.
+        pace: paces starts to a rate in cost units per second, or ``None``.
+        max_tenants: tenant quota states kept before idle ones are evicted.
+        targets: SLO targets per lane (lanes without an entry have none).
+        ladder: the fallback ladder, or ``None``.
+        watch_lane: lane whose SLO drives the ladder (default: the first lane).
+        evaluate_every: seconds between automatic ladder evaluations in dispatch.
+        signal_max_age: seconds after which an engine signal is stale.
+        max_tracked_tenants: per-tenant SLO trackers kept.
+        prefill_horizon: seconds of prefill backlog the engine is handed
+            ahead (:class:`~slopolicy.core.queueing.prefill.PrefillGate`), or ``None``
+            for no gate.
+        tools: the limits of the tool pool (:attr:`Policy.tools`); ``None``
+            limits nothing.
+    """
+
+    router: LaneRouter
+    kv_blocks: int
+    kv_block_size: int
+    max_running: int
+    kv_output_quantile: float | None = None
+    pace: DispatchPace | None = None
+    max_tenants: int = 100_000
+    targets: Mapping[str, SLOTargets] = field(default_factory=dict)
+    ladder: FallbackLadder | None = None
+    watch_lane: str | None = None
+    evaluate_every: float = 1.0
+    signal_max_age: float = 10.0
+    max_tracked_tenants: int = 1024
+    prefill_horizon: float | None = None
+    tools: ToolLimits | None = None
+
+
+class PolicySource(Protocol):
+    """Anything that builds a :class:`PolicySpec`, such as ``PolicyConfig``."""
+
+    def to_spec(
+        self,
+        *,
+        counter: TokenCounter | None = None,
+        rules: Sequence[RoutingRule] = (),
+        compress: Callable[[Request], Request] | None = None,
+    ) -> PolicySpec: ...

@@ -25,11 +25,10 @@ loop's clock (what ``anyio.current_time()`` reads, bound once as
 
 from __future__ import annotations
 
-import logging
-import math
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import IO
 
@@ -39,13 +38,15 @@ from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint
 
 from slopolicy.backends.base import QuotaStore
 from slopolicy.core.decisions import Decision, Defer, Displaced, Reject
-from slopolicy.core.health.signals import EngineSignals, check_signals
-from slopolicy.core.lifecycle import Dispatch, PolicyStatistics, Started
+from slopolicy.core.health.signals import EngineSignals
+from slopolicy.core.lifecycle import Dispatch, PolicyStatistics
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.policy import Policy, PolicySource, PolicySpec
+from slopolicy.core.policy import Policy
 from slopolicy.core.request import Request
-from slopolicy.errors import Expired, GateClosed, Rejected, UsageError, WouldBlock
+from slopolicy.core.specs import PolicySource, PolicySpec
+from slopolicy.errors import GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
+from slopolicy.runtime.end_records import EndRecords
 from slopolicy.runtime.loop import (
     Checkpoint,
     Clock,
@@ -57,16 +58,12 @@ from slopolicy.runtime.loop import (
 from slopolicy.runtime.quota import LocalQuota, QuotaStrategy
 from slopolicy.runtime.store_quota import StoreQuota
 from slopolicy.runtime.ticket import Ticket
+from slopolicy.runtime.timer import DispatchTimer, SignalSource, poll_signals
 from slopolicy.runtime.tools import TaskKey, ToolCall, ToolCalls
-from slopolicy.runtime.waiting import GateAdmission, Waiter
+from slopolicy.runtime.waiting import GateAdmission, Waiter, WaitingRoom
 from slopolicy.telemetry.config import Telemetry, recorder_for
 
 __all__ = ("Gate", "GateStatistics", "SignalSource")
-
-logger = logging.getLogger("slopolicy.gate")
-
-#: Polls engine signals: returns the latest, or ``None`` when there is nothing new.
-SignalSource = Callable[[], Awaitable[EngineSignals | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,18 +98,16 @@ class Gate:
 
     __slots__ = (
         "_checkpoint",
-        "_epoch",
         "_group",
         "_log",
         "_max_expired",
-        "_on_end",
         "_park",
-        "_poll_every",
+        "_poll",
         "_quota",
-        "_signals",
+        "_records",
         "_state",
         "_telemetry",
-        "_timer_scope",
+        "_timer",
         "_tools",
         "_waiters",
         "clock",
@@ -136,22 +131,27 @@ class Gate:
         if max_expired < 1:
             raise UsageError(f"max_expired must be >= 1, got {max_expired!r}")
         self.policy = policy if isinstance(policy, Policy) else Policy(policy)
-        self._signals = signals
-        self._poll_every = poll_every
+        # The signal poll task, started when entered.
+        self._poll = None if signals is None else partial(poll_signals, signals, poll_every)
         if arrival_log is not None and not isinstance(arrival_log, ArrivalLog):
             arrival_log = ArrivalLog(arrival_log)
         self._log = arrival_log
-        self._on_end = on_end
         self._max_expired = max_expired
-        self._waiters: dict[str, Waiter] = {}
         self._state = "new"  # -> "open" -> "closed"
         self._group: TaskGroup | None = None
-        self._timer_scope: anyio.CancelScope | None = None
-        self._epoch = 0.0
         self._quota: QuotaStrategy = (
             LocalQuota(self.policy) if quota_store is None else StoreQuota(self.policy, quota_store)
         )
         self._telemetry = recorder_for(telemetry, self.policy)
+        self._records = EndRecords(
+            estimator=self.policy.router.estimator,
+            quota=self._quota,
+            telemetry=self._telemetry,
+            log=arrival_log,
+            on_end=on_end,
+        )
+        self._waiters = WaitingRoom(self._records)
+        self._timer = DispatchTimer(self.policy, self._dispatch, max_expired)
         self._tools = ToolCalls(self)
         #: Monotonic seconds on the gate's event loop (bound when entered).
         self.clock: Clock = anyio.current_time
@@ -172,10 +172,10 @@ class Gate:
         self.clock = bind_clock()
         self._park = bind_parking()
         self._checkpoint = bind_checkpoint()
-        self._epoch = self.clock()
-        group.start_soon(self._timer, name="slopolicy gate timer")
-        if self._signals is not None:
-            group.start_soon(self._poll, name="slopolicy signal poll")
+        self._records.epoch = self.clock()
+        group.start_soon(self._timer.run, self.clock, name="slopolicy gate timer")
+        if self._poll is not None:
+            group.start_soon(self._poll, self.observe, name="slopolicy signal poll")
         if self._log is not None:
             group.start_soon(self._log.run, name="slopolicy arrival log")
         await group.start(self._quota.run, name="slopolicy quota leases")
@@ -191,7 +191,7 @@ class Gate:
     ) -> bool | None:
         assert self._group is not None
         self._state = "closed"
-        self._close_waiters()
+        self._waiters.close(self.policy, self.clock())
         self._tools.close()
         self._group.cancel_scope.cancel()
         try:
@@ -205,14 +205,6 @@ class Gate:
             if self._log is not None:
                 with anyio.CancelScope(shield=True):
                     await self._log.aclose()
-
-    def _close_waiters(self) -> None:
-        now = self.clock()
-        waiters, self._waiters = self._waiters, {}
-        for waiter in waiters.values():
-            finished = self.policy.cancel(waiter.request.id, now)
-            self._wake(waiter, finished)
-            self._ended(finished, waiter.request)
 
     # -- admission ------------------------------------------------------------
 
@@ -242,11 +234,9 @@ class Gate:
         if isinstance(waiter, Rejected):
             raise waiter
         if waiter.result is None:
-            del self._waiters[request.id]
-            finished = self.policy.cancel(request.id, self.clock())
-            self._ended(finished, request)
+            self._waiters.cancel(waiter, self.policy, self.clock())
             raise WouldBlock(waiter.decision)
-        return self._ticket(waiter)
+        return waiter.ticket(self)
 
     def tool(
         self, *, tenant: str, name: str, timeout_s: float | None = None, task: TaskKey = None
@@ -281,7 +271,7 @@ class Gate:
         else:
             if waiter.result is None:
                 waiter.event = event = self._park()
-                self._watch_deadline()
+                self._timer.watch()
                 try:
                     await event.wait()
                 except BaseException:
@@ -289,7 +279,7 @@ class Gate:
                     raise
             else:  # expired on arrival: nothing is held
                 await cancel_shielded_checkpoint()
-            ticket = self._ticket(waiter)
+            ticket = waiter.ticket(self)
         if admission is not None:
             admission._ticket = ticket
         return ticket
@@ -331,9 +321,9 @@ class Gate:
         its waiter (queued, or already expired), or the refusal to raise."""
         policy = self.policy
         if isinstance(decision, (Defer, Reject)):
-            return self._refused(request, decision, now)
+            return self._records.refused(request, decision, now)
         if decision.displaced is not None:  # it took a full queue's room from another
-            self._displaced(decision.displaced)
+            self._waiters.end(decision.displaced)
         if self._telemetry is not None:
             self._telemetry.submitted(request, decision, now)
         # With the engine full, or the dispatch rate holding starts back, no
@@ -348,46 +338,17 @@ class Gate:
                 if finished.id == request.id:  # its own deadline had passed
                     waiter = Waiter(request, decision)
                     waiter.result = finished
-                    self._ended(finished, request)
+                    self._records.ended(finished, request)
                     return waiter
-        waiter = self._waiters[request.id] = Waiter(request, decision)
-        return waiter
-
-    def _displaced(self, displaced: Displaced) -> None:
-        """A waiter's request was pushed out of its full queue: it is refused."""
-        waiter = self._waiters.pop(displaced.finished.id, None)
-        if waiter is not None:
-            self._wake(waiter, displaced)
-            self._ended(displaced.finished, waiter.request)
-
-    def _ticket(self, waiter: Waiter) -> Ticket:
-        result = waiter.result
-        if isinstance(result, Started):
-            return Ticket(self, result, waiter.decision, waiter.request)
-        if isinstance(result, Displaced):
-            raise Rejected.of(result.refusal)
-        assert result is not None
-        if result.outcome is Outcome.EXPIRED:
-            message = (
-                f"request {result.id!r} waited {result.e2e:.3g} s in lane {result.lane!r} "
-                "and could no longer start in time: its deadline passed, or the engine "
-                "was too far behind for it to meet its lane's TTFT target"
-            )
-            raise Expired(message, result, waiter.decision)
-        raise GateClosed("the gate closed before the request could start", waiter.decision)
+        return self._waiters.add(request, decision)
 
     def _abandon(self, waiter: Waiter) -> None:
         """The caller stopped waiting (cancelled): withdraw or give back."""
         result = waiter.result
-        request_id = waiter.request.id
         if isinstance(result, Finished | Displaced):
             return  # expired, displaced or closed: nothing is held
         now = self.clock()
-        if result is None:
-            del self._waiters[request_id]
-        # Queued: leaves its queue; started: its slot and blocks come back.
-        finished = self.policy.cancel(request_id, now)
-        self._ended(finished, waiter.request)
+        self._waiters.cancel(waiter, self.policy, now)
         if result is not None and self._waiters:
             self._dispatch(now)
 
@@ -401,46 +362,36 @@ class Gate:
             self._telemetry.dispatched(result, now)
         waiters = self._waiters
         for finished in result.expired:
-            waiter = waiters.pop(finished.id, None)
-            if waiter is not None:
-                self._wake(waiter, finished)
-                self._ended(finished, waiter.request)
+            waiters.end(finished)
         for started in result.started:
-            waiter = waiters.pop(started.id, None)
-            if waiter is not None:
-                self._wake(waiter, started)
-            elif started.id != own:  # pragma: no cover - only if the policy is driven past the gate
-                self.policy.cancel(started.id, now)
+            if not waiters.start(started) and started.id != own:  # pragma: no cover
+                self.policy.cancel(started.id, now)  # the policy was driven past the gate
         if len(result.expired) >= self._max_expired:
-            self._wake_timer()  # more may be overdue: the timer goes on after a checkpoint
+            self._timer.wake()  # more may be overdue: the timer goes on after a checkpoint
         return result
-
-    @staticmethod
-    def _wake(waiter: Waiter, result: Started | Finished | Displaced) -> None:
-        waiter.result = result
-        if waiter.event is not None:
-            waiter.event.set()
 
     def _release(self, ticket: Ticket, outcome: Outcome, output_tokens: int | None) -> Finished:
         """End a started request (called by its ticket, once) and hand its slot on."""
         now = self.clock()
         finished = self.policy.finish(ticket.id, now, outcome, output_tokens)
-        self._ended(finished, ticket._origin, ticket._error)
+        self._records.ended(finished, ticket._origin, ticket._error)
         if self._waiters:
-            if self.policy.can_start(now):
-                self._dispatch(now)
-            else:  # paced: the timer starts the next; its settled cost may have moved that
-                self._watch_deadline()
+            self._hand_on(now)
         return finished
 
     def _prefilled(self, now: float) -> None:
         """A started request's first token came: the prefill gate may open now,
         or sooner than the timer was set for (without gates nothing changes)."""
         if self._waiters and self.policy.prefill is not None:
-            if self.policy.can_start(now):
-                self._dispatch(now)
-            else:
-                self._watch_deadline()
+            self._hand_on(now)
+
+    def _hand_on(self, now: float) -> None:
+        """A seat, or a prefill gate, may have opened at ``now``: start what can,
+        else tell the timer (a paced start's settled cost may have moved it)."""
+        if self.policy.can_start(now):
+            self._dispatch(now)
+        else:
+            self._timer.watch()
 
     def observe(self, signals: EngineSignals) -> None:
         """Take the engine's latest signals now (KV usage may free capacity)."""
@@ -448,90 +399,6 @@ class Gate:
         self.policy.observe(signals, now)
         if self._waiters and self._state == "open":
             self._dispatch(now)
-
-    # -- background ----------------------------------------------------------
-
-    async def _timer(self) -> None:
-        """Sleep until :meth:`Policy.next_wakeup` (a queue deadline, a paced
-        start or a ladder evaluation), dispatch, repeat. A call that brings the
-        wake-up forward moves the sleep's deadline (see _watch_deadline)."""
-        while True:
-            with anyio.CancelScope(deadline=self._next_wake()) as scope:
-                self._timer_scope = scope
-                await anyio.sleep_forever()
-            self._timer_scope = None
-            now = self.clock()
-            while len(self._dispatch(now).expired) >= self._max_expired:
-                await checkpoint()  # let others run between bounded batches
-                now = self.clock()
-
-    def _next_wake(self) -> float:
-        """The policy's next wake-up on the gate's clock (``inf``: none)."""
-        wake = self.policy.next_wakeup(self.clock())
-        return math.inf if wake is None else wake
-
-    def _watch_deadline(self) -> None:
-        scope = self._timer_scope
-        if scope is not None:
-            wake = self._next_wake()
-            if wake < scope.deadline:
-                scope.deadline = wake
-
-    def _wake_timer(self) -> None:
-        if self._timer_scope is not None:
-            self._timer_scope.deadline = -math.inf
-
-    async def _poll(self) -> None:
-        assert self._signals is not None
-        while True:
-            try:
-                signals = await self._signals()
-                if signals is not None:
-                    check_signals(signals)  # a source returning junk fails like one raising
-            except Exception:
-                # A flaky metrics endpoint must not take the gate down; the
-                # ladder treats signals that stop arriving as stale.
-                logger.warning("polling engine signals failed", exc_info=True)
-            else:
-                if signals is not None:
-                    self.observe(signals)
-            await anyio.sleep(self._poll_every)
-
-    # -- records -------------------------------------------------------------
-
-    def _ended(
-        self, finished: Finished, request: Request, error: BaseException | None = None
-    ) -> None:
-        if self._telemetry is not None:
-            self._telemetry.ended(finished, error)
-        self._quota.ended(finished)
-        if self._log is None and self._on_end is None:
-            return
-        self._emit(ArrivalRecord.ended(finished, request, self._epoch))
-
-    def _refused(self, request: Request, decision: Decision, now: float) -> Rejected:
-        """Record a refusal (telemetry, the arrival log) and return it to raise."""
-        if self._telemetry is not None:
-            self._telemetry.submitted(request, decision, now)
-        if self._log is not None or self._on_end is not None:
-            # The policy's count when it made one: a prompt is never counted twice.
-            prompt = decision.prompt_tokens
-            if prompt is None:
-                prompt = request.prompt_tokens
-            if prompt is None:  # refused before counting (an unknown tier or lane)
-                prompt = self.policy.router.estimator.prompt_tokens(request).tokens
-            self._emit(ArrivalRecord.refused(request, decision.lane, prompt, now - self._epoch))
-        return Rejected.of(decision)
-
-    def _emit(self, record: ArrivalRecord) -> None:
-        if self._log is not None:
-            self._log.record(record)
-        if self._on_end is not None:
-            try:
-                self._on_end(record)
-            except Exception:
-                # Raised mid-dispatch it would strand the waiters not yet woken.
-                logger.warning("on_end raised for request %r", record.id, exc_info=True)
 
     def statistics(self) -> GateStatistics:
         """A frozen snapshot of the gate and its policy."""

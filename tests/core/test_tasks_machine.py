@@ -53,7 +53,7 @@ class TaskMachine(RuleBasedStateMachine):
         )
         self.policy = Policy(config, counter=HeuristicCounter())
         self.recording = _Recording()
-        self.policy.task_trackers = self.recording
+        self.policy._book.task_trackers = self.recording
         self.now = 0.0
         self.tasks = 0
         self.sent = 0

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from unittest import mock
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -70,6 +71,47 @@ def test_the_policys_records_wait_in_a_bounded_batch_and_every_read_sees_them() 
     assert trackers.tenant_count == 10
     # 20 tenants rotate over 10 places: every record after the first 10 evicts one.
     assert trackers.evicted == FOLD_AFTER
+
+
+_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(("completed", "failed", "rejected", "read")),
+        st.sampled_from(tuple(LANES)),
+        st.integers(0, 5),  # the tenant: more than the places kept, so some are evicted
+        st.floats(0.0, 3.0),  # seconds since the step before, and the TTFT
+    ),
+    max_size=120,
+)
+
+
+def _fold_run(steps: list[tuple[str, str, int, float]], fold_after: int) -> list[object]:
+    """Every read of a tracker set fed ``steps``, folding every ``fold_after`` records."""
+    reads: list[object]
+    with mock.patch("slopolicy.core.slo.tracker_set.FOLD_AFTER", fold_after):
+        trackers = TrackerSet(LANES, max_tenants=3, burn_rules=())
+        now, reads = 0.0, []
+        for kind, lane, tenant, dt in steps:
+            now += dt
+            if kind == "read":
+                reads.append((trackers.snapshots(now), trackers.evicted))
+            elif kind == "rejected":
+                trackers.record_rejected(lane, f"t{tenant}", now)
+            else:
+                record = finished(
+                    now, lane=lane, tenant=f"t{tenant}", ttft=dt, outcome=Outcome(kind)
+                )
+                trackers._record_checked(record, now)
+        reads.append((trackers.snapshots(now + 1.0), trackers.evicted))
+        return reads
+
+
+@settings(max_examples=60, deadline=None)
+@given(_STEPS)
+def test_the_batched_fold_reads_as_recording_one_at_a_time(
+    steps: list[tuple[str, str, int, float]],
+) -> None:
+    # A differential test: folding after every record is the unbatched order.
+    assert _fold_run(steps, 1) == _fold_run(steps, FOLD_AFTER)
 
 
 def test_a_bad_cost_model_raises_when_the_policy_records_not_later() -> None:

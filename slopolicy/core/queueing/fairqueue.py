@@ -275,13 +275,8 @@ class FairQueue(Generic[T]):
                 self._index_idle(new)
             return
         w = record.weight if weight is None else weight
-        if cost > 0:  # charged, inlined for the usual charge
-            counter = record.counter + cost / w
-            if counter == math.inf:
-                raise UsageError(f"charging {cost!r} at weight {w!r} overflows the counter")
-            record.counter = counter
-        else:
-            record.counter = charged(record.counter, cost, w, self._v())
+        floor = self._v() if cost < 0 else math.inf  # V is a refund's floor only
+        record.counter = charged(record.counter, cost, w, floor)
         if record.live:
             self._index_ready(record)
         else:

@@ -164,11 +164,7 @@ class LaneScheduler(Generic[T]):
         """``(lane, head)`` for each backlogged lane, smallest lane counter first
         (ties: the more interactive lane). A snapshot: call again after a pop."""
         self._sync()
-        order = [lane for lane in self._lanes if lane.backlogged]
-        if len(order) > 1:
-            order.sort(key=_turn)
-        heads = [(lane.name, head) for lane in order if (head := lane.queue.peek()) is not None]
-        return iter(heads)
+        return iter(self._candidates())
 
     def _candidates(self) -> list[tuple[str, T]]:
         """:meth:`candidates` for a caller that changes the queues only through
@@ -210,15 +206,11 @@ class LaneScheduler(Generic[T]):
     def _charge(self, lane: str, tenant: str, cost: float, weight: float | None) -> None:
         """:meth:`charge` for a trusted caller: a known lane, checked cost and weight."""
         record = self._by_name[lane]
+        floor = math.inf  # read by a refund only
         if cost < 0:
             self._sync()  # a refund's floor is V, which needs current flags
-            counter = charged(record.counter, cost, record.weight, self._v())
-        else:  # charged, inlined for the usual charge
-            counter = record.counter + cost / record.weight
-            if counter == math.inf:
-                raise UsageError(
-                    f"charging {cost!r} at weight {record.weight!r} overflows the counter"
-                )
+            floor = self._v()
+        counter = charged(record.counter, cost, record.weight, floor)
         record.queue._charge(tenant, cost, weight)
         record.counter = counter
 

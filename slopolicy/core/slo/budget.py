@@ -36,8 +36,10 @@ __all__ = (
 )
 
 _N = len(STAGES)
-# Window sums: [requests, ttft_sum, stage sums...] for all requests, then the same for slow ones.
-_SLOW = 2 + _N
+# Window sums: [requests, ttft_sum, stage sums...] for all requests, then the same for slow
+# ones, each run at these offsets from its start.
+_REQUESTS, _TTFT_SUM, _STAGE_SUMS = 0, 1, 2
+_SLOW = _STAGE_SUMS + _N
 _STAGE_INDEX = {stage: index for index, stage in enumerate(STAGES)}
 
 
@@ -164,10 +166,10 @@ def add_stages(
         return  # stage quantiles still learn from requests that never got a token
     slow = slow_after is not None and ttft > slow_after
     for offset in (field, field + _SLOW) if slow else (field,):
-        sums[offset] += 1.0
-        sums[offset + 1] += ttft
+        sums[offset + _REQUESTS] += 1.0
+        sums[offset + _TTFT_SUM] += ttft
         for stage, seconds in stages.items():
-            sums[offset + 2 + _STAGE_INDEX[stage]] += seconds
+            sums[offset + _STAGE_SUMS + _STAGE_INDEX[stage]] += seconds
 
 
 def stage_breakdown(
@@ -184,13 +186,13 @@ def stage_breakdown(
         stages.append(
             StageShare(stage, sketch.count, p50, p95, p99, shares[index], slow_shares[index])
         )
-    count, slow_count = int(sums[0]), int(sums[_SLOW])
+    count, slow_count = int(sums[_REQUESTS]), int(sums[_SLOW + _REQUESTS])
     return Breakdown(
         count=count,
-        ttft_mean=sums[1] / count if count else None,
+        ttft_mean=sums[_TTFT_SUM] / count if count else None,
         slow_after=slow_after,
         slow_count=slow_count,
-        slow_ttft_mean=sums[_SLOW + 1] / slow_count if slow_count else None,
+        slow_ttft_mean=sums[_SLOW + _TTFT_SUM] / slow_count if slow_count else None,
         stages=tuple(stages),
         other_share=other,
         slow_other_share=slow_other,
@@ -207,9 +209,9 @@ def check_stages(stages: Mapping[str, float]) -> None:
 
 
 def _shares(sums: list[float], offset: int) -> tuple[list[float | None], float | None]:
-    total = sums[offset + 1]
-    if sums[offset] == 0 or total <= 0:
+    total, first = sums[offset + _TTFT_SUM], offset + _STAGE_SUMS
+    if sums[offset + _REQUESTS] == 0 or total <= 0:
         return [None] * _N, None
-    shares: list[float | None] = [sums[offset + 2 + i] / total for i in range(_N)]
-    covered = sum(sums[offset + 2 : offset + 2 + _N]) / total
+    shares: list[float | None] = [sums[first + i] / total for i in range(_N)]
+    covered = sum(sums[first : first + _N]) / total
     return shares, max(0.0, 1.0 - covered)

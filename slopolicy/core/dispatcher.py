@@ -1,0 +1,187 @@
+"""The dispatch path of a :class:`~slopolicy.core.policy.Policy`.
+
+Each dispatch evaluates the fallback ladder when due, sweeps idle tasks,
+expires overdue queued requests, then starts heads in fair order while seats,
+the dispatch rate, the prefill gates and the KV ledger allow; and it says when
+the next dispatch has work (:meth:`Dispatcher.next_wakeup`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from slopolicy.core.ladder.events import LadderEvent
+from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
+from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.parts import Parts
+from slopolicy.core.queueing.prefill import PrefillGate
+
+__all__ = ("Dispatcher",)
+
+
+class Dispatcher:
+    """Expires and starts a policy's queued requests (see the module)."""
+
+    __slots__ = (
+        "_book",
+        "_deadlines",
+        "_first_tokens",
+        "_health",
+        "_kv",
+        "_pace",
+        "_prefill",
+        "_queues",
+        "_router",
+        "_seats",
+        "_tasks",
+    )
+
+    def __init__(self, parts: Parts) -> None:
+        self._book = parts.book
+        self._router = parts.router
+        self._health = parts.health
+        self._kv = parts.kv
+        self._queues = parts.queues
+        self._deadlines = parts.deadlines
+        self._seats = parts.seats
+        self._first_tokens = parts.first_tokens
+        self._tasks = parts.tasks
+        self._pace = parts.pace
+        self._prefill = parts.prefill
+
+    def dispatch(self, now: float, max_expired: int | None) -> Dispatch:
+        """Expire overdue queued requests, then start every request that fits."""
+        now = self._book.advance(now)
+        event = self.evaluate(now) if self._health.due(now) else None
+        tasks = self._tasks
+        due = tasks.next_due()
+        if due is not None and due <= now:
+            self._book.tasks_ended(tasks.sweep(now))
+        expired = self._expire(now, max_expired)
+        started: list[Started] = []
+        if len(expired) == max_expired and self._overdue(now):
+            return Dispatch((), tuple(expired), event)
+        while not self._seats.full:
+            entry = self._start_next(now, expired)
+            if entry is None:
+                break
+            assert entry.dispatched_at is not None
+            started.append(
+                Started(
+                    entry.id,
+                    entry.tenant,
+                    entry.lane,
+                    entry.request,
+                    entry.kv_blocks,
+                    entry.dispatched_at - entry.arrival,
+                    entry.rungs,
+                )
+            )
+        return Dispatch(tuple(started), tuple(expired), event)
+
+    def evaluate(self, now: float) -> LadderEvent | None:
+        """Move the fallback ladder if pressure says so, at a checked ``now``."""
+        kv = self._kv.statistics()
+        head = self._deadlines.oldest(self._health.watch_lane)
+        oldest = 0.0 if head is None else now - head.arrival
+        return self._health.evaluate(
+            now, kv_ledger=kv.used_blocks / kv.num_blocks, oldest_wait=oldest
+        )
+
+    def _start_next(self, now: float, expired: list[Finished]) -> Entry | None:
+        pace = self._pace
+        if pace is not None and not pace._ready(now):
+            return None  # the next start, whichever it is, waits for the rate
+        queues, seats, health = self._queues, self._seats, self._health
+        while True:  # again only when a lost head left: the candidates changed
+            for lane, entry in queues._candidates():  # they change only through it
+                needed = seats.needed(lane, entry.request.sequences)
+                if health.paused(lane) or not seats.fits(lane, needed):
+                    continue
+                gate = None if self._prefill is None else self._prefill[lane]
+                if gate is not None and not gate.ready(now):
+                    continue  # the engine has enough of this lane's prompts; their order stays ours
+                if self._first_tokens.lost(lane, entry.prompt_tokens, entry.arrival, now):
+                    queues._pop(lane)
+                    expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now))
+                    break
+                if self._kv._reserve(entry.id, lane, entry.kv_blocks, now):
+                    self._start(lane, entry, gate, needed, now)
+                    return entry
+            else:
+                return None
+
+    def _start(
+        self, lane: str, entry: Entry, gate: PrefillGate | None, seats: int, now: float
+    ) -> None:
+        """Start ``entry``, the head of ``lane`` whose KV is now reserved, on ``seats`` seats."""
+        self._queues._pop(lane)
+        # Fair-queue counters are charged what is known to be served: the
+        # prompt now, output tokens as they arrive (VTC's order), so nothing
+        # has to be refunded later.
+        prompt_cost = self._router.estimator.score(entry.prompt_tokens, 0, entry.request.tool_risk)
+        self._queues._charge(lane, entry.tenant, prompt_cost, entry.weight)
+        if self._pace is not None:
+            self._pace._charge(entry.cost, now)
+        if gate is not None:
+            gate.started(entry.prompt_tokens, now)
+        entry.ahead = self._first_tokens.started(lane, entry.prompt_tokens)
+        entry.phase = Phase.RUNNING
+        entry.dispatched_at = now
+        if entry.request.task is not None:
+            self._tasks.started(entry.request.task, entry.id)
+        self._book.running += 1
+        self._seats.take(entry.id, lane, seats)
+
+    def _overdue(self, now: float) -> bool:
+        deadline = self._deadlines.next()
+        return deadline is not None and deadline <= now
+
+    def _expire(self, now: float, limit: int | None) -> list[Finished]:
+        expired: list[Finished] = []
+        deadlines = self._deadlines
+        if now < deadlines.floor:  # the usual case: nothing can be overdue yet
+            return expired
+        while len(expired) != limit:
+            entry = deadlines.pop_overdue(now)
+            if entry is None:
+                break
+            self._queues.remove(entry.lane, entry)
+            expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now))
+        return expired
+
+    def can_start(self, now: float) -> bool:
+        """Whether a dispatch at a checked ``now`` could start anything."""
+        pace, gates = self._pace, self._prefill
+        return (
+            not self._seats.full
+            and (pace is None or pace._ready(now))
+            and (gates is None or any(gate.ready(now) for gate in gates.values()))
+        )
+
+    def next_start(self) -> float | None:
+        """When the dispatch rate or a prefill gate lets the next start, if either holds it."""
+        pace, gates, book = self._pace, self._prefill, self._book
+        if (
+            (pace is None and gates is None)
+            or len(book.entries) == book.running
+            or self._seats.full
+        ):
+            return None
+        at = book.now
+        ready = at if pace is None else pace._ready_at(at)
+        if gates is not None:  # the first lane with waiting work whose gate opens
+            opens = [
+                gate.ready_at(at) for lane, gate in gates.items() if len(self._queues.queue(lane))
+            ]
+            ready = max(ready, min(opens, default=at))
+        return ready if ready > at else None
+
+    def next_wakeup(self, now: float) -> float | None:
+        """When a dispatch next has work, at a checked ``now``; ``None``: never."""
+        at = max(now, self._book.now)
+        wake = math.inf
+        for when in (self._deadlines.next(), self.next_start(), self._health.next_evaluation):
+            if when is not None and when < wake:
+                wake = when
+        return None if wake == math.inf else max(wake, at)

@@ -1,0 +1,288 @@
+"""The submit path of a :class:`~slopolicy.core.policy.Policy`.
+
+Route, apply the fallback ladder, then queue: check the KV capacity, the
+request's task, the tenant's quota and the lane's queue (a full queue makes
+room by pushing out a tenant over its share). Split in two for a shared quota
+store: :meth:`Intake.prepare` routes, and the accepted decision then gets
+exactly one of :meth:`~Intake.enqueue`, :meth:`~Intake.refuse` or
+:meth:`~Intake.withdraw`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Displaced, Reason, Reject, Step
+from slopolicy.core.ladder.rungs import AdmissionAction
+from slopolicy.core.lifecycle import Entry
+from slopolicy.core.outcome import Outcome
+from slopolicy.core.parts import Parts
+from slopolicy.core.request import Request
+from slopolicy.core.specs import LaneSpec, TaskSLO
+from slopolicy.errors import UsageError
+
+__all__ = ("Intake",)
+
+
+class Intake:
+    """Submits requests into a policy's book and lane queues (see the module)."""
+
+    __slots__ = (
+        "_book",
+        "_deadlines",
+        "_health",
+        "_kv",
+        "_lanes",
+        "_queues",
+        "_quotas",
+        "_reservations",
+        "_router",
+        "_slo_bounds",
+        "_task_slos",
+        "_tasks",
+    )
+
+    def __init__(self, parts: Parts) -> None:
+        self._book = parts.book
+        self._router = parts.router
+        self._health = parts.health
+        self._kv = parts.kv
+        self._reservations = parts.reservations
+        self._quotas = parts.quotas
+        self._queues = parts.queues
+        self._deadlines = parts.deadlines
+        self._tasks = parts.tasks
+        self._slo_bounds = parts.slo_bounds
+        self._lanes = {lane.name: lane for lane in parts.router.lanes}
+        self._task_slos: dict[str, TaskSLO | None] = {
+            lane.name: lane.task for lane in parts.router.lanes
+        }
+
+    def submit(self, request: Request, now: float) -> Decision:
+        """:meth:`prepare` then :meth:`enqueue`, in one call."""
+        decision = self._route(request, now)
+        if isinstance(decision, (Admit, Demote)):
+            decision = self._admit(decision, self._book.now)
+        return decision
+
+    def prepare(self, request: Request, now: float) -> Decision:
+        """Route ``request``; an accepted decision awaits its one outcome."""
+        decision = self._route(request, now)
+        if isinstance(decision, (Admit, Demote)):
+            self._book.prepared.add(request.id)
+        return decision
+
+    def enqueue(self, decision: Admit | Demote, now: float) -> Decision:
+        """Queue a prepared decision, or return the refusal that replaced it."""
+        now = self._book.advance(now)
+        self._resolve(decision)
+        return self._admit(decision, now)
+
+    def refuse(
+        self,
+        decision: Admit | Demote,
+        reason: Reason,
+        message: str,
+        now: float,
+        retry_after: float | None,
+        http_status: int,
+    ) -> Decision:
+        """Refuse a prepared decision for a cause the quota store found."""
+        now = self._book.advance(now)
+        self._resolve(decision)
+        result = refusal(decision, reason, message, retry_after, http_status, "quota")
+        self._book.rejected(result, decision.request.tenant, now)
+        return result
+
+    def withdraw(self, decision: Admit | Demote, now: float) -> None:
+        """A prepared decision's caller went away: counted as cancelled."""
+        book = self._book
+        book.advance(now)
+        self._resolve(decision)
+        book.outcomes[Outcome.CANCELLED] += 1
+
+    def _route(self, request: Request, now: float) -> Decision:
+        """:meth:`prepare` without registering the accepted decision."""
+        book = self._book
+        now = book.advance(now)
+        if request.id in book.entries or request.id in book.prepared:
+            raise UsageError(f"request id {request.id!r} is already live")
+        book.submitted += 1
+        decision = self._router.route(request)
+        if isinstance(decision, (Admit, Demote)):
+            decision = self._degrade(decision)
+        if not decision.accepted:
+            book.rejected(decision, request.tenant, now)
+        return decision
+
+    def _resolve(self, decision: Admit | Demote) -> None:
+        """Give a prepared decision its one outcome (validated, then recorded)."""
+        request_id = decision.request.id
+        prepared = self._book.prepared
+        if request_id not in prepared:
+            raise UsageError(
+                f"request {request_id!r} has no prepared decision awaiting an outcome "
+                "(never prepared, or already enqueued, refused or withdrawn)"
+            )
+        prepared.remove(request_id)
+
+    def _admit(self, decision: Admit | Demote, now: float) -> Decision:
+        """:meth:`enqueue` once ``now`` is advanced and the id is known not live."""
+        result = self._enqueue(decision, now)
+        if not result.accepted:
+            self._book.rejected(result, decision.request.tenant, now)
+        return result
+
+    def _degrade(self, decision: Admit | Demote) -> Decision:
+        """Apply the fallback ladder's active rungs to an accepted decision."""
+        ladder = self._health.ladder
+        if ladder is None or ladder.level == 0:
+            return decision
+        lane = decision.lane
+        task = decision.request.task
+        if task is not None and task.first and self._task_slos[lane] is not None:
+            # Under pressure, what can still finish goes first: a new task's
+            # first turn waits, the turns of tasks under way are served.
+            message = "under overload a new task waits while tasks under way finish"
+            steps = (*decision.steps, Step("fallback", lane, message))
+            return Defer(
+                Reason.OVERLOAD_SHED, message, None, 503, lane, steps, decision.prompt_tokens
+            )
+        verdict = ladder.admission(lane)
+        if verdict is not None and verdict.action is AdmissionAction.SHED:
+            steps = (*decision.steps, Step("fallback", lane, verdict.message))
+            return Defer(
+                Reason.OVERLOAD_SHED,
+                verdict.message,
+                verdict.retry_after,
+                503,
+                lane,
+                steps,
+                decision.prompt_tokens,
+            )
+        degraded, applied = ladder.apply(decision.request, lane)
+        if not applied:
+            return decision
+        cost = self._router.estimator.score(
+            decision.prompt_tokens, degraded.output_budget, degraded.tool_risk
+        )
+        steps = (
+            *decision.steps,
+            *(Step("fallback", lane, "rung {} applied", (name,)) for name in applied),
+        )
+        return dataclasses.replace(
+            decision, request=degraded, cost=cost, steps=steps, rungs=applied
+        )
+
+    def _enqueue(self, decision: Admit | Demote, now: float) -> Decision:
+        lane = self._lanes[decision.lane]
+        request = decision.request
+        # The request's counts were checked when it was made.
+        reservations, prompt = self._reservations, decision.prompt_tokens
+        worst = reservations.worst_case(prompt, request.max_new_tokens, request.sequences)
+        most = self._kv.capacity_blocks(lane.name)
+        if worst > most:
+            message = f"needs {worst:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
+            return refusal(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
+        needed, reserved_output = reservations.plan(
+            lane.name, prompt, request.max_new_tokens, request.sequences
+        )
+        deadline = lane_deadline = now + lane.max_queue_wait
+        bound = self._slo_bounds.get(lane.name)
+        if bound is not None and now + bound < deadline:
+            deadline = now + bound  # past it the request can only miss
+        book, tasks = self._book, self._tasks
+        task, task_slo = request.task, self._task_slos[lane.name]
+        if task is not None:
+            # The pace a turn goes at now: the lane's median turn, end to end.
+            pace = self._health.trackers.lane(lane.name).quantile("e2e", 0.5, now)
+            told = tasks.check(task, request.tenant, lane.name, task_slo, now, turn_time=pace)
+            if told is not None:
+                if told.reason is Reason.TASK_DEADLINE_LOST:
+                    book.tasks_ended([tasks.lost(task, now)])
+                return refusal(decision, told.reason, told.message, None, told.http_status, "task")
+            task_deadline = tasks.deadline(task, task_slo, now)
+            if task_deadline is not None and task_deadline < deadline:
+                deadline = task_deadline  # a turn started past it cannot complete its task
+        tier = self._router.tiers.get(decision.tier)
+        assert tier is not None  # the router only names tiers it knows
+        if not book.quota_delegated:
+            refused = self._quotas._grant(request.tenant, tier, lane.name, decision.cost, now)
+            if refused is not None:
+                return refusal(
+                    decision,
+                    refused.reason,
+                    refused.message,
+                    refused.retry_after,
+                    refused.http_status,
+                    "quota",
+                )
+        if request.deadline is not None and request.deadline < deadline:
+            deadline = request.deadline
+        entry = Entry(
+            request,
+            lane.name,
+            tier.weight,
+            decision.prompt_tokens,
+            needed,
+            decision.cost,
+            now,
+            deadline,
+            decision.rungs,
+        )
+        entry.kv_output = reserved_output
+        queues = self._queues
+        if not queues._push(lane.name, entry, request.tenant, tier.weight):
+            # Full: room is made only from a tenant holding more than its share.
+            victim = queues._displaced(lane.name, request.tenant, tier.weight)
+            if victim is None:
+                book.settle(entry, 0.0, now)
+                message = (
+                    f"lane {lane.name!r} queue is full ({lane.queue_capacity:,} waiting) "
+                    f"and tenant {request.tenant!r} already has its share of it"
+                )
+                return refusal(
+                    decision, Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, "queue"
+                )
+            queues.remove(lane.name, victim)
+            displaced = self._displace(victim, lane, now)
+            queues._push(lane.name, entry, request.tenant, tier.weight)
+            decision = dataclasses.replace(decision, displaced=displaced)
+        book.entries[request.id] = entry
+        self._deadlines.add(entry, lane_deadline)
+        if task is not None:
+            book.tasks_ended(
+                tasks.admitted(task, request.id, request.tenant, lane.name, task_slo, now)
+            )
+        return decision
+
+    def _displace(self, entry: Entry, lane: LaneSpec, now: float) -> Displaced:
+        """End ``entry``, just pushed out of ``lane``'s full queue, as refused."""
+        message = (
+            f"pushed out of lane {lane.name!r}'s full queue ({lane.queue_capacity:,} waiting) "
+            f"by a tenant with fewer waiting: tenant {entry.tenant!r} had the most per unit weight"
+        )
+        step = Step("queue", lane.name, message)
+        refused = Defer(Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, lane.name, (step,))
+        return Displaced(self._book.end_queued(entry, Outcome.REJECTED, now), refused)
+
+
+def refusal(
+    decision: Admit | Demote,
+    reason: Reason,
+    message: str,
+    retry_after: float | None,
+    http_status: int,
+    rule: str,
+) -> Decision:
+    """Refuse an accepted ``decision`` by ``rule``: a ``Defer`` when the cause
+    may pass (a 5xx status, a ``retry_after``, a transient reason), else a
+    ``Reject``; its steps end with the rule's."""
+    steps = (*decision.steps, Step(rule, decision.lane, message))
+    lane, prompt = decision.lane, decision.prompt_tokens
+    if http_status >= 500 or retry_after is not None or reason in _TRANSIENT:
+        return Defer(reason, message, retry_after, http_status, lane, steps, prompt)
+    return Reject(reason, message, http_status, lane, steps, prompt)
+
+
+_TRANSIENT = frozenset({Reason.RATE_LIMITED, Reason.CONCURRENCY_LIMITED, Reason.QUEUE_FULL})
