@@ -171,8 +171,13 @@ class Dispatcher:
         at = book.now
         ready = at if pace is None else pace._ready_at(at)
         if gates is not None:  # the first lane with waiting work whose gate opens
+            # Only lanes their gate holds: a lane with an open gate and work
+            # still waiting after a dispatch is held by something else (its
+            # seats, KV), which must not hide when a held lane opens.
             opens = [
-                gate.ready_at(at) for lane, gate in gates.items() if len(self._queues.queue(lane))
+                gate.ready_at(at)
+                for lane, gate in gates.items()
+                if len(self._queues.queue(lane)) and not gate.ready(at)
             ]
             ready = max(ready, min(opens, default=at))
         return ready if ready > at else None
