@@ -34,7 +34,7 @@ from slopolicy.core.health.signals import EngineSignals as EngineSignals
 from slopolicy.core.health.signals import SignalBoard as SignalBoard
 from slopolicy.core.kv import KVReservation as KVReservation
 from slopolicy.core.kv import KVStatistics as KVStatistics
-from slopolicy.core.kv import peak_fits as peak_fits
+from slopolicy.core.kv_peak import peak_fits as peak_fits
 from slopolicy.core.ladder.events import LadderCause as LadderCause
 from slopolicy.core.ladder.events import LadderDirection as LadderDirection
 from slopolicy.core.ladder.events import LadderEvent as LadderEvent

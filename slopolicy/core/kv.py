@@ -13,17 +13,18 @@ preemption; the Policy reserves the prompt plus a forecast of the answer
 as the answer passes it, because ceilings are often ten times the answers and
 a ledger of ceilings holds the pool idle. Either way a reservation is O(1) per
 dispatch, needs nothing but the request, and releases exactly what it took.
-The peak check of SIMULATOR.md (:func:`peak_fits`) admits more still (requests
-finish at different times) but needs every running request's current length
-and remaining budget at each dispatch, and sorts them: O(n log n), fed by
-per-token progress the core does not otherwise need. It is offered as a
-separate function for the simulator and for callers that track progress.
+The peak check of SIMULATOR.md (:func:`~slopolicy.core.kv_peak.peak_fits`)
+admits more still (requests finish at different times) but needs every
+running request's current length and remaining budget at each dispatch, and
+sorts them: O(n log n), fed by per-token progress the core does not otherwise
+need. It is offered as a separate function for the simulator and for callers
+that track progress.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
@@ -31,7 +32,7 @@ from types import MappingProxyType
 from slopolicy.core.checks import check_count, check_now, is_number, shown
 from slopolicy.errors import UsageError
 
-__all__ = ("KVReservation", "KVStatistics", "peak_fits")
+__all__ = ("KVReservation", "KVStatistics")
 
 # Float products that should be integers (0.3 x 10 = 3.0000000000000004) must not
 # cost a block; the relative slack is far below one block for any real pool.
@@ -356,36 +357,6 @@ class KVReservation:
         self._floor_used += min(after, floor) - min(before, floor)
         self._overflow += max(0, after - floor) - max(0, before - floor)
         self._used[lane] = after
-
-
-def peak_fits(
-    requests: Iterable[tuple[int, int]], capacity_tokens: int, *, block_size: int = 1
-) -> bool:
-    """Whether running requests plus candidates never need more than the pool.
-
-    ``requests`` are ``(current_len, remaining)`` pairs in tokens: the context
-    each holds now and the most it may still generate (include the candidates).
-    Each request grows one token per step and frees its KV when it finishes, so
-    the peak comes when one finishes: sorted by ``remaining`` descending, the
-    check of SIMULATOR.md is ``max_k(sum_{i<=k} current_len_i + k x remaining_k)``.
-    Each request is padded by ``block_size - 1`` tokens for its partial last
-    block, so with ``capacity_tokens = num_blocks x block_size`` a ``True`` means
-    the blocks fit too. Fits iff the peak is at most ``capacity_tokens`` (the
-    paper's strict ``<`` only differs at equality). O(n log n).
-    """
-    check_count("capacity_tokens", capacity_tokens)
-    check_count("block_size", block_size, minimum=1)
-    pairs = list(requests)
-    for current, remaining in pairs:
-        check_count("current_len", current)
-        check_count("remaining", remaining)
-    pairs.sort(key=lambda pair: pair[1], reverse=True)
-    held = 0
-    for k, (current, remaining) in enumerate(pairs, 1):
-        held += current + block_size - 1
-        if held + k * remaining > capacity_tokens:
-            return False
-    return True
 
 
 def _floors(reserves: Mapping[str, float], num_blocks: int) -> dict[str, int]:

@@ -49,14 +49,14 @@ from slopolicy.core.slo.budget import (
     STAGE_METRICS,
     Breakdown,
     add_stages,
-    check_stages,
     stage_breakdown,
 )
 from slopolicy.core.slo.burn import DEFAULT_BURN_RULES, Alert, BurnRate, BurnRule, BurnWindows
 from slopolicy.core.slo.gaps import GapWindow
+from slopolicy.core.slo.judged import Judged, burn_verdicts, check_finished
 from slopolicy.core.slo.sketches import FOLD_AT, SlidingSketches
 from slopolicy.core.slo.snapshot import SLOSnapshot
-from slopolicy.core.slo.targets import Objective, SLOTargets, Summary
+from slopolicy.core.slo.targets import SLOTargets, Summary
 from slopolicy.errors import UsageError
 
 __all__ = ("CostModel", "SLOTracker", "charged_cost")
@@ -83,31 +83,6 @@ _STAGES = 5  # first stage sketch
 def charged_cost(finished: Finished) -> float:
     """The default cost model: the cost units charged to the tenant."""
     return finished.cost
-
-
-class _Judged:
-    """One checked finished request and what it counts as, worked out once
-    for every tracker it is recorded in (see :meth:`SLOTracker._judge`)."""
-
-    __slots__ = ("attained", "completed", "cost", "e2e", "finished", "index", "verdicts")
-
-    def __init__(
-        self,
-        finished: Finished,
-        index: int,
-        completed: bool,
-        attained: bool,
-        cost: float,
-        e2e: float,
-        verdicts: list[bool | None] | None,
-    ) -> None:
-        self.finished = finished
-        self.index = index  # the outcome's count in the window sums
-        self.completed = completed
-        self.attained = attained
-        self.cost = cost
-        self.e2e = e2e
-        self.verdicts = verdicts
 
 
 class SLOTracker:
@@ -196,19 +171,19 @@ class SLOTracker:
         not finite, a stage is unknown, or the cost model returns a bad number.
         """
         if finished.outcome is Outcome.REJECTED:
-            _check(finished)
+            check_finished(finished)
             self.record_rejected(now)
             return
         self._add(self._judge(finished), self._see(now))
 
-    def _judge(self, finished: Finished) -> _Judged:
+    def _judge(self, finished: Finished) -> Judged:
         """Check ``finished`` (not ``REJECTED``) and work out what it counts as,
         changing nothing. The result may be added to any tracker with the same
         targets and cost model (a lane's and its tenants'): see :meth:`_add`."""
-        _check(finished)
+        check_finished(finished)
         return self._judge_checked(finished)
 
-    def _judge_checked(self, finished: Finished) -> _Judged:
+    def _judge_checked(self, finished: Finished) -> Judged:
         """:meth:`_judge` of a record whose timings are known to be good (the
         policy's own, made from checked monotonic times)."""
         cost = self._cost_model(finished)
@@ -219,10 +194,10 @@ class SLOTracker:
         attained = completed and self.targets.attains(
             finished.ttft, finished.tpot, e2e, finished.gaps, finished.slow_gaps
         )
-        verdicts = None if self._burn is None else self._verdicts(finished)
-        return _Judged(finished, _INDEX[finished.outcome], completed, attained, cost, e2e, verdicts)
+        verdicts = None if self._burn is None else burn_verdicts(self._objectives, finished)
+        return Judged(finished, _INDEX[finished.outcome], completed, attained, cost, e2e, verdicts)
 
-    def _add(self, judged: _Judged, now: float) -> None:
+    def _add(self, judged: Judged, now: float) -> None:
         """Count a request judged by this tracker, or by one with the same targets
         and cost model and burn windows wherever this one has them, at a finite
         ``now`` (the caller checked it)."""
@@ -370,45 +345,3 @@ class SLOTracker:
         if self._start is None:
             self._start = self._latest
         return self._latest
-
-    def _verdicts(self, finished: Finished) -> list[bool | None]:
-        outcome = finished.outcome
-        verdicts: list[bool | None] = []
-        for objective, _, threshold in self._objectives:
-            if objective is Objective.SUCCESS:
-                verdicts.append(
-                    None if outcome is Outcome.CANCELLED else outcome is not Outcome.COMPLETED
-                )
-                continue
-            assert threshold is not None  # only success has none
-            if objective in (Objective.TTFT_P95, Objective.TTFT_P99):
-                if finished.ttft is not None:
-                    verdicts.append(finished.ttft > threshold)
-                else:  # never got a first token: an error only if it waited past the bound
-                    verdicts.append(True if finished.e2e > threshold else None)
-                continue
-            value = finished.tpot if objective is Objective.TPOT_P95 else finished.e2e
-            completed = outcome is Outcome.COMPLETED and value is not None
-            verdicts.append(value > threshold if completed and value is not None else None)
-        return verdicts
-
-
-def _check(finished: Finished) -> None:
-    for name, value in (
-        ("queue_wait", finished.queue_wait),
-        ("ttft", finished.ttft),
-        ("tpot", finished.tpot),
-    ):
-        if value is not None and not (value >= 0 and value <= MAX_AMOUNT):
-            raise UsageError(f"{name} must be finite seconds >= 0, got {shown(value)}")
-    e2e = finished.e2e
-    if not (e2e >= 0 and e2e <= MAX_AMOUNT):
-        raise UsageError(f"finished_at must not be before arrival (e2e {e2e!r})")
-    if finished.prompt_tokens < 0 or finished.output_tokens < 0:
-        raise UsageError("token counts must be >= 0")
-    if not 0 <= finished.slow_gaps <= finished.gaps:
-        raise UsageError(
-            f"gaps must be >= 0 and slow_gaps in [0, gaps], got {finished.gaps!r}, "
-            f"{finished.slow_gaps!r}"
-        )
-    check_stages(finished.stages)

@@ -24,9 +24,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from slopolicy.core.checks import check_now
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.slo.burn import DEFAULT_BURN_RULES, BurnRule
+from slopolicy.core.slo.judged import Judged
 from slopolicy.core.slo.snapshot import SLOSnapshot
 from slopolicy.core.slo.targets import SLOTargets
-from slopolicy.core.slo.tracker import CostModel, SLOTracker, _Judged
+from slopolicy.core.slo.tracker import CostModel, SLOTracker
 from slopolicy.errors import UsageError
 
 __all__ = ("FOLD_AFTER", "TrackerSet")
@@ -77,7 +78,7 @@ class TrackerSet:
         self._evicted = 0
         # The policy's own records, waiting to be counted (judged already
         # when a custom cost model judged them at once).
-        self._pending: list[tuple[SLOTracker, Finished | _Judged, float]] = []
+        self._pending: list[tuple[SLOTracker, Finished | Judged, float]] = []
         self._cost_model = cost_model
         self._window_s, self._slices, self._alpha = window_s, slices, alpha
         self._rejected_are_errors = rejected_are_errors
@@ -174,7 +175,7 @@ class TrackerSet:
                     record = lane._judge_checked(record)
                 add(lane, record, now)
 
-    def _add(self, lane: SLOTracker, judged: _Judged, now: float) -> None:
+    def _add(self, lane: SLOTracker, judged: Judged, now: float) -> None:
         lane._add(judged, now)
         tenant = self._tenant_tracker(lane.lane, judged.finished.tenant)
         if tenant is not None:

@@ -31,7 +31,6 @@ from collections import deque
 from collections.abc import Iterable
 
 from slopolicy.core.checks import check_now, shown
-from slopolicy.core.quota.bucket import TokenBucket
 from slopolicy.core.reasons import Reason
 from slopolicy.core.tools.calls import (
     ToolDisplaced,
@@ -39,12 +38,13 @@ from slopolicy.core.tools.calls import (
     ToolOutcome,
     ToolPoolStatistics,
     ToolRefused,
-    ToolStatistics,
     ToolWaiting,
 )
 from slopolicy.core.tools.limits import ToolLimits, check_call
 from slopolicy.core.tools.rates import RollingRates
 from slopolicy.core.tools.risk import calls_per_tool, combined, tool_risk
+from slopolicy.core.tools.slots import buckets_for, fairest, has_room, pushed_out
+from slopolicy.core.tools.snapshot import pool_statistics
 from slopolicy.core.tools.state import Group, TenantCalls, Waiter
 from slopolicy.errors import UsageError
 
@@ -130,7 +130,7 @@ class ToolPool:
             )
         group = self._groups[spec.name]
         state = self._tenants.get(tenant)
-        buckets = self._buckets(group, tenant, now)
+        buckets = buckets_for(group, tenant, now)
         wait = max((bucket.time_until(1.0, now) for bucket in buckets), default=0.0)
         if wait > 0:
             return self._refused(
@@ -139,10 +139,10 @@ class ToolPool:
             )  # fmt: skip
         if spec.timeout is not None:
             timeout = spec.timeout if timeout is None else min(timeout, spec.timeout)
-        fits = self._fits(group, tenant, state)
+        fits = has_room(group, self._limits, tenant, state)
         victim = None
         if not fits and group.waiting >= spec.max_waiting:
-            victim = self._victim(group, tenant)
+            victim = pushed_out(group, tenant)
             if victim is None:
                 return self._refused(
                     group, tenant, tool, Reason.QUEUE_FULL, 503,
@@ -183,39 +183,6 @@ class ToolPool:
             deadline=None if spec.max_wait is None else now + spec.max_wait,
             displaced=displaced,
         )
-
-    def _buckets(self, group: Group, tenant: str, now: float) -> tuple[TokenBucket, ...]:
-        """The rate buckets a call of ``tenant`` takes from. A tenant without one
-        gets a new full one, kept only once a call takes from it."""
-        spec = group.spec
-        buckets = () if group.bucket is None else (group.bucket,)
-        if spec.tenant_rate is None or spec.tenant_burst is None:
-            return buckets
-        bucket = group.tenant_buckets.get(tenant)
-        if bucket is None:
-            bucket = TokenBucket(spec.tenant_rate, spec.tenant_burst, now=now)
-        return (*buckets, bucket)
-
-    def _fits(self, group: Group, tenant: str, state: TenantCalls | None) -> bool:
-        """Whether every concurrency cap leaves ``tenant`` room for one more call."""
-        spec = group.spec
-        if spec.max_concurrency is not None and group.in_flight >= spec.max_concurrency:
-            return False
-        cap = spec.tenant_max_concurrency
-        if cap is not None and group.held.get(tenant, 0) >= cap:
-            return False
-        cap = self._limits.tenant_max_concurrency
-        return cap is None or state is None or state.in_flight < cap
-
-    def _victim(self, group: Group, tenant: str) -> str | None:
-        """The tenant whose newest waiter a full queue pushes out for ``tenant``'s
-        arrival: the most backlogged, if it has more waiting than the arrival would."""
-        own = len(group.queues.get(tenant, ()))
-        most, victim = own + 1, None
-        for name, queue in group.queues.items():
-            if len(queue) > most:
-                most, victim = len(queue), name
-        return victim
 
     def _displace(self, group: Group, tenant: str, now: float) -> ToolDisplaced:
         queue = group.queues[tenant]
@@ -306,14 +273,7 @@ class ToolPool:
         started: list[ToolLease] = []
         queues = group.queues
         while queues:
-            best: str | None = None
-            best_key = (0, 0)
-            for tenant in queues:
-                if not self._fits(group, tenant, self._tenants[tenant]):
-                    continue
-                key = (group.held.get(tenant, 0), group.served.get(tenant, 0))
-                if best is None or key < best_key:
-                    best, best_key = tenant, key
+            best = fairest(group, self._limits, self._tenants)
             if best is None:
                 break
             queue = queues[best]
@@ -422,28 +382,11 @@ class ToolPool:
     def statistics(self, now: float) -> ToolPoolStatistics:
         """A frozen snapshot at ``now`` (monotonic seconds)."""
         now = self._advance(now)
-        tools = []
-        for name, group in self._groups.items():
-            calls, timeouts, errors = group.rates.rates(now)
-            tools.append(
-                ToolStatistics(
-                    name=name,
-                    in_flight=group.in_flight,
-                    waiting=group.waiting,
-                    started=group.started,
-                    ended=dict(group.ended),
-                    refused=dict(group.refused),
-                    calls=calls,
-                    timeout_rate=timeouts,
-                    error_rate=errors,
-                )
-            )
-        _, timeouts, errors = self._rates.rates(now)
-        return ToolPoolStatistics(
-            tools=tuple(tools),
-            in_flight=len(self._leases),
-            waiting=len(self._waiters),
-            tenants=len(self._tenants),
-            timeout_rate=timeouts,
-            error_rate=errors,
+        return pool_statistics(
+            self._groups,
+            self._rates,
+            len(self._leases),
+            len(self._waiters),
+            len(self._tenants),
+            now,
         )
