@@ -18,8 +18,8 @@ Every request's token gaps are added to its group's
 :class:`~slopolicy.sim.gaps.Gaps` (see :mod:`slopolicy.sim.gaps`), and
 those above its group's ``tbt_p99`` target are counted per request (each
 group counts the iterations above its target; a request's share is the
-count's growth while it decoded, plus its resume gaps), for
-:meth:`Engine.slow_gaps`.
+count's growth while it decoded, plus its resume gaps; see
+:mod:`slopolicy.sim._group_gaps`), for :meth:`Engine.slow_gaps`.
 
 **Speed.** While no request is prefilling and the waiting queue's head cannot
 start, every iteration is pure decode and the batch only changes when a
@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim._decode import DecodePool, Seq
+from slopolicy.sim._group_gaps import GroupGaps
 from slopolicy.sim._waiting import WaitingQueue
 from slopolicy.sim.engine_spec import (
     EngineSpec,
@@ -52,11 +53,9 @@ from slopolicy.sim.engine_spec import (
     check_int,
 )
 from slopolicy.sim.fanout import Fanout
-from slopolicy.sim.gaps import Gaps, TBTSummary, slow_in_run
+from slopolicy.sim.gaps import TBTSummary
 
 __all__ = ("Engine", "EngineSpec", "EngineStatistics", "Scheduling", "StepResult")
-
-_NONE = SLOTargets()
 
 
 class Engine:
@@ -88,12 +87,7 @@ class Engine:
         self._waiting = WaitingQueue(priority=scheduling == "priority")
         self._waiting_blocks = 0  # the blocks of every waiting prompt (and its first token)
         self._waiting_tokens = 0  # every waiting request's tokens to prefill
-        self._gaps: dict[str, Gaps] = {}
-        self._targets = dict(targets or {})
-        self._slow_gap: dict[str, float] = {}  # a group's TBT target (inf: none)
-        self._slow: dict[str, int] = {}  # iterations above it so far, per group
-        self._slow_done: dict[str, int] = {}  # finished requests' slow gaps, until asked
-        self._decoding: dict[str, int] = {}  # decoding requests per group
+        self._groups = GroupGaps(targets)
         self._live: dict[str, Seq] = {}
         self._fanout = Fanout()
         self._orders = 0
@@ -134,12 +128,7 @@ class Engine:
             return False
         if sequences > 1:
             self._fanout.add(request_id, ids)
-        if group not in self._gaps:
-            targets = self._targets.get(group, _NONE)
-            self._gaps[group] = Gaps(targets.stall_threshold)
-            self._slow_gap[group] = targets.slow_gap
-            self._slow[group] = 0
-        self._decoding.setdefault(group, 0)
+        self._groups.register(group)
         for child in ids:
             self._orders += 1
             seq = Seq(child, prompt_tokens, output_tokens, priority, self._orders, group)
@@ -177,11 +166,11 @@ class Engine:
     def slow_gaps(self, request_id: str) -> int:
         """The gaps above its group's TBT target of a request that finished,
         asked once (then forgotten; 0 for none or unknown)."""
-        return self._slow_done.pop(request_id, 0)
+        return self._groups.take(request_id)
 
     def tbt(self) -> dict[str, TBTSummary]:
         """Each group's token gaps so far (see :mod:`slopolicy.sim.gaps`)."""
-        return {group: gaps.summary() for group, gaps in self._gaps.items()}
+        return self._groups.summary()
 
     # -- views ------------------------------------------------------------------
 
@@ -268,10 +257,7 @@ class Engine:
             raise UsageError("no iteration in flight")
         self._pending = None
         result, families = self._fanout.fold(result)
-        for parent, ids in families:
-            slow = sum(self._slow_done.pop(child, 0) for child in ids)
-            if slow:
-                self._slow_done[parent] = slow
+        self._groups.fold(families)
         return result
 
     # -- one iteration ------------------------------------------------------------
@@ -291,11 +277,7 @@ class Engine:
         self._busy += seconds
         self._prefill_tokens += prompt
         self._decode_tokens += pool.count
-        for group, count in self._decoding.items():
-            if count:
-                self._gaps[group].add(seconds, count)
-                if seconds > self._slow_gap[group]:
-                    self._slow[group] += 1
+        self._groups.iteration(seconds)
         first, finished = self._apply(chunks, now + seconds)
         return StepResult(now + seconds, 1, first, finished, preempted, admitted)
 
@@ -350,8 +332,7 @@ class Engine:
             # Its last token came out when the previous iteration ended, now.
             seq.last_token = now
             self._pool.remove(seq)
-            self._decoding[seq.group] -= 1
-            seq.slow += self._slow[seq.group] - seq.slow_base
+            self._groups.preempted(seq)
         else:
             self._prefilling.remove(seq)
             self._prefill_blocks -= seq.blocks
@@ -402,10 +383,7 @@ class Engine:
             self._prefilling.remove(seq)
             self._prefill_blocks -= seq.blocks
             if seq.out:  # resumed after a preemption: one long gap
-                gap = end - seq.last_token
-                self._gaps[seq.group].add(gap)
-                if gap > self._slow_gap[seq.group]:
-                    seq.slow += 1
+                self._groups.resumed(seq, end - seq.last_token)
             seq.out += 1
             if seq.out == 1:
                 first.append(seq.id)
@@ -414,12 +392,10 @@ class Engine:
                 self._left(seq)
                 del self._live[seq.id]
                 finished.append((seq.id, seq.out))
-                if seq.slow:  # resumed on its last token
-                    self._slow_done[seq.id] = seq.slow
+                self._groups.finished(seq, decoding=False)  # resumed on its last token
             else:
                 pool.add(seq)  # takes over its blocks: prompt + out tokens
-                self._decoding[seq.group] += 1
-                seq.slow_base = self._slow[seq.group]
+                self._groups.joined(seq)
         finished.extend(self._retire(done))
         return tuple(first), tuple(finished)
 
@@ -427,11 +403,8 @@ class Engine:
         for seq in done:
             self._running.remove(seq)
             self._left(seq)
-            self._decoding[seq.group] -= 1
             del self._live[seq.id]
-            slow = seq.slow + self._slow[seq.group] - seq.slow_base
-            if slow:
-                self._slow_done[seq.id] = slow
+            self._groups.finished(seq, decoding=True)
         return [(seq.id, seq.out) for seq in done]
 
     def _left(self, seq: Seq) -> None:
@@ -468,9 +441,6 @@ class Engine:
         self._busy += seconds
         self._decode_tokens += n * k
         first, step = profile.decode_time(1, n, context), profile.beta_d * n
-        for group, count in self._decoding.items():
-            if count:
-                self._gaps[group].add_run(first, step, k, count)
-                self._slow[group] += slow_in_run(first, step, k, self._slow_gap[group])
+        self._groups.run(first, step, k)
         finished = self._retire(pool.step(k))
         return StepResult(now + seconds, k, (), tuple(finished), ())
