@@ -44,7 +44,7 @@ from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim._decode import DecodePool, Seq
 from slopolicy.sim._group_gaps import GroupGaps
-from slopolicy.sim._waiting import WaitingQueue
+from slopolicy.sim._waiting import WaitingQueue, prompt_blocks
 from slopolicy.sim.engine_spec import (
     EngineSpec,
     EngineStatistics,
@@ -84,9 +84,7 @@ class Engine:
         self._running: list[Seq] = []
         self._prefilling: list[Seq] = []
         self._prefill_blocks = 0
-        self._waiting = WaitingQueue(priority=scheduling == "priority")
-        self._waiting_blocks = 0  # the blocks of every waiting prompt (and its first token)
-        self._waiting_tokens = 0  # every waiting request's tokens to prefill
+        self._waiting = WaitingQueue(spec.block_size, priority=scheduling == "priority")
         self._groups = GroupGaps(targets)
         self._live: dict[str, Seq] = {}
         self._fanout = Fanout()
@@ -134,15 +132,7 @@ class Engine:
             seq = Seq(child, prompt_tokens, output_tokens, priority, self._orders, group)
             self._live[child] = seq
             self._waiting.add(seq)
-            self._count_waiting(seq, 1)
         return True
-
-    def _prompt_blocks(self, tokens: int) -> int:
-        return -(-(tokens + 1) // self._size)
-
-    def _count_waiting(self, seq: Seq, sign: int) -> None:
-        self._waiting_blocks += sign * self._prompt_blocks(seq.prefill_len)
-        self._waiting_tokens += sign * seq.prefill_len
 
     def output_tokens(self, request_id: str) -> int:
         """Tokens ``request_id`` has generated so far, every sequence's (0 if
@@ -157,11 +147,11 @@ class Engine:
     def spare_blocks(self) -> int:
         """KV blocks free after the decoding requests' next token and every
         waiting request's prompt (and first token)."""
-        return self.free_blocks - self._pool.new_blocks(1) - self._waiting_blocks
+        return self.free_blocks - self._pool.new_blocks(1) - self._waiting.blocks
 
     def prompt_blocks(self, prompt_tokens: int) -> int:
         """KV blocks a prompt of this length and its first token take."""
-        return self._prompt_blocks(prompt_tokens)
+        return prompt_blocks(prompt_tokens, self._size)
 
     def slow_gaps(self, request_id: str) -> int:
         """The gaps above its group's TBT target of a request that finished,
@@ -187,7 +177,7 @@ class Engine:
     @property
     def waiting_tokens(self) -> int:
         """Tokens the waiting requests must prefill (prompts, and outputs of preempted ones)."""
-        return self._waiting_tokens
+        return self._waiting.tokens
 
     @property
     def used_blocks(self) -> int:
@@ -340,7 +330,6 @@ class Engine:
         seq.prefill_len = seq.prompt + seq.out
         self._preemptions += 1
         self._waiting.put_back(seq)
-        self._count_waiting(seq, 1)
 
     def _admit(self, budget: int, cap: int, chunks: list[tuple[Seq, int]], need: int) -> int:
         """Start waiting requests while they fit; how many started."""
@@ -355,7 +344,6 @@ class Engine:
             if blocks > free:
                 break
             self._waiting.pop()
-            self._count_waiting(seq, -1)
             self._running.append(seq)
             self._prefilling.append(seq)
             chunks.append((seq, chunk))

@@ -67,7 +67,6 @@ class LlamaEngine(Engine):
             if index is None:
                 break
             seq = self._waiting.pop()
-            self._count_waiting(seq, -1)
             self._holder[index] = seq
             self._slot_of[seq.id] = index
             self._running.append(seq)
