@@ -42,6 +42,7 @@ from collections.abc import Mapping
 
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
+from slopolicy.sim._counters import Counters
 from slopolicy.sim._decode import DecodePool, Seq
 from slopolicy.sim._group_gaps import GroupGaps
 from slopolicy.sim._waiting import WaitingQueue, prompt_blocks
@@ -90,11 +91,7 @@ class Engine:
         self._fanout = Fanout()
         self._orders = 0
         self._pending: StepResult | None = None
-        self._iterations = 0
-        self._busy = 0.0
-        self._prefill_tokens = 0
-        self._decode_tokens = 0
-        self._preemptions = 0
+        self._counts = Counters()
 
     # -- requests -------------------------------------------------------------
 
@@ -205,20 +202,11 @@ class Engine:
 
     def decode_tokens(self) -> int:
         """Decode tokens computed since the start."""
-        return self._decode_tokens
+        return self._counts.decode_tokens
 
     def statistics(self) -> EngineStatistics:
         """A snapshot of the counters."""
-        return EngineStatistics(
-            self._iterations,
-            self._busy,
-            self._prefill_tokens,
-            self._decode_tokens,
-            self._preemptions,
-            len(self._running),
-            self.waiting,
-            self.used_blocks / self._num_blocks,
-        )
+        return self._counts.statistics(len(self._running), self.waiting, self.kv_usage())
 
     # -- time -------------------------------------------------------------------
 
@@ -263,10 +251,7 @@ class Engine:
         seconds = self._profile.iteration_time(
             pool.count + prompt, pairs, pool.context, pool.count + done, admitted
         )
-        self._iterations += 1
-        self._busy += seconds
-        self._prefill_tokens += prompt
-        self._decode_tokens += pool.count
+        self._counts.ran(1, seconds, prompt, pool.count)
         self._groups.iteration(seconds)
         first, finished = self._apply(chunks, now + seconds)
         return StepResult(now + seconds, 1, first, finished, preempted, admitted)
@@ -328,7 +313,7 @@ class Engine:
             self._prefill_blocks -= seq.blocks
         seq.blocks = seq.computed = 0
         seq.prefill_len = seq.prompt + seq.out
-        self._preemptions += 1
+        self._counts.preemptions += 1
         self._waiting.put_back(seq)
 
     def _admit(self, budget: int, cap: int, chunks: list[tuple[Seq, int]], need: int) -> int:
@@ -425,9 +410,7 @@ class Engine:
         n, context = pool.count, pool.context
         k = min(fits, finish, profile.decode_iterations(horizon - now, n, context))
         seconds = profile.decode_time(k, n, context)
-        self._iterations += k
-        self._busy += seconds
-        self._decode_tokens += n * k
+        self._counts.ran(k, seconds, 0, n * k)
         first, step = profile.decode_time(1, n, context), profile.beta_d * n
         self._groups.run(first, step, k)
         finished = self._retire(pool.step(k))
