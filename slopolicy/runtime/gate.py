@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
 from typing import IO
@@ -39,7 +38,7 @@ from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint
 from slopolicy.backends.base import QuotaStore
 from slopolicy.core.decisions import Decision, Defer, Displaced, Reject
 from slopolicy.core.health.signals import EngineSignals
-from slopolicy.core.lifecycle import Dispatch, PolicyStatistics
+from slopolicy.core.lifecycle import Dispatch
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy
 from slopolicy.core.request import Request
@@ -47,6 +46,7 @@ from slopolicy.core.specs import PolicySource, PolicySpec
 from slopolicy.errors import GateClosed, Rejected, UsageError, WouldBlock
 from slopolicy.runtime.arrivals import ArrivalLog, ArrivalRecord
 from slopolicy.runtime.end_records import EndRecords
+from slopolicy.runtime.gate_statistics import GateStatistics
 from slopolicy.runtime.loop import (
     Checkpoint,
     Clock,
@@ -64,15 +64,6 @@ from slopolicy.runtime.waiting import GateAdmission, Waiter, WaitingRoom
 from slopolicy.telemetry.config import Telemetry, recorder_for
 
 __all__ = ("Gate", "GateStatistics", "SignalSource")
-
-
-@dataclass(frozen=True, slots=True)
-class GateStatistics:
-    """A snapshot: callers waiting in ``admit``, whether the gate is open, and the policy's."""
-
-    waiting: int
-    open: bool
-    policy: PolicyStatistics
 
 
 class Gate:

@@ -1,4 +1,5 @@
-"""The engine's waiting queue: FCFS, or by ``(priority, arrival)`` like vLLM."""
+"""The engine's waiting queue: FCFS, or by ``(priority, arrival)`` like vLLM,
+and the KV blocks and tokens its requests will need to start."""
 
 from __future__ import annotations
 
@@ -7,20 +8,35 @@ from collections import deque
 
 from slopolicy.sim._decode import Seq
 
-__all__ = ("WaitingQueue",)
+__all__ = ("WaitingQueue", "prompt_blocks")
+
+
+def prompt_blocks(tokens: int, block_size: int) -> int:
+    """KV blocks ``tokens`` prompt tokens and the first output token take."""
+    return -(-(tokens + 1) // block_size)
 
 
 class WaitingQueue:
     """Requests waiting to start. ``priority`` orders by ``(priority, order)``
     (lower first); otherwise first come, first served. A preempted request
-    goes back in front of those that arrived after it."""
+    goes back in front of those that arrived after it. ``blocks`` counts
+    every waiting prompt's KV blocks (and its first token's) in
+    ``block_size``-token blocks, ``tokens`` every waiting request's tokens to
+    prefill."""
 
-    __slots__ = ("_fifo", "_heap", "priority")
+    __slots__ = ("_fifo", "_heap", "_size", "blocks", "priority", "tokens")
 
-    def __init__(self, *, priority: bool) -> None:
+    def __init__(self, block_size: int, *, priority: bool) -> None:
         self.priority = priority
+        self._size = block_size
         self._fifo: deque[Seq] = deque()
         self._heap: list[tuple[int, int, Seq]] = []
+        self.blocks = 0
+        self.tokens = 0
+
+    def _count(self, seq: Seq, sign: int) -> None:
+        self.blocks += sign * prompt_blocks(seq.prefill_len, self._size)
+        self.tokens += sign * seq.prefill_len
 
     def __len__(self) -> int:
         return len(self._heap) if self.priority else len(self._fifo)
@@ -31,6 +47,7 @@ class WaitingQueue:
             heapq.heappush(self._heap, (seq.priority, seq.order, seq))
         else:
             self._fifo.append(seq)
+        self._count(seq, 1)
 
     def put_back(self, seq: Seq) -> None:
         """Queue a preempted request: first under FCFS, by priority otherwise."""
@@ -38,6 +55,7 @@ class WaitingQueue:
             heapq.heappush(self._heap, (seq.priority, seq.order, seq))
         else:
             self._fifo.appendleft(seq)
+        self._count(seq, 1)
 
     def head(self) -> Seq | None:
         """The next request to start, if any."""
@@ -47,7 +65,9 @@ class WaitingQueue:
 
     def pop(self) -> Seq:
         """Remove and return :meth:`head` (which must exist)."""
-        return heapq.heappop(self._heap)[2] if self.priority else self._fifo.popleft()
+        seq = heapq.heappop(self._heap)[2] if self.priority else self._fifo.popleft()
+        self._count(seq, -1)
+        return seq
 
     def seqs(self) -> list[Seq]:
         """Every waiting request, in no particular order."""

@@ -18,8 +18,8 @@ Every request's token gaps are added to its group's
 :class:`~slopolicy.sim.gaps.Gaps` (see :mod:`slopolicy.sim.gaps`), and
 those above its group's ``tbt_p99`` target are counted per request (each
 group counts the iterations above its target; a request's share is the
-count's growth while it decoded, plus its resume gaps), for
-:meth:`Engine.slow_gaps`.
+count's growth while it decoded, plus its resume gaps; see
+:mod:`slopolicy.sim._group_gaps`), for :meth:`Engine.slow_gaps`.
 
 **Speed.** While no request is prefilling and the waiting queue's head cannot
 start, every iteration is pure decode and the batch only changes when a
@@ -42,8 +42,10 @@ from collections.abc import Mapping
 
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
+from slopolicy.sim._counters import Counters
 from slopolicy.sim._decode import DecodePool, Seq
-from slopolicy.sim._waiting import WaitingQueue
+from slopolicy.sim._group_gaps import GroupGaps
+from slopolicy.sim._waiting import WaitingQueue, prompt_blocks
 from slopolicy.sim.engine_spec import (
     EngineSpec,
     EngineStatistics,
@@ -52,11 +54,9 @@ from slopolicy.sim.engine_spec import (
     check_int,
 )
 from slopolicy.sim.fanout import Fanout
-from slopolicy.sim.gaps import Gaps, TBTSummary, slow_in_run
+from slopolicy.sim.gaps import TBTSummary
 
 __all__ = ("Engine", "EngineSpec", "EngineStatistics", "Scheduling", "StepResult")
-
-_NONE = SLOTargets()
 
 
 class Engine:
@@ -85,24 +85,13 @@ class Engine:
         self._running: list[Seq] = []
         self._prefilling: list[Seq] = []
         self._prefill_blocks = 0
-        self._waiting = WaitingQueue(priority=scheduling == "priority")
-        self._waiting_blocks = 0  # the blocks of every waiting prompt (and its first token)
-        self._waiting_tokens = 0  # every waiting request's tokens to prefill
-        self._gaps: dict[str, Gaps] = {}
-        self._targets = dict(targets or {})
-        self._slow_gap: dict[str, float] = {}  # a group's TBT target (inf: none)
-        self._slow: dict[str, int] = {}  # iterations above it so far, per group
-        self._slow_done: dict[str, int] = {}  # finished requests' slow gaps, until asked
-        self._decoding: dict[str, int] = {}  # decoding requests per group
+        self._waiting = WaitingQueue(spec.block_size, priority=scheduling == "priority")
+        self._groups = GroupGaps(targets)
         self._live: dict[str, Seq] = {}
         self._fanout = Fanout()
         self._orders = 0
         self._pending: StepResult | None = None
-        self._iterations = 0
-        self._busy = 0.0
-        self._prefill_tokens = 0
-        self._decode_tokens = 0
-        self._preemptions = 0
+        self._counts = Counters()
 
     # -- requests -------------------------------------------------------------
 
@@ -134,26 +123,13 @@ class Engine:
             return False
         if sequences > 1:
             self._fanout.add(request_id, ids)
-        if group not in self._gaps:
-            targets = self._targets.get(group, _NONE)
-            self._gaps[group] = Gaps(targets.stall_threshold)
-            self._slow_gap[group] = targets.slow_gap
-            self._slow[group] = 0
-        self._decoding.setdefault(group, 0)
+        self._groups.register(group)
         for child in ids:
             self._orders += 1
             seq = Seq(child, prompt_tokens, output_tokens, priority, self._orders, group)
             self._live[child] = seq
             self._waiting.add(seq)
-            self._count_waiting(seq, 1)
         return True
-
-    def _prompt_blocks(self, tokens: int) -> int:
-        return -(-(tokens + 1) // self._size)
-
-    def _count_waiting(self, seq: Seq, sign: int) -> None:
-        self._waiting_blocks += sign * self._prompt_blocks(seq.prefill_len)
-        self._waiting_tokens += sign * seq.prefill_len
 
     def output_tokens(self, request_id: str) -> int:
         """Tokens ``request_id`` has generated so far, every sequence's (0 if
@@ -168,20 +144,20 @@ class Engine:
     def spare_blocks(self) -> int:
         """KV blocks free after the decoding requests' next token and every
         waiting request's prompt (and first token)."""
-        return self.free_blocks - self._pool.new_blocks(1) - self._waiting_blocks
+        return self.free_blocks - self._pool.new_blocks(1) - self._waiting.blocks
 
     def prompt_blocks(self, prompt_tokens: int) -> int:
         """KV blocks a prompt of this length and its first token take."""
-        return self._prompt_blocks(prompt_tokens)
+        return prompt_blocks(prompt_tokens, self._size)
 
     def slow_gaps(self, request_id: str) -> int:
         """The gaps above its group's TBT target of a request that finished,
         asked once (then forgotten; 0 for none or unknown)."""
-        return self._slow_done.pop(request_id, 0)
+        return self._groups.take(request_id)
 
     def tbt(self) -> dict[str, TBTSummary]:
         """Each group's token gaps so far (see :mod:`slopolicy.sim.gaps`)."""
-        return {group: gaps.summary() for group, gaps in self._gaps.items()}
+        return self._groups.summary()
 
     # -- views ------------------------------------------------------------------
 
@@ -198,7 +174,7 @@ class Engine:
     @property
     def waiting_tokens(self) -> int:
         """Tokens the waiting requests must prefill (prompts, and outputs of preempted ones)."""
-        return self._waiting_tokens
+        return self._waiting.tokens
 
     @property
     def used_blocks(self) -> int:
@@ -226,20 +202,11 @@ class Engine:
 
     def decode_tokens(self) -> int:
         """Decode tokens computed since the start."""
-        return self._decode_tokens
+        return self._counts.decode_tokens
 
     def statistics(self) -> EngineStatistics:
         """A snapshot of the counters."""
-        return EngineStatistics(
-            self._iterations,
-            self._busy,
-            self._prefill_tokens,
-            self._decode_tokens,
-            self._preemptions,
-            len(self._running),
-            self.waiting,
-            self.used_blocks / self._num_blocks,
-        )
+        return self._counts.statistics(len(self._running), self.waiting, self.kv_usage())
 
     # -- time -------------------------------------------------------------------
 
@@ -268,10 +235,7 @@ class Engine:
             raise UsageError("no iteration in flight")
         self._pending = None
         result, families = self._fanout.fold(result)
-        for parent, ids in families:
-            slow = sum(self._slow_done.pop(child, 0) for child in ids)
-            if slow:
-                self._slow_done[parent] = slow
+        self._groups.fold(families)
         return result
 
     # -- one iteration ------------------------------------------------------------
@@ -287,15 +251,8 @@ class Engine:
         seconds = self._profile.iteration_time(
             pool.count + prompt, pairs, pool.context, pool.count + done, admitted
         )
-        self._iterations += 1
-        self._busy += seconds
-        self._prefill_tokens += prompt
-        self._decode_tokens += pool.count
-        for group, count in self._decoding.items():
-            if count:
-                self._gaps[group].add(seconds, count)
-                if seconds > self._slow_gap[group]:
-                    self._slow[group] += 1
+        self._counts.ran(1, seconds, prompt, pool.count)
+        self._groups.iteration(seconds)
         first, finished = self._apply(chunks, now + seconds)
         return StepResult(now + seconds, 1, first, finished, preempted, admitted)
 
@@ -350,16 +307,14 @@ class Engine:
             # Its last token came out when the previous iteration ended, now.
             seq.last_token = now
             self._pool.remove(seq)
-            self._decoding[seq.group] -= 1
-            seq.slow += self._slow[seq.group] - seq.slow_base
+            self._groups.preempted(seq)
         else:
             self._prefilling.remove(seq)
             self._prefill_blocks -= seq.blocks
         seq.blocks = seq.computed = 0
         seq.prefill_len = seq.prompt + seq.out
-        self._preemptions += 1
+        self._counts.preemptions += 1
         self._waiting.put_back(seq)
-        self._count_waiting(seq, 1)
 
     def _admit(self, budget: int, cap: int, chunks: list[tuple[Seq, int]], need: int) -> int:
         """Start waiting requests while they fit; how many started."""
@@ -374,7 +329,6 @@ class Engine:
             if blocks > free:
                 break
             self._waiting.pop()
-            self._count_waiting(seq, -1)
             self._running.append(seq)
             self._prefilling.append(seq)
             chunks.append((seq, chunk))
@@ -402,10 +356,7 @@ class Engine:
             self._prefilling.remove(seq)
             self._prefill_blocks -= seq.blocks
             if seq.out:  # resumed after a preemption: one long gap
-                gap = end - seq.last_token
-                self._gaps[seq.group].add(gap)
-                if gap > self._slow_gap[seq.group]:
-                    seq.slow += 1
+                self._groups.resumed(seq, end - seq.last_token)
             seq.out += 1
             if seq.out == 1:
                 first.append(seq.id)
@@ -414,12 +365,10 @@ class Engine:
                 self._left(seq)
                 del self._live[seq.id]
                 finished.append((seq.id, seq.out))
-                if seq.slow:  # resumed on its last token
-                    self._slow_done[seq.id] = seq.slow
+                self._groups.finished(seq, decoding=False)  # resumed on its last token
             else:
                 pool.add(seq)  # takes over its blocks: prompt + out tokens
-                self._decoding[seq.group] += 1
-                seq.slow_base = self._slow[seq.group]
+                self._groups.joined(seq)
         finished.extend(self._retire(done))
         return tuple(first), tuple(finished)
 
@@ -427,11 +376,8 @@ class Engine:
         for seq in done:
             self._running.remove(seq)
             self._left(seq)
-            self._decoding[seq.group] -= 1
             del self._live[seq.id]
-            slow = seq.slow + self._slow[seq.group] - seq.slow_base
-            if slow:
-                self._slow_done[seq.id] = slow
+            self._groups.finished(seq, decoding=True)
         return [(seq.id, seq.out) for seq in done]
 
     def _left(self, seq: Seq) -> None:
@@ -464,13 +410,8 @@ class Engine:
         n, context = pool.count, pool.context
         k = min(fits, finish, profile.decode_iterations(horizon - now, n, context))
         seconds = profile.decode_time(k, n, context)
-        self._iterations += k
-        self._busy += seconds
-        self._decode_tokens += n * k
+        self._counts.ran(k, seconds, 0, n * k)
         first, step = profile.decode_time(1, n, context), profile.beta_d * n
-        for group, count in self._decoding.items():
-            if count:
-                self._gaps[group].add_run(first, step, k, count)
-                self._slow[group] += slow_in_run(first, step, k, self._slow_gap[group])
+        self._groups.run(first, step, k)
         finished = self._retire(pool.step(k))
         return StepResult(now + seconds, k, (), tuple(finished), ())

@@ -67,7 +67,6 @@ class LlamaEngine(Engine):
             if index is None:
                 break
             seq = self._waiting.pop()
-            self._count_waiting(seq, -1)
             self._holder[index] = seq
             self._slot_of[seq.id] = index
             self._running.append(seq)
@@ -85,7 +84,7 @@ class LlamaEngine(Engine):
     def _left(self, seq: Seq) -> None:
         index = self._slot_of.pop(seq.id)
         self._holder[index] = None
-        self._used[index] = self._iterations * len(self._holder) + index
+        self._used[index] = self._counts.iterations * len(self._holder) + index
 
     def _head_can_start(self) -> bool:
         return self._waiting.head() is not None and len(self._running) < self.spec.max_num_seqs

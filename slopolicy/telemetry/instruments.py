@@ -1,4 +1,4 @@
-"""The instruments, made once per meter provider, and the gauges' readings.
+"""The instruments, made once per meter provider, and the gauges' callbacks.
 
 Instruments are shared by every :class:`~slopolicy.telemetry.Telemetry` on
 the same meter provider. The SDK identifies an instrument by name, kind, unit
@@ -12,6 +12,7 @@ Thread safety: readers may collect from their own thread (the SDK's
 policy is sans-IO and owned by its gate's event loop. A callback running on
 the gate's own thread reads the policy directly; on any other thread it reads
 the last :class:`Readings` the gate's loop published (see
+:mod:`slopolicy.telemetry.gauge_source` and
 :meth:`slopolicy.telemetry.Recorder.watch`), never the live policy.
 """
 
@@ -19,115 +20,20 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
 
-import anyio
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
-from opentelemetry.util.types import AttributeValue
 
 from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.lifecycle import PolicyStatistics
-from slopolicy.core.policy import Policy
-from slopolicy.core.slo.snapshot import SLOSnapshot
 from slopolicy.core.tasks.trackers import TaskSnapshot
 from slopolicy.telemetry import names as n
+from slopolicy.telemetry.gauge_source import GaugeSource, Readings
 
 __all__ = ("GaugeSource", "Instruments", "Readings", "instruments_for")
 
 SCOPE = "slopolicy"
-
-Attrs = dict[str, AttributeValue]
-_S = TypeVar("_S")
-
-
-@dataclass(frozen=True, slots=True)
-class Readings:
-    """What the gauges report for one policy, read on its loop at ``at``
-    (the gate's clock, monotonic seconds)."""
-
-    at: float
-    statistics: PolicyStatistics
-    lanes: tuple[SLOSnapshot, ...]
-    tasks: tuple[TaskSnapshot, ...] = ()
-
-
-class GaugeSource:
-    """One open gate's policy, as the observable gauges see it."""
-
-    __slots__ = ("attributes", "observed", "policy", "published", "thread")
-
-    def __init__(self, policy: Policy, attributes: Mapping[str, AttributeValue]) -> None:
-        self.policy = policy
-        self.attributes: Attrs = dict(attributes)
-        self.thread = threading.get_ident()
-        # Set from reader threads, read on the loop: a plain flag is enough
-        # (a lost or late update delays one refresh, nothing else).
-        self.observed = False
-        self.published: Readings | None = None
-
-    def publish(self, now: float) -> None:
-        """Read the policy now (on its loop) for readers on other threads."""
-        policy = self.policy
-        self.published = Readings(
-            now,
-            policy.statistics(now),
-            policy.health.trackers.snapshots(now, tenants=False),
-            policy.task_trackers.snapshots(now, tenants=False),
-        )
-
-    def statistics(self) -> PolicyStatistics | None:
-        """The policy's statistics: live on its loop, else the last published."""
-        if threading.get_ident() == self.thread:
-            return self.policy.statistics(_loop_time())
-        readings = self._for_reader()
-        return None if readings is None else readings.statistics
-
-    def lanes(self) -> tuple[SLOSnapshot, ...]:
-        """Every lane's SLO snapshot: live on its loop, else the last published."""
-        trackers = self.policy.health.trackers
-        return self._read(lambda now: trackers.snapshots(now, tenants=False), _lanes_of)
-
-    def tasks(self) -> tuple[TaskSnapshot, ...]:
-        """Every lane's task snapshot (lanes where a task has ended): live on
-        its loop, else the last published."""
-        trackers = self.policy.task_trackers
-        return self._read(lambda now: trackers.snapshots(now, tenants=False), _tasks_of)
-
-    def _read(
-        self,
-        live: Callable[[float], tuple[_S, ...]],
-        published: Callable[[Readings], tuple[_S, ...]],
-    ) -> tuple[_S, ...]:
-        if threading.get_ident() == self.thread:
-            now = _loop_time()
-            if now is not None:
-                return live(now)
-        readings = self._for_reader()
-        return () if readings is None else published(readings)
-
-    def _for_reader(self) -> Readings | None:
-        # Asks the loop to keep publishing; the first such read finds nothing
-        # (or an old reading) until the next refresh.
-        self.observed = True
-        return self.published
-
-
-def _lanes_of(readings: Readings) -> tuple[SLOSnapshot, ...]:
-    return readings.lanes
-
-
-def _tasks_of(readings: Readings) -> tuple[TaskSnapshot, ...]:
-    return readings.tasks
-
-
-def _loop_time() -> float | None:
-    try:
-        return anyio.current_time()
-    except RuntimeError:  # no event loop running in this thread (any more)
-        return None
 
 
 class Instruments:

@@ -26,7 +26,7 @@ from slopolicy.core.tools.calls import ToolLease, ToolOutcome, ToolRefused
 from slopolicy.telemetry import names as n
 from slopolicy.telemetry import spans
 from slopolicy.telemetry.attributes import LaneSets, ModelSets, TenantSets
-from slopolicy.telemetry.instruments import GaugeSource
+from slopolicy.telemetry.gauge_source import GaugeSource
 
 if TYPE_CHECKING:
     from slopolicy.telemetry.config import Telemetry
