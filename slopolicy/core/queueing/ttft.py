@@ -1,8 +1,9 @@
 """How long the engine takes to a first token, learned from what it did.
 
 An engine computes the prompts it was handed roughly in the order it got them
-(vLLM's and llama.cpp's queues are FCFS; chunked prefill shares iterations but
-not the order). So a request started now has its first token after the engine
+(vLLM's queue is FCFS, and chunked prefill shares iterations but not the
+order; llama.cpp fills each step slot by slot, which pinning by lane turns
+into the same). So a request started now has its first token after the engine
 gets through the prompt tokens handed over before it and not yet through
 prefill, plus its own: the *tokens ahead*. :class:`FirstTokenModel` fits
 
