@@ -101,7 +101,9 @@ class Dispatcher:
                 gate = None if self._prefill is None else self._prefill[lane]
                 if gate is not None and not gate.ready(now):
                     continue  # the engine has enough of this lane's prompts; their order stays ours
-                if self._first_tokens.lost(lane, entry.prompt_tokens, entry.arrival, now):
+                if self._first_tokens.lost(
+                    lane, entry.prompt_tokens, arrival=entry.arrival, now=now
+                ):
                     queues._pop(lane)
                     expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now))
                     break

@@ -179,13 +179,13 @@ class Intake:
         request = decision.request
         # The request's counts were checked when it was made.
         reservations, prompt = self._reservations, decision.prompt_tokens
-        worst = reservations.worst_case(prompt, request.max_new_tokens, request.sequences)
+        worst = reservations.blocks_for(prompt, request.max_new_tokens, request.sequences)
         most = self._kv.capacity_blocks(lane.name)
         if worst > most:
             message = f"needs {worst:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
             return refusal(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
         needed, reserved_output = reservations.plan(
-            lane.name, prompt, request.max_new_tokens, request.sequences
+            lane.name, prompt, request.max_new_tokens, request.sequences, worst=worst
         )
         deadline = lane_deadline = now + lane.max_queue_wait
         bound = self._slo_bounds.get(lane.name)

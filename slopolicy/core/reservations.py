@@ -32,20 +32,24 @@ class Reservations:
         self.kv = kv
         self.outputs = outputs
 
-    def worst_case(self, prompt_tokens: int, max_new_tokens: int, sequences: int) -> int:
-        """Blocks the request could ever hold (checked counts)."""
+    def blocks_for(self, prompt_tokens: int, output_tokens: int, sequences: int) -> int:
+        """Blocks that hold a request's prompt and ``output_tokens`` per sequence
+        (checked counts); with its ``max_new_tokens``, its worst case."""
         kv = self.kv
-        return kv._blocks_for(kv._tokens_needed(prompt_tokens, max_new_tokens, sequences))
+        return kv._blocks_for(kv._tokens_needed(prompt_tokens, output_tokens, sequences))
 
     def plan(
-        self, lane: str, prompt_tokens: int, max_new_tokens: int, sequences: int
+        self, lane: str, prompt_tokens: int, max_new_tokens: int, sequences: int, *, worst: int
     ) -> tuple[int, int]:
         """What a request of ``lane`` reserves when it starts: ``(blocks,
-        output tokens per sequence they hold room for)`` (checked counts)."""
-        output = max_new_tokens
-        if self.outputs is not None:
-            output = self.outputs.per_sequence(lane, max_new_tokens)
-        return self.worst_case(prompt_tokens, output, sequences), output
+        output tokens per sequence they hold room for)`` (checked counts);
+        ``worst`` is its :meth:`blocks_for` at ``max_new_tokens``, already known."""
+        if self.outputs is None:
+            return worst, max_new_tokens
+        output = self.outputs.per_sequence(lane, max_new_tokens)
+        if output == max_new_tokens:
+            return worst, output
+        return self.blocks_for(prompt_tokens, output, sequences), output
 
     def grow(self, entry: Entry, now: float) -> None:
         """Grow ``entry``'s reservation where its answer has passed it."""
@@ -59,7 +63,7 @@ class Reservations:
         held = -(-entry.output_tokens // sequences) + self.kv.block_size
         for output in (max(2 * entry.kv_output, held), held):
             output = min(output, ceiling)
-            blocks = self.worst_case(entry.prompt_tokens, output, sequences)
+            blocks = self.blocks_for(entry.prompt_tokens, output, sequences)
             if self.kv._resize(entry.id, blocks, now):
                 entry.kv_output, entry.kv_blocks = output, blocks
                 return

@@ -58,7 +58,7 @@ class Serving:
             self._prefill[entry.lane].first_token(entry.prompt_tokens, now)
         assert entry.dispatched_at is not None  # running
         self._first_tokens.first_token(
-            entry.lane, entry.prompt_tokens, entry.ahead, now - entry.dispatched_at
+            entry.lane, entry.prompt_tokens, ahead=entry.ahead, seconds=now - entry.dispatched_at
         )
 
     def mark(self, request_id: str, stage: str, now: float) -> None:

@@ -157,7 +157,7 @@ class FirstTokenCheck:
         prefilling = self._prefilling
         return sum(prefilling[name] for name in self._ahead_of[lane])
 
-    def lost(self, lane: str, prompt_tokens: int, arrival: float, now: float) -> bool:
+    def lost(self, lane: str, prompt_tokens: int, *, arrival: float, now: float) -> bool:
         """Whether a request of ``lane`` that arrived at ``arrival`` is expected
         to have its first token past ``arrival`` + the lane's target if started at ``now``."""
         bound = self._bounds.get(lane)
@@ -172,7 +172,7 @@ class FirstTokenCheck:
         self._prefilling[lane] += prompt_tokens
         return self.ahead(lane)
 
-    def first_token(self, lane: str, prompt_tokens: int, ahead: int, seconds: float) -> None:
+    def first_token(self, lane: str, prompt_tokens: int, *, ahead: int, seconds: float) -> None:
         """A started request's first token came ``seconds`` after it was handed over."""
         self._prefilling[lane] -= prompt_tokens
         model = self.models.get(lane)
