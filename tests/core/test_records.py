@@ -72,6 +72,43 @@ def test_records_stay_frozen_and_work_with_dataclass_tools() -> None:
     assert repr(record) == "_Sample(name='a', count=1, ratio=0.5, tags={})"
 
 
+@fast_init
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Mixed:
+    name: str
+    _: dataclasses.KW_ONLY
+    count: int
+    ratio: float = 0.5
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PlainMixed:
+    name: str
+    _: dataclasses.KW_ONLY
+    count: int
+    ratio: float = 0.5
+
+
+@fast_init
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Keywords:
+    ratio: float = 0.5
+    count: int  # no default after one with a default: fine when keyword-only
+
+
+def test_keyword_only_fields_stay_keyword_only() -> None:
+    assert str(inspect.signature(_Mixed)) == "(name, *, count, ratio=0.5)"
+    assert str(inspect.signature(_Keywords)) == "(*, ratio=0.5, count)"
+    assert dataclasses.astuple(_Mixed("a", count=2)) == dataclasses.astuple(
+        _PlainMixed("a", count=2)
+    )
+    assert _Keywords(count=3) == _Keywords(ratio=0.5, count=3)
+    with pytest.raises(TypeError):
+        _Mixed("a", 2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        _Keywords(0.5, 3)  # type: ignore[call-arg]
+
+
 def test_missing_or_unknown_arguments_fail_as_a_dataclass_would() -> None:
     with pytest.raises(TypeError):
         _Sample("a")  # type: ignore[call-arg]
@@ -95,11 +132,7 @@ def test_only_frozen_slotted_dataclasses_without_post_init_are_taken() -> None:
         def __post_init__(self) -> None:
             pass
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-    class KeywordOnly:
-        x: int
-
-    for cls in (NoSlots, NotFrozen, PostInit, KeywordOnly, int):
+    for cls in (NoSlots, NotFrozen, PostInit, int):
         with pytest.raises(TypeError):
             fast_init(cls)
 
