@@ -79,7 +79,7 @@ def _ours(rate: int) -> Decide:
         bucket = buckets.get(key)
         if bucket is None:
             bucket = buckets[key] = TokenBucket(rate, rate, now=clock())
-        return bucket.try_acquire(cost, clock())
+        return bucket.try_acquire(cost, now=clock())
 
     return decide
 
@@ -90,8 +90,8 @@ def _ours_quotas(rate: int) -> Decide:
     clock = time.monotonic
 
     def decide(key: str, cost: int) -> bool:
-        lease = quotas.acquire(key, tier, "chat", cost, clock())
-        return isinstance(lease, Lease) and quotas.release(lease, clock())
+        lease = quotas.acquire(key, tier, "chat", cost, now=clock())
+        return isinstance(lease, Lease) and quotas.release(lease, now=clock())
 
     return decide
 

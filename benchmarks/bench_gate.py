@@ -58,9 +58,9 @@ def policy_uncontended(count: int, null: bool = False) -> float:
     requests = _requests(count)
     start = time.perf_counter()
     for request in requests:
-        policy.submit(request, time.monotonic())
-        policy.dispatch(time.monotonic())
-        policy.finish(request.id, time.monotonic())
+        policy.submit(request, now=time.monotonic())
+        policy.dispatch(now=time.monotonic())
+        policy.finish(request.id, now=time.monotonic())
     return (time.perf_counter() - start) / count
 
 
@@ -132,12 +132,12 @@ def policy_handoff(count: int, null: bool = False) -> float:
     policy = NullPolicy(1) if null else bench_policy(1)
     requests = _requests(count + 1)
     for request in requests:
-        policy.submit(request, time.monotonic())
-    (running,) = policy.dispatch(time.monotonic())
+        policy.submit(request, now=time.monotonic())
+    (running,) = policy.dispatch(now=time.monotonic())
     start = time.perf_counter()
     for _ in range(count):
-        policy.finish(running.id, time.monotonic())
-        (running,) = policy.dispatch(time.monotonic())
+        policy.finish(running.id, now=time.monotonic())
+        (running,) = policy.dispatch(now=time.monotonic())
     return (time.perf_counter() - start) / count
 
 

@@ -59,16 +59,16 @@ def _run(tenants: int, steps: int) -> float:
     requests = _requests(_QUEUED + steps + 1, tenants)
     now = 0.0
     for request in requests[: _QUEUED + 1]:
-        policy.submit(request, now)
-    (running,) = policy.dispatch(now).started
+        policy.submit(request, now=now)
+    (running,) = policy.dispatch(now=now).started
     pending = iter(requests[_QUEUED + 1 :])
     gc.collect()
     start = time.perf_counter()
     for request in pending:
         now += 0.001
-        policy.finish(running.id, now, output_tokens=150)
-        policy.submit(request, now)
-        (running,) = policy.dispatch(now).started
+        policy.finish(running.id, now=now, output_tokens=150)
+        policy.submit(request, now=now)
+        (running,) = policy.dispatch(now=now).started
     return (time.perf_counter() - start) / steps
 
 

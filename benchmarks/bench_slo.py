@@ -18,6 +18,7 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
+from typing import Protocol
 
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.slo.quantiles import QuantileSketch
@@ -28,6 +29,10 @@ from slopolicy.core.slo.tracker_set import TrackerSet
 
 _TARGETS = SLOTargets(ttft_p95=1.0, ttft_p99=2.0, tpot_p95=0.1, success_rate=0.99)
 _QS = (0.5, 0.95, 0.99)
+
+
+class _Record(Protocol):
+    def __call__(self, finished: Finished, *, now: float) -> None: ...
 
 
 def _requests(count: int, tenants: int, seed: int = 7) -> list[Finished]:
@@ -73,12 +78,12 @@ def _record_table(batch: int, repeats: int) -> list[str]:
     stream = _requests(batch * repeats, tenants=200)
     chunks = [stream[i * batch : (i + 1) * batch] for i in range(repeats)]
 
-    def feed(record: Callable[[Finished, float], None]) -> Callable[[], None]:
+    def feed(record: _Record) -> Callable[[], None]:
         pending = iter(chunks)
 
         def run() -> None:
             for finished in next(pending):
-                record(finished, finished.finished_at)
+                record(finished, now=finished.finished_at)
 
         return run
 
@@ -95,7 +100,7 @@ def _record_table(batch: int, repeats: int) -> list[str]:
 
     def add_sliding() -> None:
         for index, value in enumerate(values):
-            sliding.record(value, index * 0.01)
+            sliding.record(value, now=index * 0.01)
 
     rows = [
         ("QuantileSketch.add", _median_us(add_sketch, batch, repeats)),
@@ -108,7 +113,7 @@ def _record_table(batch: int, repeats: int) -> list[str]:
     start = time.perf_counter()
     snapshots = 20
     for _ in range(snapshots):
-        lane.snapshot(end)
+        lane.snapshot(now=end)
     snapshot_ms = (time.perf_counter() - start) / snapshots * 1e3
     lines = [
         f"Recording one finished request (median of {repeats} batches of {batch})",

@@ -113,13 +113,38 @@ def hooks_alone(count: int) -> float:
     recorder = Telemetry().bind(bench_policy(1))
     prepared = []
     for request in _requests(count, "h"):
-        decision = Admit("chat", "default", request, 100, 100.0, "admitted")
-        started = Started(request.id, request.tenant, "chat", request, 8, 0.0)
+        decision = Admit(
+            lane="chat",
+            tier="default",
+            request=request,
+            prompt_tokens=100,
+            cost=100.0,
+            message="admitted",
+        )
+        started = Started(
+            id=request.id,
+            tenant=request.tenant,
+            lane="chat",
+            request=request,
+            kv_blocks=8,
+            queue_wait=0.0,
+        )
         finished = Finished(
-            request.id, request.tenant, "chat", Outcome.COMPLETED, 0.0, 0.1, 0.0, 0.02, 0.01,
-            100, CHUNKS, 104.0, {"queue": 0.0, "schedule": 0.001},
-        )  # fmt: skip
-        prepared.append((request, decision, Dispatch((started,), ()), finished))
+            id=request.id,
+            tenant=request.tenant,
+            lane="chat",
+            outcome=Outcome.COMPLETED,
+            arrival=0.0,
+            finished_at=0.1,
+            queue_wait=0.0,
+            ttft=0.02,
+            tpot=0.01,
+            prompt_tokens=100,
+            output_tokens=CHUNKS,
+            cost=104.0,
+            stages={"queue": 0.0, "schedule": 0.001},
+        )
+        prepared.append((request, decision, Dispatch(started=(started,), expired=()), finished))
     start = time.perf_counter()
     for request, decision, dispatch, finished in prepared:
         recorder.submitted(request, decision, 0.0)

@@ -59,7 +59,14 @@ class NullPolicy(Policy):
 
     def submit(self, request: Request, now: float) -> Decision:
         self._fifo.append(request)
-        return Admit("chat", "default", request, 0, 0.0, "admitted")
+        return Admit(
+            lane="chat",
+            tier="default",
+            request=request,
+            prompt_tokens=0,
+            cost=0.0,
+            message="admitted",
+        )
 
     def dispatch(self, now: float, *, max_expired: int | None = None) -> Dispatch:
         started: list[Started] = []
@@ -67,8 +74,17 @@ class NullPolicy(Policy):
         while self._book.running < self.max_running and fifo:
             request = fifo.popleft()
             self._book.running += 1
-            started.append(Started(request.id, request.tenant, "chat", request, 0, 0.0))
-        return Dispatch(tuple(started), ())
+            started.append(
+                Started(
+                    id=request.id,
+                    tenant=request.tenant,
+                    lane="chat",
+                    request=request,
+                    kv_blocks=0,
+                    queue_wait=0.0,
+                )
+            )
+        return Dispatch(started=tuple(started), expired=())
 
     def finish(
         self,
@@ -79,7 +95,18 @@ class NullPolicy(Policy):
     ) -> Finished:
         self._book.running -= 1
         return Finished(
-            request_id, "t", "chat", Outcome(outcome), now, now, 0.0, None, None, 0, 0, 0.0
+            id=request_id,
+            tenant="t",
+            lane="chat",
+            outcome=Outcome(outcome),
+            arrival=now,
+            finished_at=now,
+            queue_wait=0.0,
+            ttft=None,
+            tpot=None,
+            prompt_tokens=0,
+            output_tokens=0,
+            cost=0.0,
         )
 
     def next_deadline(self) -> float | None:
@@ -198,8 +225,8 @@ def gate_drain(costs: list[int], rate: float, queued: bool = False) -> DrainResu
         dispatched: list[str] = []
         original = policy.dispatch
 
-        def dispatch(now: float, *, max_expired: int | None = None) -> Dispatch:
-            result = original(now, max_expired=max_expired)
+        def dispatch(*, now: float, max_expired: int | None = None) -> Dispatch:
+            result = original(now=now, max_expired=max_expired)
             dispatched.extend(s.id for s in result.started if s.id.startswith("d"))
             return result
 

@@ -74,7 +74,7 @@ async def main() -> None:
                 group.start_soon(run_task, gate, engine, f"task-{index}", 3)
         stats = gate.policy.tasks.statistics()
         print(f"tasks: {stats.completed} completed, {stats.failed} failed of {stats.started}")
-        for snapshot in gate.policy.task_trackers.snapshots(gate.clock()):
+        for snapshot in gate.policy.task_trackers.snapshots(now=gate.clock()):
             who = snapshot.tenant or "every tenant"
             print(f"lane {snapshot.lane}, {who}: completion {snapshot.completion_rate:.0%}")
 

@@ -26,8 +26,8 @@ def stream(policy: Policy, name: str, start: float, stall_at: int | None) -> Non
     for token in range(100):
         if token:
             now += 0.02 + (1.5 if token == stall_at else 0.0)
-        policy.tokens(started.id, 1, now)  # one chunk: here, one token
-    finished = policy.finish(started.id, now)
+        policy.tokens(started.id, 1, now=now)  # one chunk: here, one token
+    finished = policy.finish(started.id, now=now)
     assert finished.tpot is not None
     print(f"{name}: TPOT {finished.tpot * 1000:.0f} ms, {finished.slow_gaps} gap(s) over 200 ms")
 

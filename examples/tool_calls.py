@@ -51,7 +51,7 @@ async def main() -> None:
     async with Gate(CONFIG) as gate, anyio.create_task_group() as group:
         group.start_soon(agent, gate, "acme", [("flights", 0.02), ("hotels", 0.5)])
         group.start_soon(agent, gate, "globex", [("weather", 0.02)] * 3)
-    stats = gate.policy.tools.statistics(gate.clock())
+    stats = gate.policy.tools.statistics(now=gate.clock())
     for tool in stats.tools:
         print(f"{tool.name}: {tool.started} started, timeout rate {tool.timeout_rate:.0%}")
 

@@ -77,10 +77,12 @@ class FailClosed:
         """``QUOTA_STORE_UNAVAILABLE``, 503."""
         wait = max(retry_after, self.min_retry_after)
         return QuotaRefusal(
-            Reason.QUOTA_STORE_UNAVAILABLE,
-            f"the shared quota store is unavailable and fails closed; retry in {wait:.3g} s",
-            wait,
-            503,
+            reason=Reason.QUOTA_STORE_UNAVAILABLE,
+            message=(
+                f"the shared quota store is unavailable and fails closed; retry in {wait:.3g} s"
+            ),
+            retry_after=wait,
+            http_status=503,
         )
 
 

@@ -75,7 +75,7 @@ class MemoryQuotaStore:
         """See :meth:`QuotaStore.acquire`. Never suspends: no await point."""
         check_acquire(tenant, tier, lane, cost)
         now = self._clock()
-        granted = self._quotas.acquire(tenant, tier, lane, cost, now)
+        granted = self._quotas.acquire(tenant, tier, lane, cost, now=now)
         if isinstance(granted, QuotaRefusal):
             return granted
         self._live += 1
@@ -88,14 +88,14 @@ class MemoryQuotaStore:
         if lease._released:
             raise UsageError(f"cannot settle a released lease: {lease!r}")
         check_cost("actual_cost", actual_cost)
-        self._quotas.settle(inner, actual_cost, self._clock())
+        self._quotas.settle(inner, actual_cost, now=self._clock())
         lease._cost = actual_cost
 
     async def release(self, lease: Lease) -> bool:
         """See :meth:`QuotaStore.release`."""
         inner = own_token(lease, self, Lease, "release")
         now = self._clock()
-        if not self._quotas.release(inner, now):
+        if not self._quotas.release(inner, now=now):
             return False
         lease._released = True
         lease.released_at = now
@@ -120,7 +120,7 @@ class MemoryQuotaStore:
     async def snapshot(self, tenant: str, tier: TierSpec) -> TenantSnapshot:
         """See :meth:`QuotaStore.snapshot`. A tenant not tracked reads as full and idle."""
         now = self._clock()
-        stats = self._quotas.tenant(tenant, now)
+        stats = self._quotas.tenant(tenant, now=now)
         if stats is None:
             return _fresh(tenant, tier, now)
         return TenantSnapshot(

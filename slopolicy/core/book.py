@@ -76,7 +76,7 @@ class Book:
         self.outcomes = dict.fromkeys(Outcome, 0)
         self.quota_delegated = False
 
-    def advance(self, now: float) -> float:
+    def advance(self, *, now: float) -> float:
         """Check ``now`` and return the latest ``now`` seen, ``now`` included."""
         # The one check of ``now`` for every call: the components below are
         # passed the latest ``now`` seen, through their trusted (checked-input)
@@ -94,35 +94,35 @@ class Book:
             raise UsageError(f"request {request_id!r} is {state}")
         return entry
 
-    def rejected(self, decision: Decision, tenant: str, now: float) -> None:
+    def rejected(self, decision: Decision, tenant: str, *, now: float) -> None:
         """Count a refusal, and tell the SLO trackers."""
         self.outcomes[Outcome.REJECTED] += 1
-        self._health.record_rejected(decision.lane or self._first_lane, tenant, now)
+        self._health.record_rejected(decision.lane or self._first_lane, tenant, now=now)
 
-    def settle(self, entry: Entry, cost: float, now: float) -> None:
+    def settle(self, entry: Entry, cost: float, *, now: float) -> None:
         """Settle and release the entry's quota, when the policy holds it."""
         if not self.quota_delegated:  # its own live grant, checked values
             self._quotas._close_held(entry.tenant, entry.lane, entry.cost, cost, now)
 
-    def end_queued(self, entry: Entry, outcome: Outcome, now: float) -> Finished:
+    def end_queued(self, entry: Entry, outcome: Outcome, *, now: float) -> Finished:
         """End ``entry``, already out of its lane queue, before it started."""
         # Nothing was served: the whole estimated cost goes back to the tenant.
-        self.settle(entry, 0.0, now)
+        self.settle(entry, 0.0, now=now)
         del self.entries[entry.id]
         self.outcomes[outcome] += 1
-        self.turn_ended(entry, outcome, now)
-        finished = entry.finished(outcome, now, 0.0)
+        self.turn_ended(entry, outcome, now=now)
+        finished = entry.finished(outcome, now=now, cost=0.0)
         if outcome is Outcome.REJECTED:  # displaced: a refusal to the SLO trackers
-            self._health.record_rejected(entry.lane, entry.tenant, now)
+            self._health.record_rejected(entry.lane, entry.tenant, now=now)
         else:
-            self._health.record(finished, now)
+            self._health.record(finished, now=now)
         return finished
 
-    def turn_ended(self, entry: Entry, outcome: Outcome, now: float) -> None:
+    def turn_ended(self, entry: Entry, outcome: Outcome, *, now: float) -> None:
         """Tell the task table that ``entry``'s turn of its task ended."""
         task = entry.request.task
         if task is not None:
-            self.tasks_ended([self._tasks.turn_ended(task, entry.id, outcome, now)])
+            self.tasks_ended([self._tasks.turn_ended(task, entry.id, outcome, now=now)])
 
     def tasks_ended(self, ended: Sequence[TaskEnded | None]) -> None:
         """Record the tasks that ended (``None``: a call that ended none)."""

@@ -70,7 +70,7 @@ class _Explained:
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Admit(_Explained):
     """Accepted into ``lane`` as requested (or as the tier's default lane).
 
@@ -96,7 +96,7 @@ class Admit(_Explained):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Demote(_Explained):
     """Accepted, but into ``lane``, lower than the ``from_lane`` it started in
     (``displaced`` as for :class:`Admit`)."""
@@ -118,7 +118,7 @@ class Demote(_Explained):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Defer(_Explained):
     """Not now: the same request is expected to succeed later, after
     ``retry_after`` seconds when that can be known (``None`` otherwise).
@@ -140,7 +140,7 @@ class Defer(_Explained):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Reject(_Explained):
     """Refused as it stands: retrying the same request will not help.
 
@@ -160,7 +160,7 @@ class Reject(_Explained):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Displaced:
     """A queued request pushed out of its lane's full queue to make room for a
     request of a tenant with fewer waiting (DESIGN.md invariant 9).

@@ -49,18 +49,18 @@ class Dispatcher:
         self._pace = parts.pace
         self._prefill = parts.prefill
 
-    def dispatch(self, now: float, max_expired: int | None) -> Dispatch:
+    def dispatch(self, *, now: float, max_expired: int | None) -> Dispatch:
         """Expire overdue queued requests, then start every request that fits."""
-        now = self._book.advance(now)
-        event = self.evaluate(now) if self._health.due(now) else None
+        now = self._book.advance(now=now)
+        event = self.evaluate(now=now) if self._health.due(now=now) else None
         tasks = self._tasks
         due = tasks.next_due()
         if due is not None and due <= now:
-            self._book.tasks_ended(tasks.sweep(now))
+            self._book.tasks_ended(tasks.sweep(now=now))
         expired = self._expire(now, max_expired)
         started: list[Started] = []
         if len(expired) == max_expired and self._overdue(now):
-            return Dispatch((), tuple(expired), event)
+            return Dispatch(started=(), expired=tuple(expired), ladder=event)
         while not self._seats.full:
             entry = self._start_next(now, expired)
             if entry is None:
@@ -68,24 +68,24 @@ class Dispatcher:
             assert entry.dispatched_at is not None
             started.append(
                 Started(
-                    entry.id,
-                    entry.tenant,
-                    entry.lane,
-                    entry.request,
-                    entry.kv_blocks,
-                    entry.dispatched_at - entry.arrival,
-                    entry.rungs,
+                    id=entry.id,
+                    tenant=entry.tenant,
+                    lane=entry.lane,
+                    request=entry.request,
+                    kv_blocks=entry.kv_blocks,
+                    queue_wait=entry.dispatched_at - entry.arrival,
+                    rungs=entry.rungs,
                 )
             )
-        return Dispatch(tuple(started), tuple(expired), event)
+        return Dispatch(started=tuple(started), expired=tuple(expired), ladder=event)
 
-    def evaluate(self, now: float) -> LadderEvent | None:
+    def evaluate(self, *, now: float) -> LadderEvent | None:
         """Move the fallback ladder if pressure says so, at a checked ``now``."""
         kv = self._kv.statistics()
         head = self._deadlines.oldest(self._health.watch_lane)
         oldest = 0.0 if head is None else now - head.arrival
         return self._health.evaluate(
-            now, kv_ledger=kv.used_blocks / kv.num_blocks, oldest_wait=oldest
+            now=now, kv_ledger=kv.used_blocks / kv.num_blocks, oldest_wait=oldest
         )
 
     def _start_next(self, now: float, expired: list[Finished]) -> Entry | None:
@@ -99,13 +99,13 @@ class Dispatcher:
                 if health.paused(lane) or not seats.fits(lane, needed):
                     continue
                 gate = None if self._prefill is None else self._prefill[lane]
-                if gate is not None and not gate.ready(now):
+                if gate is not None and not gate.ready(now=now):
                     continue  # the engine has enough of this lane's prompts; their order stays ours
                 if self._first_tokens.lost(
                     lane, entry.prompt_tokens, arrival=entry.arrival, now=now
                 ):
                     queues._pop(lane)
-                    expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now))
+                    expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
                     break
                 if self._kv._reserve(entry.id, lane, entry.kv_blocks, now):
                     self._start(lane, entry, gate, needed, now)
@@ -126,7 +126,7 @@ class Dispatcher:
         if self._pace is not None:
             self._pace._charge(entry.cost, now)
         if gate is not None:
-            gate.started(entry.prompt_tokens, now)
+            gate.started(entry.prompt_tokens, now=now)
         entry.ahead = self._first_tokens.started(lane, entry.prompt_tokens)
         entry.phase = Phase.RUNNING
         entry.dispatched_at = now
@@ -145,20 +145,20 @@ class Dispatcher:
         if now < deadlines.floor:  # the usual case: nothing can be overdue yet
             return expired
         while len(expired) != limit:
-            entry = deadlines.pop_overdue(now)
+            entry = deadlines.pop_overdue(now=now)
             if entry is None:
                 break
             self._queues.remove(entry.lane, entry)
-            expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now))
+            expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
         return expired
 
-    def can_start(self, now: float) -> bool:
+    def can_start(self, *, now: float) -> bool:
         """Whether a dispatch at a checked ``now`` could start anything."""
         pace, gates = self._pace, self._prefill
         return (
             not self._seats.full
             and (pace is None or pace._ready(now))
-            and (gates is None or any(gate.ready(now) for gate in gates.values()))
+            and (gates is None or any(gate.ready(now=now) for gate in gates.values()))
         )
 
     def next_start(self) -> float | None:
@@ -177,14 +177,14 @@ class Dispatcher:
             # still waiting after a dispatch is held by something else (its
             # seats, KV), which must not hide when a held lane opens.
             opens = [
-                gate.ready_at(at)
+                gate.ready_at(now=at)
                 for lane, gate in gates.items()
-                if len(self._queues.queue(lane)) and not gate.ready(at)
+                if len(self._queues.queue(lane)) and not gate.ready(now=at)
             ]
             ready = max(ready, min(opens, default=at))
         return ready if ready > at else None
 
-    def next_wakeup(self, now: float) -> float | None:
+    def next_wakeup(self, *, now: float) -> float | None:
         """When a dispatch next has work, at a checked ``now``; ``None``: never."""
         at = max(now, self._book.now)
         wake = math.inf

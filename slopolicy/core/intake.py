@@ -58,23 +58,23 @@ class Intake:
             lane.name: lane.task for lane in parts.router.lanes
         }
 
-    def submit(self, request: Request, now: float) -> Decision:
+    def submit(self, request: Request, *, now: float) -> Decision:
         """:meth:`prepare` then :meth:`enqueue`, in one call."""
         decision = self._route(request, now)
         if isinstance(decision, (Admit, Demote)):
             decision = self._admit(decision, self._book.now)
         return decision
 
-    def prepare(self, request: Request, now: float) -> Decision:
+    def prepare(self, request: Request, *, now: float) -> Decision:
         """Route ``request``; an accepted decision awaits its one outcome."""
         decision = self._route(request, now)
         if isinstance(decision, (Admit, Demote)):
             self._book.prepared.add(request.id)
         return decision
 
-    def enqueue(self, decision: Admit | Demote, now: float) -> Decision:
+    def enqueue(self, decision: Admit | Demote, *, now: float) -> Decision:
         """Queue a prepared decision, or return the refusal that replaced it."""
-        now = self._book.advance(now)
+        now = self._book.advance(now=now)
         self._resolve(decision)
         return self._admit(decision, now)
 
@@ -83,28 +83,29 @@ class Intake:
         decision: Admit | Demote,
         reason: Reason,
         message: str,
+        *,
         now: float,
         retry_after: float | None,
         http_status: int,
     ) -> Decision:
         """Refuse a prepared decision for a cause the quota store found."""
-        now = self._book.advance(now)
+        now = self._book.advance(now=now)
         self._resolve(decision)
         result = refusal(decision, reason, message, retry_after, http_status, "quota")
-        self._book.rejected(result, decision.request.tenant, now)
+        self._book.rejected(result, decision.request.tenant, now=now)
         return result
 
-    def withdraw(self, decision: Admit | Demote, now: float) -> None:
+    def withdraw(self, decision: Admit | Demote, *, now: float) -> None:
         """A prepared decision's caller went away: counted as cancelled."""
         book = self._book
-        book.advance(now)
+        book.advance(now=now)
         self._resolve(decision)
         book.outcomes[Outcome.CANCELLED] += 1
 
     def _route(self, request: Request, now: float) -> Decision:
         """:meth:`prepare` without registering the accepted decision."""
         book = self._book
-        now = book.advance(now)
+        now = book.advance(now=now)
         if request.id in book.entries or request.id in book.prepared:
             raise UsageError(f"request id {request.id!r} is already live")
         book.submitted += 1
@@ -112,7 +113,7 @@ class Intake:
         if isinstance(decision, (Admit, Demote)):
             decision = self._degrade(decision)
         if not decision.accepted:
-            book.rejected(decision, request.tenant, now)
+            book.rejected(decision, request.tenant, now=now)
         return decision
 
     def _resolve(self, decision: Admit | Demote) -> None:
@@ -130,7 +131,7 @@ class Intake:
         """:meth:`enqueue` once ``now`` is advanced and the id is known not live."""
         result = self._enqueue(decision, now)
         if not result.accepted:
-            self._book.rejected(result, decision.request.tenant, now)
+            self._book.rejected(result, decision.request.tenant, now=now)
         return result
 
     def _degrade(self, decision: Admit | Demote) -> Decision:
@@ -146,19 +147,25 @@ class Intake:
             message = "under overload a new task waits while tasks under way finish"
             steps = (*decision.steps, Step("fallback", lane, message))
             return Defer(
-                Reason.OVERLOAD_SHED, message, None, 503, lane, steps, decision.prompt_tokens
+                reason=Reason.OVERLOAD_SHED,
+                message=message,
+                retry_after=None,
+                http_status=503,
+                lane=lane,
+                steps=steps,
+                prompt_tokens=decision.prompt_tokens,
             )
         verdict = ladder.admission(lane)
         if verdict is not None and verdict.action is AdmissionAction.SHED:
             steps = (*decision.steps, Step("fallback", lane, verdict.message))
             return Defer(
-                Reason.OVERLOAD_SHED,
-                verdict.message,
-                verdict.retry_after,
-                503,
-                lane,
-                steps,
-                decision.prompt_tokens,
+                reason=Reason.OVERLOAD_SHED,
+                message=verdict.message,
+                retry_after=verdict.retry_after,
+                http_status=503,
+                lane=lane,
+                steps=steps,
+                prompt_tokens=decision.prompt_tokens,
             )
         degraded, applied = ladder.apply(decision.request, lane)
         if not applied:
@@ -195,13 +202,13 @@ class Intake:
         task, task_slo = request.task, self._task_slos[lane.name]
         if task is not None:
             # The pace a turn goes at now: the lane's median turn, end to end.
-            pace = self._health.trackers.lane(lane.name).quantile("e2e", 0.5, now)
-            told = tasks.check(task, request.tenant, lane.name, task_slo, now, turn_time=pace)
+            pace = self._health.trackers.lane(lane.name).quantile("e2e", 0.5, now=now)
+            told = tasks.check(task, request.tenant, lane.name, task_slo, now=now, turn_time=pace)
             if told is not None:
                 if told.reason is Reason.TASK_DEADLINE_LOST:
-                    book.tasks_ended([tasks.lost(task, now)])
+                    book.tasks_ended([tasks.lost(task, now=now)])
                 return refusal(decision, told.reason, told.message, None, told.http_status, "task")
-            task_deadline = tasks.deadline(task, task_slo, now)
+            task_deadline = tasks.deadline(task, task_slo, now=now)
             if task_deadline is not None and task_deadline < deadline:
                 deadline = task_deadline  # a turn started past it cannot complete its task
         tier = self._router.tiers.get(decision.tier)
@@ -236,7 +243,7 @@ class Intake:
             # Full: room is made only from a tenant holding more than its share.
             victim = queues._displaced(lane.name, request.tenant, tier.weight)
             if victim is None:
-                book.settle(entry, 0.0, now)
+                book.settle(entry, 0.0, now=now)
                 message = (
                     f"lane {lane.name!r} queue is full ({lane.queue_capacity:,} waiting) "
                     f"and tenant {request.tenant!r} already has its share of it"
@@ -252,7 +259,7 @@ class Intake:
         self._deadlines.add(entry, lane_deadline)
         if task is not None:
             book.tasks_ended(
-                tasks.admitted(task, request.id, request.tenant, lane.name, task_slo, now)
+                tasks.admitted(task, request.id, request.tenant, lane.name, task_slo, now=now)
             )
         return decision
 
@@ -263,8 +270,17 @@ class Intake:
             f"by a tenant with fewer waiting: tenant {entry.tenant!r} had the most per unit weight"
         )
         step = Step("queue", lane.name, message)
-        refused = Defer(Reason.QUEUE_FULL, message, lane.max_queue_wait, 503, lane.name, (step,))
-        return Displaced(self._book.end_queued(entry, Outcome.REJECTED, now), refused)
+        refused = Defer(
+            reason=Reason.QUEUE_FULL,
+            message=message,
+            retry_after=lane.max_queue_wait,
+            http_status=503,
+            lane=lane.name,
+            steps=(step,),
+        )
+        return Displaced(
+            finished=self._book.end_queued(entry, Outcome.REJECTED, now=now), refusal=refused
+        )
 
 
 def refusal(
@@ -281,8 +297,23 @@ def refusal(
     steps = (*decision.steps, Step(rule, decision.lane, message))
     lane, prompt = decision.lane, decision.prompt_tokens
     if http_status >= 500 or retry_after is not None or reason in _TRANSIENT:
-        return Defer(reason, message, retry_after, http_status, lane, steps, prompt)
-    return Reject(reason, message, http_status, lane, steps, prompt)
+        return Defer(
+            reason=reason,
+            message=message,
+            retry_after=retry_after,
+            http_status=http_status,
+            lane=lane,
+            steps=steps,
+            prompt_tokens=prompt,
+        )
+    return Reject(
+        reason=reason,
+        message=message,
+        http_status=http_status,
+        lane=lane,
+        steps=steps,
+        prompt_tokens=prompt,
+    )
 
 
 _TRANSIENT = frozenset({Reason.RATE_LIMITED, Reason.CONCURRENCY_LIMITED, Reason.QUEUE_FULL})

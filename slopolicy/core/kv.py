@@ -215,7 +215,7 @@ class KVReservation:
         engine = self.num_blocks - engine_used - self._unseen - others_unused
         return max(0, min(ledger, engine))
 
-    def try_reserve(self, request_id: str, lane: str, tokens: int, now: float) -> bool:
+    def try_reserve(self, request_id: str, lane: str, tokens: int, *, now: float) -> bool:
         """Reserve ``blocks_for(tokens)`` blocks for ``request_id`` in ``lane``, all or
         nothing. ``False`` (it does not fit) leaves the ledger as it was (only the
         clock moves on to ``now``); an id that already holds a reservation raises."""
@@ -238,7 +238,7 @@ class KVReservation:
         self._add(lane, blocks)
         return True
 
-    def resize(self, request_id: str, tokens: int, now: float) -> bool:
+    def resize(self, request_id: str, tokens: int, *, now: float) -> bool:
         """Change a live reservation to ``blocks_for(tokens)`` blocks: a shrink always
         succeeds, a growth only if the extra blocks fit (``False`` leaves it as it
         was). An id that holds no reservation raises."""
@@ -268,7 +268,7 @@ class KVReservation:
         self._add(entry.lane, delta)
         return True
 
-    def release(self, request_id: str, now: float) -> int:
+    def release(self, request_id: str, *, now: float) -> int:
         """Free ``request_id``'s blocks and return how many; an id that holds no
         reservation (never reserved, or already released) frees 0."""
         _check_name("request_id", request_id)
@@ -286,7 +286,7 @@ class KVReservation:
         self._add(entry.lane, -entry.blocks)
         return entry.blocks
 
-    def observe(self, kv_usage: float, now: float) -> None:
+    def observe(self, kv_usage: float, *, now: float) -> None:
         """Record the engine's used fraction of the pool, 0-1 (vLLM's
         ``vllm:kv_cache_usage_perc``); used blocks round up."""
         if not (is_number(kv_usage) and 0.0 <= kv_usage <= 1.0):

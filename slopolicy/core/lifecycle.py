@@ -18,7 +18,7 @@ __all__ = ("Dispatch", "Entry", "Phase", "PolicyStatistics", "Started")
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Started:
     """A request the engine may start now.
 
@@ -39,7 +39,7 @@ class Started:
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Dispatch:
     """The result of :meth:`Policy.dispatch`: iterate it for the started requests;
     ``expired`` lists queued requests whose deadline passed; ``ladder`` is the
@@ -162,7 +162,7 @@ class Entry:
         self.gaps = 0  # gaps between chunks of output (TBT)
         self.slow_gaps = 0  # of them above the lane's tbt_p99 target
 
-    def finished(self, outcome: Outcome, now: float, cost: float) -> Finished:
+    def finished(self, outcome: Outcome, *, now: float, cost: float) -> Finished:
         """Mark this entry done; its terminal record at ``now``."""
         self.phase = Phase.DONE
         queue_wait = None if self.dispatched_at is None else self.dispatched_at - self.arrival
@@ -176,21 +176,21 @@ class Entry:
                 else 0.0
             )
         return Finished(
-            self.id,
-            self.tenant,
-            self.lane,
-            outcome,
-            self.arrival,
-            now,
-            queue_wait,
-            ttft,
-            tpot,
-            self.prompt_tokens,
-            self.output_tokens,
-            cost,
-            self._stages(),
-            self.gaps,
-            self.slow_gaps,
+            id=self.id,
+            tenant=self.tenant,
+            lane=self.lane,
+            outcome=outcome,
+            arrival=self.arrival,
+            finished_at=now,
+            queue_wait=queue_wait,
+            ttft=ttft,
+            tpot=tpot,
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            cost=cost,
+            stages=self._stages(),
+            gaps=self.gaps,
+            slow_gaps=self.slow_gaps,
         )
 
     def _stages(self) -> dict[str, float]:

@@ -53,7 +53,7 @@ def ending(outcome: Outcome | str) -> Outcome:
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Finished:
     """How one accepted request ended, with its timings in seconds.
 

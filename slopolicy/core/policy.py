@@ -114,7 +114,7 @@ class Policy:
 
     # -- submit -------------------------------------------------------------
 
-    def submit(self, request: Request, now: float) -> Decision:
+    def submit(self, request: Request, *, now: float) -> Decision:
         """Route ``request`` and, if accepted, queue it in its lane.
 
         Returns the routing decision: ``Admit``/``Demote`` when queued (start it
@@ -127,9 +127,9 @@ class Policy:
         caller. A request id that is still live raises :class:`UsageError`.
         Equivalent to :meth:`prepare` then :meth:`enqueue`.
         """
-        return self._intake.submit(request, now)
+        return self._intake.submit(request, now=now)
 
-    def prepare(self, request: Request, now: float) -> Decision:
+    def prepare(self, request: Request, *, now: float) -> Decision:
         """The first half of :meth:`submit`: route ``request`` and apply the
         fallback ladder, without queueing it or taking quota.
 
@@ -141,23 +141,23 @@ class Policy:
         second submit of it raises), and a second outcome raises
         :class:`UsageError`.
         """
-        return self._intake.prepare(request, now)
+        return self._intake.prepare(request, now=now)
 
-    def enqueue(self, decision: Admit | Demote, now: float) -> Decision:
+    def enqueue(self, decision: Admit | Demote, *, now: float) -> Decision:
         """The second half of :meth:`submit`: queue a decision :meth:`prepare`
         accepted. Takes the tenant's quota from :attr:`quotas` unless the
         quota is delegated (:meth:`delegate_quota`). Returns ``decision``
         (with what it ``displaced`` from a full queue, as :meth:`submit`), or the
         refusal that replaced it."""
-        return self._intake.enqueue(decision, now)
+        return self._intake.enqueue(decision, now=now)
 
     def refuse(
         self,
         decision: Admit | Demote,
         reason: Reason,
         message: str,
-        now: float,
         *,
+        now: float,
         retry_after: float | None = None,
         http_status: int = 429,
     ) -> Decision:
@@ -167,13 +167,15 @@ class Policy:
         Records the request as rejected and returns the ``Defer`` (503, a
         ``retry_after``, or a transient reason) or ``Reject`` to answer with;
         the decision's steps name the cause ``quota``."""
-        return self._intake.refuse(decision, reason, message, now, retry_after, http_status)
+        return self._intake.refuse(
+            decision, reason, message, now=now, retry_after=retry_after, http_status=http_status
+        )
 
-    def withdraw(self, decision: Admit | Demote, now: float) -> None:
+    def withdraw(self, decision: Admit | Demote, *, now: float) -> None:
         """A decision :meth:`prepare` accepted will not be enqueued after all:
         the caller went away (cancelled) before the quota store answered.
         Counted as ``cancelled``; nothing else was held."""
-        self._intake.withdraw(decision, now)
+        self._intake.withdraw(decision, now=now)
 
     def delegate_quota(self) -> None:
         """Tenant quotas are taken and settled outside this policy from now on
@@ -194,7 +196,7 @@ class Policy:
 
     # -- dispatch -----------------------------------------------------------
 
-    def dispatch(self, now: float, *, max_expired: int | None = None) -> Dispatch:
+    def dispatch(self, *, now: float, max_expired: int | None = None) -> Dispatch:
         """Expire overdue queued requests, then start every request that fits.
 
         Candidates come in fair order (lanes by weighted virtual time, tenants
@@ -213,7 +215,7 @@ class Policy:
             isinstance(max_expired, bool) or not isinstance(max_expired, int) or max_expired < 1
         ):
             raise UsageError(f"max_expired must be an int >= 1 or None, got {max_expired!r}")
-        return self._dispatcher.dispatch(now, max_expired)
+        return self._dispatcher.dispatch(now=now, max_expired=max_expired)
 
     def next_deadline(self) -> float | None:
         """The earliest deadline among queued requests (monotonic seconds), or
@@ -221,12 +223,12 @@ class Policy:
         request to expire. Amortized ``O(lanes)``."""
         return self._deadlines.next()
 
-    def can_start(self, now: float) -> bool:
+    def can_start(self, *, now: float) -> bool:
         """Whether a :meth:`dispatch` at ``now`` could start anything: an engine
         slot is free and the dispatch rate allows a start (queued heads, KV and
         paused lanes aside). A read."""
         check_now(now)
-        return self._dispatcher.can_start(now)
+        return self._dispatcher.can_start(now=now)
 
     def next_start(self) -> float | None:
         """When the dispatch rate (``engine.dispatch_rate``) or the prefill
@@ -237,7 +239,7 @@ class Policy:
         gate earlier. Call :meth:`dispatch` at that time."""
         return self._dispatcher.next_start()
 
-    def next_wakeup(self, now: float) -> float | None:
+    def next_wakeup(self, *, now: float) -> float | None:
         """When a :meth:`dispatch` next has work if no other call comes first
         (monotonic seconds, never before ``now`` or the latest ``now`` seen),
         as aioquic's ``get_timer()``: the earliest of the next queue deadline
@@ -247,22 +249,22 @@ class Policy:
         nothing, provided the caller dispatched after its last other call (as
         the Gate and the simulator do). A read."""
         check_now(now)
-        return self._dispatcher.next_wakeup(now)
+        return self._dispatcher.next_wakeup(now=now)
 
     # -- running requests ---------------------------------------------------
 
-    def first_token(self, request_id: str, now: float) -> None:
+    def first_token(self, request_id: str, *, now: float) -> None:
         """The first output token of a started request arrived."""
-        self._serving.first_token(request_id, now)
+        self._serving.first_token(request_id, now=now)
 
-    def mark(self, request_id: str, stage: str, now: float) -> None:
+    def mark(self, request_id: str, stage: str, *, now: float) -> None:
         """A TTFT stage of a started request ended: ``"schedule"`` (the engine
         started the request) or ``"prefill"`` (the engine produced the first
         token). With both marked, TTFT splits into queue, schedule, prefill and
         transfer in :attr:`Finished.stages`."""
-        self._serving.mark(request_id, stage, now)
+        self._serving.mark(request_id, stage, now=now)
 
-    def tokens(self, request_id: str, count: int, now: float) -> float | None:
+    def tokens(self, request_id: str, count: int, *, now: float) -> float | None:
         """``count`` more output tokens arrived (a chunk may carry several).
 
         Returns the gap since the previous chunk that carried tokens (seconds,
@@ -270,11 +272,12 @@ class Policy:
         carries), or ``None`` for its first chunk or a ``count`` of 0. A
         ``count`` that is not an int in ``[0, 2**53]`` raises
         :class:`UsageError` and changes nothing."""
-        return self._serving.tokens(request_id, count, now)
+        return self._serving.tokens(request_id, count, now=now)
 
     def finish(
         self,
         request_id: str,
+        *,
         now: float,
         outcome: Outcome | str = Outcome.COMPLETED,
         output_tokens: int | None = None,
@@ -289,34 +292,36 @@ class Policy:
         a bad ``now``), before anything changes: the request is still running
         and a later ``finish`` with good arguments releases it.
         """
-        return self._serving.finish(request_id, now, outcome, output_tokens)
+        return self._serving.finish(
+            request_id, now=now, outcome=outcome, output_tokens=output_tokens
+        )
 
-    def cancel(self, request_id: str, now: float) -> Finished:
+    def cancel(self, request_id: str, *, now: float) -> Finished:
         """Cancel a queued or running request (the client went away)."""
-        return self._serving.cancel(request_id, now)
+        return self._serving.cancel(request_id, now=now)
 
     # -- health ---------------------------------------------------------------
 
-    def observe(self, signals: EngineSignals, now: float) -> None:
+    def observe(self, signals: EngineSignals, *, now: float) -> None:
         """Take the engine's latest signals (KV usage also reconciles the ledger)."""
         check_signals(signals)
-        now = self._book.advance(now)
+        now = self._book.advance(now=now)
         self.health.observe(signals)
         if signals.kv_usage is not None:  # checked by EngineSignals
             self.kv._observe(signals.kv_usage, now)
 
-    def evaluate(self, now: float) -> LadderEvent | None:
+    def evaluate(self, *, now: float) -> LadderEvent | None:
         """Move the fallback ladder if pressure says so (``dispatch`` also does
         this every ``evaluate_every`` seconds); the move made, if any."""
-        return self._dispatcher.evaluate(self._book.advance(now))
+        return self._dispatcher.evaluate(now=self._book.advance(now=now))
 
     def overload(self) -> tuple[OverloadState, str]:
         """The overload state (normal, degraded, batch_paused, interactive_only) and why."""
         return self.health.overload()
 
-    def diagnose(self, now: float) -> list[Finding]:
+    def diagnose(self, *, now: float) -> list[Finding]:
         """Likely causes of SLO trouble, with the numbers, most severe first."""
-        return self.health.diagnose(self._book.advance(now))
+        return self.health.diagnose(now=self._book.advance(now=now))
 
     # -- introspection ------------------------------------------------------
 
@@ -345,7 +350,7 @@ class Policy:
         """The latest ``now`` seen (monotonic seconds; ``-inf`` before any)."""
         return self._book.now
 
-    def quiet(self, now: float) -> bool:
+    def quiet(self, *, now: float) -> bool:
         """Whether nothing is live and the watched lane's SLO windows hold no
         latency samples at ``now``: until the next submit, the ladder's inputs
         are the engine's signals alone. A read."""
@@ -353,8 +358,8 @@ class Policy:
         tracker = self.health.trackers.lane(self.health.watch_lane)
         return (
             not self._entries
-            and tracker.quantile("ttft", 0.5, now) is None
-            and tracker.quantile("queue_wait", 0.5, now) is None
+            and tracker.quantile("ttft", 0.5, now=now) is None
+            and tracker.quantile("queue_wait", 0.5, now=now) is None
         )
 
     @property
@@ -368,7 +373,7 @@ class Policy:
             return None
         return ladder.top * (max(ladder.dwell, ladder.cooldown) + every) + every
 
-    def statistics(self, now: float | None = None) -> PolicyStatistics:
+    def statistics(self, *, now: float | None = None) -> PolicyStatistics:
         """A frozen snapshot of queues, running requests, outcomes and ledgers;
         time-dependent figures (the dispatch backlog) read at ``now`` (monotonic
         seconds; default and at least the latest ``now`` seen). A pure read; a
@@ -389,5 +394,5 @@ class Policy:
             state,
             0 if ladder is None else ladder.level,
             None if self.pace is None else 0.0 if at == -math.inf else self.pace._backlog(at),
-            self.health.tbt_p99(book.now),
+            self.health.tbt_p99(now=book.now),
         )

@@ -51,7 +51,7 @@ class Reservations:
             return worst, output
         return self.blocks_for(prompt_tokens, output, sequences), output
 
-    def grow(self, entry: Entry, now: float) -> None:
+    def grow(self, entry: Entry, *, now: float) -> None:
         """Grow ``entry``'s reservation where its answer has passed it."""
         request = entry.request
         sequences = request.sequences

@@ -153,7 +153,10 @@ class LaneRouter:
             if tier is None:
                 message = f"unknown tier {request.tier!r}"
                 return Reject(
-                    Reason.UNKNOWN_TIER, message, 400, steps=(Step("tier", None, message),)
+                    reason=Reason.UNKNOWN_TIER,
+                    message=message,
+                    http_status=400,
+                    steps=(Step("tier", None, message),),
                 )
             step = Step("tier", None, "tier {!r} requested", (tier.name,))
         else:
@@ -181,7 +184,11 @@ class LaneRouter:
             message = f"prompt of {tokens:,} tokens exceeds tier {tier.name!r} cap of {cap:,}"
             steps.append(Step("tier prompt cap", None, message))
             return Reject(
-                Reason.PROMPT_TOO_LONG, message, 413, steps=tuple(steps), prompt_tokens=tokens
+                reason=Reason.PROMPT_TOO_LONG,
+                message=message,
+                http_status=413,
+                steps=tuple(steps),
+                prompt_tokens=tokens,
             )
         return self._walk(request, tier, start, tokens, prompt, steps)
 
@@ -190,7 +197,9 @@ class LaneRouter:
         if index is None:
             message = f"unknown lane {hint!r}"
             steps.append(Step("lane hint", None, message))
-            return Reject(Reason.UNKNOWN_LANE, message, 400, steps=tuple(steps))
+            return Reject(
+                reason=Reason.UNKNOWN_LANE, message=message, http_status=400, steps=tuple(steps)
+            )
         if tier.allows(hint):
             steps.append(Step("lane hint", hint, "honoured"))
             return index
@@ -230,19 +239,24 @@ class LaneRouter:
                 assert verdict.http_status is not None
                 message = f"deferred from lane {lane.name!r}: {verdict.note}"
                 return Defer(
-                    verdict.reason,
-                    message,
-                    verdict.retry_after,
-                    verdict.http_status,
-                    lane.name,
-                    tuple(steps),
-                    tokens,
+                    reason=verdict.reason,
+                    message=message,
+                    retry_after=verdict.retry_after,
+                    http_status=verdict.http_status,
+                    lane=lane.name,
+                    steps=tuple(steps),
+                    prompt_tokens=tokens,
                 )
             if verdict.kind is VerdictKind.REJECT:
                 assert verdict.http_status is not None
                 message = f"rejected in lane {lane.name!r}: {verdict.note}"
                 return Reject(
-                    verdict.reason, message, verdict.http_status, lane.name, tuple(steps), tokens
+                    reason=verdict.reason,
+                    message=message,
+                    http_status=verdict.http_status,
+                    lane=lane.name,
+                    steps=tuple(steps),
+                    prompt_tokens=tokens,
                 )
             lower = self._lower(index, tier)
             if lower is None:  # a demotion with nowhere to go
@@ -258,7 +272,14 @@ class LaneRouter:
                 )
                 status = 413 if reason is Reason.PROMPT_TOO_LONG else 403
                 message = f"no lane below {lane.name!r} takes it: {verdict.note}"
-                return Reject(reason, message, status, lane.name, tuple(steps), tokens)
+                return Reject(
+                    reason=reason,
+                    message=message,
+                    http_status=status,
+                    lane=lane.name,
+                    steps=tuple(steps),
+                    prompt_tokens=tokens,
+                )
             demoted_by = demoted_by or verdict.reason
             steps.append(Step("demote", lane.name, "moved to {!r}", (self._lanes[lower].name,)))
             index = lower
@@ -294,7 +315,7 @@ class LaneRouter:
         lower = self._lower(index, tier)
         lower_name = None if lower is None else self._lanes[lower].name
         if prompt is None:
-            prompt = TokenEstimate(tokens, True, 0.0, "given")
+            prompt = TokenEstimate(tokens=tokens, exact=True, rel_stderr=0.0, method="given")
         context = RouteContext(capped, request, lane, tier, prompt, cost, lower_name)
         for name, rule in self._custom:
             answer = rule(context)
@@ -337,25 +358,25 @@ class LaneRouter:
     ) -> Admit | Demote:
         if demoted_by is None:
             return Admit(
-                lane.name,
-                tier.name,
-                request,
-                tokens,
-                cost,
-                f"admitted to lane {lane.name!r}",
-                tuple(steps),
+                lane=lane.name,
+                tier=tier.name,
+                request=request,
+                prompt_tokens=tokens,
+                cost=cost,
+                message=f"admitted to lane {lane.name!r}",
+                steps=tuple(steps),
             )
         origin = self._lanes[start].name
         return Demote(
-            lane.name,
-            origin,
-            tier.name,
-            request,
-            tokens,
-            cost,
-            f"admitted to lane {lane.name!r}, demoted from {origin!r} ({demoted_by.code})",
-            demoted_by,
-            tuple(steps),
+            lane=lane.name,
+            from_lane=origin,
+            tier=tier.name,
+            request=request,
+            prompt_tokens=tokens,
+            cost=cost,
+            message=f"admitted to lane {lane.name!r}, demoted from {origin!r} ({demoted_by.code})",
+            reason=demoted_by,
+            steps=tuple(steps),
         )
 
 

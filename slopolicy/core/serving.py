@@ -44,10 +44,10 @@ class Serving:
         self._pace = parts.pace
         self._prefill = parts.prefill
 
-    def first_token(self, request_id: str, now: float) -> None:
+    def first_token(self, request_id: str, *, now: float) -> None:
         """The first output token of a started request arrived."""
         entry = self._book.running_entry(request_id)
-        now = self._book.advance(now)
+        now = self._book.advance(now=now)
         if entry.first_token_at is None:
             self._first(entry, now)
             entry.last_token_at = now
@@ -55,42 +55,42 @@ class Serving:
     def _first(self, entry: Entry, now: float) -> None:
         entry.first_token_at = now
         if self._prefill is not None:
-            self._prefill[entry.lane].first_token(entry.prompt_tokens, now)
+            self._prefill[entry.lane].first_token(entry.prompt_tokens, now=now)
         assert entry.dispatched_at is not None  # running
         self._first_tokens.first_token(
             entry.lane, entry.prompt_tokens, ahead=entry.ahead, seconds=now - entry.dispatched_at
         )
 
-    def mark(self, request_id: str, stage: str, now: float) -> None:
+    def mark(self, request_id: str, stage: str, *, now: float) -> None:
         """A TTFT stage (``"schedule"`` or ``"prefill"``) of a started request ended."""
         if stage not in ("schedule", "prefill"):
             raise UsageError(f"stage must be 'schedule' or 'prefill', not {stage!r}")
         entry = self._book.running_entry(request_id)
-        now = self._book.advance(now)
+        now = self._book.advance(now=now)
         if entry.marks is None:
             entry.marks = {}
         entry.marks.setdefault(stage, now)
 
-    def tokens(self, request_id: str, count: int, now: float) -> float | None:
+    def tokens(self, request_id: str, count: int, *, now: float) -> float | None:
         """``count`` more output tokens arrived; the gap since the previous chunk."""
         book = self._book
         entry = book.running_entry(request_id)
         check_count("token count", count)
-        now = book.advance(now)
+        now = book.advance(now=now)
         gap = None
         if entry.first_token_at is None:
             self._first(entry, now)
         elif count and entry.output_tokens and entry.last_token_at is not None:
             gap = now - entry.last_token_at
-            self._health.gap(entry, gap, now)
+            self._health.gap(entry, gap, now=now)
         entry.last_token_at = now
         entry.output_tokens += count
         self._charge_output(entry)
-        self._reservations.grow(entry, now)
+        self._reservations.grow(entry, now=now)
         return gap
 
     def finish(
-        self, request_id: str, now: float, outcome: Outcome | str, output_tokens: int | None
+        self, request_id: str, *, now: float, outcome: Outcome | str, output_tokens: int | None
     ) -> Finished:
         """End a started request, release what it holds, and return its record."""
         end = ending(outcome)
@@ -98,7 +98,7 @@ class Serving:
         entry = book.running_entry(request_id)
         if output_tokens is not None:
             check_count("output_tokens", output_tokens)
-        now = book.advance(now)
+        now = book.advance(now=now)
         if output_tokens is not None:
             entry.output_tokens = output_tokens
         request = entry.request
@@ -110,9 +110,9 @@ class Serving:
             self._reservations.completed(entry)
         if entry.first_token_at is None:
             if self._prefill is not None:
-                self._prefill[entry.lane].left(entry.prompt_tokens, now)
+                self._prefill[entry.lane].left(entry.prompt_tokens, now=now)
             self._first_tokens.left(entry.lane, entry.prompt_tokens)
-        book.settle(entry, cost, now)
+        book.settle(entry, cost, now=now)
         if self._pace is not None:
             self._pace.settle(entry.cost, cost)
         self._charge_output(entry)
@@ -120,9 +120,9 @@ class Serving:
         self._seats.give(entry.id)
         del book.entries[entry.id]
         book.outcomes[end] += 1
-        book.turn_ended(entry, end, now)
-        finished = entry.finished(end, now, cost)
-        self._health.record(finished, now)
+        book.turn_ended(entry, end, now=now)
+        finished = entry.finished(end, now=now, cost=cost)
+        self._health.record(finished, now=now)
         return finished
 
     def _charge_output(self, entry: Entry) -> None:
@@ -132,14 +132,14 @@ class Serving:
             self._queues._charge(entry.lane, entry.tenant, cost, entry.weight)
             entry.charged_output = entry.output_tokens
 
-    def cancel(self, request_id: str, now: float) -> Finished:
+    def cancel(self, request_id: str, *, now: float) -> Finished:
         """Cancel a queued or running request (the client went away)."""
         book = self._book
         entry = book.entries.get(request_id)
         if entry is None:
             raise UsageError(f"request {request_id!r} is not live")
         if entry.phase is Phase.RUNNING:
-            return self.finish(request_id, now, Outcome.CANCELLED, None)
-        now = book.advance(now)
+            return self.finish(request_id, now=now, outcome=Outcome.CANCELLED, output_tokens=None)
+        now = book.advance(now=now)
         self._queues.remove(entry.lane, entry)
-        return book.end_queued(entry, Outcome.CANCELLED, now)
+        return book.end_queued(entry, Outcome.CANCELLED, now=now)

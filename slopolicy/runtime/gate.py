@@ -320,7 +320,7 @@ class Gate:
         # With the engine full, or the dispatch rate holding starts back, no
         # dispatch can start anything; expiry, the ladder and paced starts are
         # the timer's, so skip the dispatch on the contended path.
-        if policy.can_start(now):
+        if policy.can_start(now=now):
             result = self._dispatch(now, request.id)
             for started in result.started:
                 if started.id == request.id:  # the uncontended path: no waiting
@@ -348,7 +348,7 @@ class Gate:
     def _dispatch(self, now: float, own: str | None = None) -> Dispatch:
         """One bounded dispatch: wake the waiters it started or expired, in the
         policy's order (``own``: a request being submitted, which has none)."""
-        result = self.policy.dispatch(now, max_expired=self._max_expired)
+        result = self.policy.dispatch(now=now, max_expired=self._max_expired)
         if self._telemetry is not None:
             self._telemetry.dispatched(result, now)
         waiters = self._waiters
@@ -356,7 +356,7 @@ class Gate:
             waiters.end(finished)
         for started in result.started:
             if not waiters.start(started) and started.id != own:  # pragma: no cover
-                self.policy.cancel(started.id, now)  # the policy was driven past the gate
+                self.policy.cancel(started.id, now=now)  # the policy was driven past the gate
         if len(result.expired) >= self._max_expired:
             self._timer.wake()  # more may be overdue: the timer goes on after a checkpoint
         return result
@@ -364,7 +364,9 @@ class Gate:
     def _release(self, ticket: Ticket, outcome: Outcome, output_tokens: int | None) -> Finished:
         """End a started request (called by its ticket, once) and hand its slot on."""
         now = self.clock()
-        finished = self.policy.finish(ticket.id, now, outcome, output_tokens)
+        finished = self.policy.finish(
+            ticket.id, now=now, outcome=outcome, output_tokens=output_tokens
+        )
         self._records.ended(finished, ticket._origin, ticket._error)
         if self._waiters:
             self._hand_on(now)
@@ -379,7 +381,7 @@ class Gate:
     def _hand_on(self, now: float) -> None:
         """A seat, or a prefill gate, may have opened at ``now``: start what can,
         else tell the timer (a paced start's settled cost may have moved it)."""
-        if self.policy.can_start(now):
+        if self.policy.can_start(now=now):
             self._dispatch(now)
         else:
             self._timer.watch()
@@ -387,7 +389,7 @@ class Gate:
     def observe(self, signals: EngineSignals) -> None:
         """Take the engine's latest signals now (KV usage may free capacity)."""
         now = self.clock()
-        self.policy.observe(signals, now)
+        self.policy.observe(signals, now=now)
         if self._waiters and self._state == "open":
             self._dispatch(now)
 
@@ -395,5 +397,5 @@ class Gate:
         """A frozen snapshot of the gate and its policy."""
         now = self.clock() if self._state == "open" else None
         return GateStatistics(
-            len(self._waiters), self._state == "open", self.policy.statistics(now)
+            len(self._waiters), self._state == "open", self.policy.statistics(now=now)
         )

@@ -73,11 +73,11 @@ class LocalQuota:
 
     async def admit(self, request: Request, clock: Clock, is_open: Callable[[], bool]) -> Decision:
         """:meth:`Policy.submit <slopolicy.Policy.submit>` now (never suspends)."""
-        return self.policy.submit(request, clock())
+        return self.policy.submit(request, now=clock())
 
     def admit_now(self, request: Request, now: float) -> Decision:
         """:meth:`Policy.submit <slopolicy.Policy.submit>` at ``now``."""
-        return self.policy.submit(request, now)
+        return self.policy.submit(request, now=now)
 
     def ended(self, finished: Finished) -> None:
         """The policy settled it already."""

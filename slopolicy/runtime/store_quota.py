@@ -78,7 +78,7 @@ class StoreQuota:
         if request.id in self._leases:
             raise UsageError(f"request id {request.id!r} is already live")
         policy = self.policy
-        decision = policy.prepare(request, clock())
+        decision = policy.prepare(request, now=clock())
         if not isinstance(decision, (Admit, Demote)):
             return decision
         tier = policy.router.tiers.get(decision.tier)
@@ -88,7 +88,7 @@ class StoreQuota:
             granted = await self.store.acquire(request.tenant, tier, decision.lane, decision.cost)
         except BaseException:
             del self._leases[request.id]
-            policy.withdraw(decision, clock())  # cancelled: the store undid its part
+            policy.withdraw(decision, now=clock())  # cancelled: the store undid its part
             raise
         if isinstance(granted, QuotaRefusal):
             del self._leases[request.id]
@@ -96,7 +96,7 @@ class StoreQuota:
                 decision,
                 granted.reason,
                 granted.message,
-                clock(),
+                now=clock(),
                 retry_after=granted.retry_after,
                 http_status=granted.http_status,
             )
@@ -104,9 +104,9 @@ class StoreQuota:
         self._leases[request.id] = granted
         try:
             if not is_open():  # the gate closed during the round trip
-                policy.withdraw(decision, clock())
+                policy.withdraw(decision, now=clock())
                 raise GateClosed(decision=decision)
-            result = policy.enqueue(decision, clock())
+            result = policy.enqueue(decision, now=clock())
         except BaseException:
             self._give_back(request.id, 0.0)
             raise

@@ -205,7 +205,7 @@ class Ticket:
         if self._finished is None:
             gate = self._gate
             now = gate.clock()
-            gap = gate.policy.tokens(self.id, count, now)
+            gap = gate.policy.tokens(self.id, count, now=now)
             if gap is not None and gate._telemetry is not None:
                 gate._telemetry.gap(self.id, gap)
             if not self._prefilled:  # the first token: its prompt left the prefill backlog
@@ -215,7 +215,7 @@ class Ticket:
     def mark(self, stage: str) -> None:
         """A TTFT stage ended now: ``"schedule"`` or ``"prefill"`` (see ``Policy.mark``)."""
         if self._finished is None:
-            self._gate.policy.mark(self.id, stage, self._gate.clock())
+            self._gate.policy.mark(self.id, stage, now=self._gate.clock())
 
     def finish(
         self, outcome: Outcome | str = Outcome.COMPLETED, *, output_tokens: int | None = None

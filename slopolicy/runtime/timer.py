@@ -25,7 +25,7 @@ SignalSource = Callable[[], Awaitable[EngineSignals | None]]
 
 class DispatchTimer:
     """Sleeps until :meth:`Policy.next_wakeup` (a queue deadline, a paced start
-    or a ladder evaluation), dispatches, repeats. ``dispatch(now)`` is the
+    or a ladder evaluation), dispatches, repeats. ``dispatch(now=now)`` is the
     gate's bounded dispatch; a batch of ``max_expired`` expiries means more may
     be overdue, so the timer goes on after a checkpoint."""
 
@@ -68,7 +68,7 @@ class DispatchTimer:
 
     def _next_wake(self) -> float:
         """The policy's next wake-up on the gate's clock (``inf``: none)."""
-        wake = self._policy.next_wakeup(self._clock())
+        wake = self._policy.next_wakeup(now=self._clock())
         return math.inf if wake is None else wake
 
 

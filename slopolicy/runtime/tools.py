@@ -23,7 +23,7 @@ Passed ``task=`` (the ``TaskRef`` of the agent's turns, or its id), the call
 is part of that task: it is refused ``task_deadline_lost`` (408) once the
 task's deadline has passed, it waits and runs at most until that deadline,
 and its time (waited plus ran) is counted against the task
-(``policy.tasks.budget(ref, now).tool_s``), which is not idle meanwhile.
+(``policy.tasks.budget(ref, now=now).tool_s``), which is not idle meanwhile.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class ToolCalls:
         pool = gate.policy.tools
         now = gate.clock()
         until = None
-        told = None if task is None else gate.policy.tasks.tool_check(task, tenant, now)
+        told = None if task is None else gate.policy.tasks.tool_check(task, tenant, now=now)
         if told is not None:
             result: ToolLease | ToolWaiting | ToolRefused = ToolRefused(
                 reason=told.reason,
@@ -118,7 +118,7 @@ class ToolCalls:
             )
         else:
             until = self.task_deadline(task)
-            result = pool.acquire(tenant, name, now, timeout=run_limit)
+            result = pool.acquire(tenant, name, now=now, timeout=run_limit)
         telemetry = gate._telemetry
         if isinstance(result, ToolRefused):
             if telemetry is not None:
@@ -163,7 +163,7 @@ class ToolCalls:
             raise got
         # Its max_wait passed with no slot: it leaves the queue, refused.
         del self._waiters[result.id]
-        gate.policy.tools.withdraw(result.id, gate.clock(), expired=True)
+        gate.policy.tools.withdraw(result.id, now=gate.clock(), expired=True)
         expired = ToolRefused(
             reason=Reason.EXPIRED,
             message=f"tool call waited {gate.clock() - result.queued_at:.3g} s for a slot "
@@ -191,7 +191,7 @@ class ToolCalls:
         result = waiter.result
         if result is None:
             del self._waiters[call]
-            self._gate.policy.tools.withdraw(call, self._gate.clock())
+            self._gate.policy.tools.withdraw(call, now=self._gate.clock())
         elif isinstance(result, ToolLease):
             self.release(result, ToolOutcome.CANCELLED, task)
 
@@ -208,9 +208,9 @@ class ToolCalls:
         (an id) if given, and wake the callers it starts."""
         gate = self._gate
         now = gate.clock()
-        started = gate.policy.tools.release(lease.id, now, outcome)
+        started = gate.policy.tools.release(lease.id, now=now, outcome=outcome)
         if task is not None:
-            gate.policy.tasks.tool_used(task, now - lease.queued_at, now)
+            gate.policy.tasks.tool_used(task, now - lease.queued_at, now=now)
         if gate._telemetry is not None:
             gate._telemetry.tool_ended(lease, outcome, now)
         for lease_started in started:
@@ -221,7 +221,7 @@ class ToolCalls:
         now = self._gate.clock()
         waiters, self._waiters = self._waiters, {}
         for call, waiter in waiters.items():
-            self._gate.policy.tools.withdraw(call, now)
+            self._gate.policy.tools.withdraw(call, now=now)
             waiter.result = GateClosed("the gate closed before the tool call could start")
             waiter.event.set()
 

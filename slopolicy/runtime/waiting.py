@@ -84,7 +84,7 @@ class WaitingRoom:
         come back) and record the end."""
         if waiter.result is None:
             del self._waiting[waiter.request.id]
-        finished = policy.cancel(waiter.request.id, now)
+        finished = policy.cancel(waiter.request.id, now=now)
         self._records.ended(finished, waiter.request)
 
     def start(self, started: Started) -> bool:
@@ -107,7 +107,7 @@ class WaitingRoom:
         """The gate closes: cancel every waiting request in ``policy`` at ``now``."""
         waiting, self._waiting = self._waiting, {}
         for waiter in waiting.values():
-            finished = policy.cancel(waiter.request.id, now)
+            finished = policy.cancel(waiter.request.id, now=now)
             waiter.wake(finished)
             self._records.ended(finished, waiter.request)
 

@@ -98,7 +98,7 @@ class PolicyScheduler:
 
     def submit(self, request: SimRequest, now: float) -> SimAdmission:
         self._now = now
-        decision = self.policy.submit(request.to_request(), now)
+        decision = self.policy.submit(request.to_request(), now=now)
         if isinstance(decision, Defer):
             return _refusal(decision)
         if isinstance(decision, Reject):
@@ -114,7 +114,7 @@ class PolicyScheduler:
             self._asleep = False
             self.observe(engine, now)
         self._now = now
-        result = self.policy.dispatch(now)
+        result = self.policy.dispatch(now=now)
         if self._settle is not None:
             self._asleep = self._settled(now)
         if result.ladder is not None:
@@ -135,15 +135,15 @@ class PolicyScheduler:
 
     def first_token(self, request_id: str, now: float) -> None:
         self._now = now
-        self.policy.first_token(request_id, now)
+        self.policy.first_token(request_id, now=now)
 
     def tokens(self, request_id: str, count: int, now: float) -> None:
         self._now = now
-        self.policy.tokens(request_id, count, now)
+        self.policy.tokens(request_id, count, now=now)
 
     def finish(self, request_id: str, now: float, output_tokens: int) -> None:
         self._now = now
-        self.policy.finish(request_id, now, "completed", output_tokens=output_tokens)
+        self.policy.finish(request_id, now=now, outcome="completed", output_tokens=output_tokens)
 
     def _settled(self, now: float) -> bool:
         """Whether further ladder ticks would change nothing until the next
@@ -158,7 +158,7 @@ class PolicyScheduler:
         """
         if "decode_tps" in self.signals:
             return False
-        if not self.policy.quiet(now):
+        if not self.policy.quiet(now=now):
             self._quiet_since = None
             return False
         if self._quiet_since is None:
@@ -169,7 +169,7 @@ class PolicyScheduler:
     def wakeup(self) -> float | None:
         # Asleep, nothing is live: no deadline, no paced start, and the
         # ladder's ticks wait for the next event.
-        return None if self._asleep else self.policy.next_wakeup(self._now)
+        return None if self._asleep else self.policy.next_wakeup(now=self._now)
 
     def observe(self, engine: EngineView, now: float) -> None:
         wanted = self.signals
@@ -190,7 +190,7 @@ class PolicyScheduler:
                 running=engine.running if "running" in wanted else None,
                 decode_tps=rate,
             ),
-            now,
+            now=now,
         )
 
 

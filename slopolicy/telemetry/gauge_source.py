@@ -52,28 +52,28 @@ class GaugeSource:
         policy = self.policy
         self.published = Readings(
             now,
-            policy.statistics(now),
-            policy.health.trackers.snapshots(now, tenants=False),
-            policy.task_trackers.snapshots(now, tenants=False),
+            policy.statistics(now=now),
+            policy.health.trackers.snapshots(now=now, tenants=False),
+            policy.task_trackers.snapshots(now=now, tenants=False),
         )
 
     def statistics(self) -> PolicyStatistics | None:
         """The policy's statistics: live on its loop, else the last published."""
         if threading.get_ident() == self.thread:
-            return self.policy.statistics(_loop_time())
+            return self.policy.statistics(now=_loop_time())
         readings = self._for_reader()
         return None if readings is None else readings.statistics
 
     def lanes(self) -> tuple[SLOSnapshot, ...]:
         """Every lane's SLO snapshot: live on its loop, else the last published."""
         trackers = self.policy.health.trackers
-        return self._read(lambda now: trackers.snapshots(now, tenants=False), _lanes_of)
+        return self._read(lambda now: trackers.snapshots(now=now, tenants=False), _lanes_of)
 
     def tasks(self) -> tuple[TaskSnapshot, ...]:
         """Every lane's task snapshot (lanes where a task has ended): live on
         its loop, else the last published."""
         trackers = self.policy.task_trackers
-        return self._read(lambda now: trackers.snapshots(now, tenants=False), _tasks_of)
+        return self._read(lambda now: trackers.snapshots(now=now, tenants=False), _tasks_of)
 
     def _read(
         self,

@@ -306,11 +306,11 @@ async def test_the_gate_polls_a_real_metrics_page_and_sees_it_go_stale(
                 await polled.wait()
             await anyio.lowlevel.checkpoint()
             board = p.health.signals
-            fresh = board.current(anyio.current_time())
+            fresh = board.current(now=anyio.current_time())
             assert (fresh.waiting, fresh.running, fresh.kv_usage) == (5, 15, 0.57)
             recorder.metrics_status = 500
             await anyio.sleep(0.5)  # past signal_max_age_s, scrapes failing
-            stale = board.current(anyio.current_time())
+            stale = board.current(now=anyio.current_time())
             assert (stale.waiting, stale.running, stale.kv_usage) == (None, None, None)
             assert scrape.consecutive_failures >= 1
     recorder.metrics_status = 200

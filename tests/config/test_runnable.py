@@ -40,16 +40,16 @@ def _serve(config: PolicyConfig) -> None:
                 request = Request(
                     id=f"r{count}", tenant=tenant, prompt_tokens=20, max_new_tokens=8, lane=lane
                 )
-                policy.submit(request, now)
-        for started in policy.dispatch(now):
-            policy.first_token(started.id, now)
-            policy.tokens(started.id, 3, now)
-            policy.finish(started.id, now, "completed", output_tokens=4)
-        policy.evaluate(now)
-        policy.statistics(now)
-        policy.diagnose(now)
+                policy.submit(request, now=now)
+        for started in policy.dispatch(now=now):
+            policy.first_token(started.id, now=now)
+            policy.tokens(started.id, 3, now=now)
+            policy.finish(started.id, now=now, outcome="completed", output_tokens=4)
+        policy.evaluate(now=now)
+        policy.statistics(now=now)
+        policy.diagnose(now=now)
     for request_id in list(policy._entries):
-        policy.cancel(request_id, 1e6)
+        policy.cancel(request_id, now=1e6)
     stats = policy.statistics()
     assert stats.running == stats.quotas.in_flight == stats.kv.used_blocks == 0
 

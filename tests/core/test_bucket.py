@@ -28,70 +28,70 @@ BAD_NOWS = (math.nan, math.inf, -math.inf, 10**400, -(10**400), 1.7e18, 1.7e12)
 
 def test_starts_full_and_grants_until_empty() -> None:
     bucket = TokenBucket(2.0, 10.0, now=5.0)
-    assert bucket.level(5.0) == 10.0
-    assert bucket.try_acquire(6.0, 5.0)
-    assert bucket.try_acquire(4.0, 5.0)
-    assert bucket.time_until(1.0, 5.0) == 0.5  # 1 cost unit at 2 per second
-    assert not bucket.try_acquire(1.0, 5.0)
-    assert bucket.level(5.0) == 0.0
-    assert bucket.try_acquire(1.0, 5.5)
+    assert bucket.level(now=5.0) == 10.0
+    assert bucket.try_acquire(6.0, now=5.0)
+    assert bucket.try_acquire(4.0, now=5.0)
+    assert bucket.time_until(1.0, now=5.0) == 0.5  # 1 cost unit at 2 per second
+    assert not bucket.try_acquire(1.0, now=5.0)
+    assert bucket.level(now=5.0) == 0.0
+    assert bucket.try_acquire(1.0, now=5.5)
 
 
 def test_refused_takes_nothing_and_says_how_long() -> None:
     bucket = TokenBucket(4.0, 8.0)
-    bucket.try_acquire(6.0, 0.0)
-    assert bucket.time_until(5.0, 0.0) == 0.75
-    assert not bucket.try_acquire(5.0, 0.0)
-    assert bucket.level(0.0) == 2.0
-    assert bucket.statistics(0.0).refused == 1
-    assert bucket.try_acquire(5.0, 0.75)
+    bucket.try_acquire(6.0, now=0.0)
+    assert bucket.time_until(5.0, now=0.0) == 0.75
+    assert not bucket.try_acquire(5.0, now=0.0)
+    assert bucket.level(now=0.0) == 2.0
+    assert bucket.statistics(now=0.0).refused == 1
+    assert bucket.try_acquire(5.0, now=0.75)
 
 
 def test_a_cost_over_the_burst_is_never_granted() -> None:
     bucket = TokenBucket(1.0, 10.0)
-    assert bucket.time_until(10.5, 0.0) == math.inf
-    assert bucket.time_until(10.5, 1e9) == math.inf
-    assert not bucket.try_acquire(10.5, 1e9)
-    assert bucket.level(1e9) == 10.0
-    assert bucket.try_acquire(10.0, 0.0)  # exactly the burst is fine
+    assert bucket.time_until(10.5, now=0.0) == math.inf
+    assert bucket.time_until(10.5, now=1e9) == math.inf
+    assert not bucket.try_acquire(10.5, now=1e9)
+    assert bucket.level(now=1e9) == 10.0
+    assert bucket.try_acquire(10.0, now=0.0)  # exactly the burst is fine
 
 
 def test_cost_zero_is_granted_even_in_debt() -> None:
     bucket = TokenBucket(1.0, 10.0)
-    bucket.charge(15.0, 0.0)
-    assert bucket.level(0.0) == -5.0
-    assert bucket.time_until(0.0, 0.0) == 0.0
-    assert bucket.try_acquire(0.0, 0.0)
-    assert bucket.time_until(1.0, 0.0) == 6.0
+    bucket.charge(15.0, now=0.0)
+    assert bucket.level(now=0.0) == -5.0
+    assert bucket.time_until(0.0, now=0.0) == 0.0
+    assert bucket.try_acquire(0.0, now=0.0)
+    assert bucket.time_until(1.0, now=0.0) == 6.0
 
 
 def test_time_until_is_a_pure_read() -> None:
     bucket = TokenBucket(1.0, 10.0)
-    bucket.try_acquire(10.0, 0.0)
-    before = bucket.statistics(0.0)
-    assert bucket.time_until(3.0, 1.0) == 2.0
-    assert bucket.time_until(3.0, 3.0) == 0.0
-    assert bucket.statistics(0.0) == before
+    bucket.try_acquire(10.0, now=0.0)
+    before = bucket.statistics(now=0.0)
+    assert bucket.time_until(3.0, now=1.0) == 2.0
+    assert bucket.time_until(3.0, now=3.0) == 0.0
+    assert bucket.statistics(now=0.0) == before
 
 
 def test_debt_is_floored_at_minus_burst_and_the_rest_forgiven() -> None:
     bucket = TokenBucket(1.0, 10.0)
-    bucket.try_acquire(10.0, 0.0)
-    bucket.charge(4.0, 0.0)
-    bucket.charge(9.0, 0.0)
-    stats = bucket.statistics(0.0)
+    bucket.try_acquire(10.0, now=0.0)
+    bucket.charge(4.0, now=0.0)
+    bucket.charge(9.0, now=0.0)
+    stats = bucket.statistics(now=0.0)
     assert stats.level == -10.0
     assert stats.charged == 10.0
     assert stats.forgiven == 3.0
     # Debt is repaid by refill before the next grant.
-    assert bucket.time_until(1.0, 0.0) == 11.0
+    assert bucket.time_until(1.0, now=0.0) == 11.0
 
 
 def test_refund_never_fills_past_the_burst() -> None:
     bucket = TokenBucket(1.0, 10.0)
-    bucket.try_acquire(4.0, 0.0)
-    bucket.refund(7.0, 0.0)
-    stats = bucket.statistics(0.0)
+    bucket.try_acquire(4.0, now=0.0)
+    bucket.refund(7.0, now=0.0)
+    stats = bucket.statistics(now=0.0)
     assert stats.level == 10.0
     assert stats.refunded == 4.0
 
@@ -100,31 +100,31 @@ def test_debt_is_the_only_way_past_rate_t_plus_burst() -> None:
     # Grants net of refunds stay within rate*T + burst; a charge can take one
     # more burst, but that is then owed: nothing is granted until it is repaid.
     bucket = TokenBucket(1.0, 10.0)
-    assert bucket.try_acquire(10.0, 0.0)
-    bucket.charge(10.0, 0.0)
-    stats = bucket.statistics(0.0)
+    assert bucket.try_acquire(10.0, now=0.0)
+    bucket.charge(10.0, now=0.0)
+    stats = bucket.statistics(now=0.0)
     assert stats.granted + stats.charged == 20.0  # 2 * burst in a window of length 0
-    assert bucket.time_until(1.0, 0.0) == 11.0
+    assert bucket.time_until(1.0, now=0.0) == 11.0
 
 
 def test_a_clock_going_backwards_is_the_last_now_seen() -> None:
     bucket = TokenBucket(1.0, 10.0)
-    bucket.try_acquire(10.0, 10.0)
+    bucket.try_acquire(10.0, now=10.0)
     # Treated as t=10: no refill; the grant is possible at t=11, 7 s after t=4.
-    assert bucket.time_until(1.0, 4.0) == 7.0
-    assert not bucket.try_acquire(1.0, 4.0)
-    assert bucket.level(4.0) == 0.0
-    bucket.refund(1.0, 3.0)
-    assert bucket.level(10.0) == 1.0
-    assert bucket.level(12.0) == 3.0
+    assert bucket.time_until(1.0, now=4.0) == 7.0
+    assert not bucket.try_acquire(1.0, now=4.0)
+    assert bucket.level(now=4.0) == 0.0
+    bucket.refund(1.0, now=3.0)
+    assert bucket.level(now=10.0) == 1.0
+    assert bucket.level(now=12.0) == 3.0
 
 
 def test_a_wait_asked_for_in_the_past_counts_from_that_past_now() -> None:
     bucket = TokenBucket(1.0, 10.0)
-    bucket.try_acquire(10.0, 10.0)
+    bucket.try_acquire(10.0, now=10.0)
     # The earliest grant is at t=12; asked at t=4, that is 8 seconds away.
-    assert bucket.time_until(2.0, 4.0) == 8.0
-    assert bucket.try_acquire(2.0, 4.0 + 8.0)
+    assert bucket.time_until(2.0, now=4.0) == 8.0
+    assert bucket.try_acquire(2.0, now=4.0 + 8.0)
 
 
 @pytest.mark.parametrize(
@@ -153,34 +153,34 @@ def test_impossible_settings_are_usage_errors(kwargs: dict[str, float]) -> None:
 @pytest.mark.parametrize("method", ["try_acquire", "time_until", "charge", "refund"])
 def test_bad_amounts_raise_and_change_nothing(method: str, amount: float) -> None:
     bucket = TokenBucket(1.0, 10.0)
-    bucket.try_acquire(3.0, 1.0)
-    before = bucket.statistics(1.0)
+    bucket.try_acquire(3.0, now=1.0)
+    before = bucket.statistics(now=1.0)
     with pytest.raises(UsageError, match="finite number >= 0"):
-        getattr(bucket, method)(amount, 2.0)
-    assert bucket.statistics(1.0) == before
+        getattr(bucket, method)(amount, now=2.0)
+    assert bucket.statistics(now=1.0) == before
 
 
 @pytest.mark.parametrize("now", BAD_NOWS)
 @pytest.mark.parametrize("method", ["try_acquire", "time_until", "charge", "refund"])
 def test_bad_nows_raise_and_change_nothing(method: str, now: float) -> None:
     bucket = TokenBucket(1.0, 10.0)
-    bucket.try_acquire(3.0, 1.0)
-    before = bucket.statistics(1.0)
+    bucket.try_acquire(3.0, now=1.0)
+    before = bucket.statistics(now=1.0)
     with pytest.raises(UsageError, match="monotonic seconds"):
-        getattr(bucket, method)(1.0, now)
+        getattr(bucket, method)(1.0, now=now)
     with pytest.raises(UsageError):
-        bucket.level(now)
-    assert bucket.statistics(1.0) == before
+        bucket.level(now=now)
+    assert bucket.statistics(now=1.0) == before
 
 
 def test_statistics_are_a_frozen_snapshot() -> None:
     bucket = TokenBucket(1.0, 10.0)
-    bucket.try_acquire(2.0, 0.0)
-    stats = bucket.statistics(1.0)
+    bucket.try_acquire(2.0, now=0.0)
+    stats = bucket.statistics(now=1.0)
     assert stats == BucketStatistics(1.0, 10.0, 9.0, 2.0, 0, 0.0, 0.0, 0.0)
     with pytest.raises(FrozenInstanceError):
         stats.level = 0.0  # type: ignore[misc]
-    bucket.try_acquire(5.0, 1.0)
+    bucket.try_acquire(5.0, now=1.0)
     assert stats.level == 9.0
 
 
@@ -204,17 +204,17 @@ def test_the_wait_is_exact_and_never_short(
     def bucket() -> TokenBucket:
         return TokenBucket(rate, burst, now=start, level=burst * fill)
 
-    wait = bucket().time_until(cost, now)
+    wait = bucket().time_until(cost, now=now)
     note(f"wait={wait!r}")
     if wait == 0.0:
-        assert bucket().try_acquire(cost, now)
+        assert bucket().try_acquire(cost, now=now)
         return
     if wait == math.inf:
         assert cost > burst
         return
-    assert not bucket().try_acquire(cost, now)
-    assert bucket().try_acquire(cost, now + wait)
-    level = bucket().level(now)
+    assert not bucket().try_acquire(cost, now=now)
+    assert bucket().try_acquire(cost, now=now + wait)
+    level = bucket().level(now=now)
     exact = (Fraction(cost) - Fraction(level)) / Fraction(rate)
     # Off by float rounding only: of the level, and of the time itself.
     slack = 2 * math.ulp(burst) / rate + 2 * math.ulp(now + wait)
@@ -238,7 +238,7 @@ def test_no_drift_over_ten_million_simulated_seconds() -> None:
         amount = rng.uniform(0.0, 800.0)
         kind = rng.random()
         if kind < 0.6:
-            granted = bucket.try_acquire(amount, now)
+            granted = bucket.try_acquire(amount, now=now)
             # The float bucket decides; it must agree with exact arithmetic but
             # for a sliver of rounding at the boundary.
             assert granted == (level >= Fraction(amount)) or abs(level - Fraction(amount)) <= (
@@ -247,12 +247,12 @@ def test_no_drift_over_ten_million_simulated_seconds() -> None:
             if granted:
                 level -= Fraction(amount)
         elif kind < 0.8:
-            bucket.refund(amount, now)
+            bucket.refund(amount, now=now)
             level = min(Fraction(burst), level + Fraction(amount))
         else:
-            bucket.charge(amount, now)
+            bucket.charge(amount, now=now)
             level = max(-Fraction(burst), level - Fraction(amount))
-        assert abs(Fraction(bucket.level(now)) - level) <= tolerance
+        assert abs(Fraction(bucket.level(now=now)) - level) <= tolerance
     assert now > 9.9e6
 
 
@@ -262,7 +262,7 @@ def _traced_size_after_grants(cost: float) -> int:
         buckets = [TokenBucket(1e12, 1e12) for _ in range(1000)]
         for step in range(100):
             for bucket in buckets:
-                assert bucket.try_acquire(cost, float(step))
+                assert bucket.try_acquire(cost, now=float(step))
         size, _ = tracemalloc.get_traced_memory()
         return size
     finally:
@@ -333,8 +333,8 @@ class BucketMachine(RuleBasedStateMachine):
 
     @rule(cost=_costs)
     def try_acquire(self, cost: float) -> None:
-        wait = self.bucket.time_until(cost, self.now)
-        assert self.bucket.try_acquire(cost, self.now) == (wait == 0.0)
+        wait = self.bucket.time_until(cost, now=self.now)
+        assert self.bucket.try_acquire(cost, now=self.now) == (wait == 0.0)
         exact = self.model.wait(Fraction(cost), Fraction(self.now))
         self.model.advance(Fraction(self.now))
         if exact is None:
@@ -347,15 +347,15 @@ class BucketMachine(RuleBasedStateMachine):
 
     @rule(cost=_costs, back=_steps)
     def time_until(self, cost: float, back: float) -> None:
-        before = self.bucket.statistics(self.now)
-        wait = self.bucket.time_until(cost, self.now - back)
+        before = self.bucket.statistics(now=self.now)
+        wait = self.bucket.time_until(cost, now=self.now - back)
         exact = self.model.wait(Fraction(cost), Fraction(self.now - back))
         assert (wait == math.inf) if exact is None else (Fraction(wait) == exact)
-        assert self.bucket.statistics(self.now) == before
+        assert self.bucket.statistics(now=self.now) == before
 
     @rule(amount=_costs)
     def charge(self, amount: float) -> None:
-        self.bucket.charge(amount, self.now)
+        self.bucket.charge(amount, now=self.now)
         self.model.advance(Fraction(self.now))
         applied = min(Fraction(amount), self.model.level + self.model.burst)
         self.model.level -= applied
@@ -363,7 +363,7 @@ class BucketMachine(RuleBasedStateMachine):
 
     @rule(amount=_costs)
     def refund(self, amount: float) -> None:
-        self.bucket.refund(amount, self.now)
+        self.bucket.refund(amount, now=self.now)
         self.model.advance(Fraction(self.now))
         applied = min(Fraction(amount), self.model.burst - self.model.level)
         self.model.level += applied
@@ -373,8 +373,8 @@ class BucketMachine(RuleBasedStateMachine):
     def stale_now(self, back: float, cost: float) -> None:
         # An earlier now acts as the latest one: no refill, no error.
         now = self.now - (back or 0.125)
-        wait = self.bucket.time_until(cost, now)
-        assert self.bucket.try_acquire(cost, now) == (wait == 0.0)
+        wait = self.bucket.time_until(cost, now=now)
+        assert self.bucket.try_acquire(cost, now=now) == (wait == 0.0)
         exact = self.model.wait(Fraction(cost), Fraction(now))
         self.model.advance(Fraction(now))
         assert (wait == math.inf) if exact is None else (Fraction(wait) == exact)
@@ -384,7 +384,7 @@ class BucketMachine(RuleBasedStateMachine):
 
     @invariant()
     def matches_the_model(self) -> None:
-        stats = self.bucket.statistics(self.now)
+        stats = self.bucket.statistics(now=self.now)
         assert Fraction(stats.level) == self.model.at(Fraction(self.now))
         assert -stats.burst <= stats.level <= stats.burst
         assert stats.granted - stats.refunded == sum(event[1] for event in self.events)

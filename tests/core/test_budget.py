@@ -18,11 +18,11 @@ def test_shares_are_of_mean_ttft_and_add_up_with_other() -> None:
     budget = LatencyBudget(slow_after=1.0)
     # Fast requests: TTFT 0.5 = 0.1 queue + 0.01 + 0.3 prefill + 0.01 (+0.08 unmarked).
     for index in range(80):
-        budget.record(0.5, _stages(0.1, 0.3), index * 0.5)
+        budget.record(0.5, _stages(0.1, 0.3), now=index * 0.5)
     # Slow requests: TTFT 4 = 3.2 queue + 0.01 + 0.5 prefill + 0.01 (+0.28 unmarked).
     for index in range(20):
-        budget.record(4.0, _stages(3.2, 0.5), 40.0 + index * 0.5)
-    split = budget.breakdown(50.0)
+        budget.record(4.0, _stages(3.2, 0.5), now=40.0 + index * 0.5)
+    split = budget.breakdown(now=50.0)
     assert split.count == 100
     assert split.slow_count == 20
     assert split.ttft_mean == pytest.approx((80 * 0.5 + 20 * 4.0) / 100)
@@ -42,32 +42,32 @@ def test_shares_are_of_mean_ttft_and_add_up_with_other() -> None:
 def test_stage_quantiles() -> None:
     budget = LatencyBudget()
     for index in range(100):
-        budget.record(1.0, {"queue": (index + 1) / 100}, float(index))
-    queue = budget.breakdown(99.0).stage("queue")
+        budget.record(1.0, {"queue": (index + 1) / 100}, now=float(index))
+    queue = budget.breakdown(now=99.0).stage("queue")
     # The window (60 s) keeps the last 55-60 values: 0.41 .. 1.00 here.
     assert queue.count == 60
     assert queue.p50 == pytest.approx(0.70, rel=0.01)
     assert queue.p99 == pytest.approx(0.99, rel=0.01)
-    assert budget.breakdown(99.0).stage("prefill").p95 is None
+    assert budget.breakdown(now=99.0).stage("prefill").p95 is None
 
 
 def test_dominance_falls_back_to_all_requests_when_none_is_slow() -> None:
     budget = LatencyBudget(slow_after=10.0)
-    budget.record(1.0, _stages(0.1, 0.8), 1.0)
-    split = budget.breakdown(1.0)
+    budget.record(1.0, _stages(0.1, 0.8), now=1.0)
+    split = budget.breakdown(now=1.0)
     assert split.slow_count == 0
     assert split.stage("prefill").slow_share is None
     assert split.dominant == "prefill"
 
 
 def test_without_data_nothing_is_attributed() -> None:
-    split = LatencyBudget().breakdown(0.0)
+    split = LatencyBudget().breakdown(now=0.0)
     assert split.count == 0
     assert split.dominant is None
     assert split.other_share is None
     budget = LatencyBudget()
-    budget.record(None, {"queue": 5.0}, 1.0)  # expired before a token: quantiles only
-    split = budget.breakdown(1.0)
+    budget.record(None, {"queue": 5.0}, now=1.0)  # expired before a token: quantiles only
+    split = budget.breakdown(now=1.0)
     assert split.count == 0
     assert split.stage("queue").count == 1
 
@@ -75,8 +75,8 @@ def test_without_data_nothing_is_attributed() -> None:
 def test_the_tracker_keeps_the_split_with_the_lane_target() -> None:
     tracker = SLOTracker("interactive", SLOTargets(ttft_p95=1.0))
     for index in range(10):
-        tracker.record(finished(index, ttft=2.0, stages=_stages(1.5, 0.4)), index)
-    split = tracker.breakdown(10.0)
+        tracker.record(finished(index, ttft=2.0, stages=_stages(1.5, 0.4)), now=index)
+    split = tracker.breakdown(now=10.0)
     assert split is not None
     assert split.slow_after == 1.0
     assert split.slow_count == 10
@@ -85,10 +85,10 @@ def test_the_tracker_keeps_the_split_with_the_lane_target() -> None:
 
 def test_misuse() -> None:
     with pytest.raises(UsageError, match="unknown stage"):
-        LatencyBudget().record(1.0, {"decode": 1.0}, 0.0)
+        LatencyBudget().record(1.0, {"decode": 1.0}, now=0.0)
     with pytest.raises(UsageError, match="unknown stage"):
-        LatencyBudget().breakdown(0.0).stage("decode")
+        LatencyBudget().breakdown(now=0.0).stage("decode")
     with pytest.raises(UsageError, match="slow_after"):
         LatencyBudget(slow_after=-1.0)
     with pytest.raises(UsageError, match="ttft"):
-        LatencyBudget().record(-1.0, {}, 0.0)
+        LatencyBudget().record(-1.0, {}, now=0.0)

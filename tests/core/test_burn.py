@@ -47,7 +47,7 @@ class BurnMachine(RuleBasedStateMachine):
     )
     def record(self, success: bool | None, ttft: bool | None, repeat: int) -> None:
         for _ in range(repeat):
-            self.burn.record(self.now, (success, ttft))
+            self.burn.record(now=self.now, verdicts=(success, ttft))
             self.events.append((self.now, (success, ttft)))
 
     def model_rate(self, index: int, window: float) -> tuple[int, int]:
@@ -59,7 +59,7 @@ class BurnMachine(RuleBasedStateMachine):
 
     @invariant()
     def rates_match_the_model(self) -> None:
-        for rate in self.burn.rates(self.now):
+        for rate in self.burn.rates(now=self.now):
             index = [objective for objective, _ in GOALS].index(rate.objective)
             assert (rate.events, rate.bad) == self.model_rate(index, rate.window_s)
 
@@ -76,7 +76,7 @@ class BurnMachine(RuleBasedStateMachine):
                     expected.add((objective, rule_))
         fired = {
             (a.objective, BurnRule(a.severity, a.long.window_s, a.short.window_s, a.threshold))
-            for a in self.burn.alerts(self.now)
+            for a in self.burn.alerts(now=self.now)
         }
         assert fired == expected
 
@@ -89,7 +89,7 @@ def _fill(burn: BurnWindows, start: float, end: float, every: float, bad_every: 
     t, n = start, 0
     while t < end:
         n += 1
-        burn.record(t, (n % bad_every == 0,))
+        burn.record(now=t, verdicts=(n % bad_every == 0,))
         t += every
     return t
 
@@ -97,9 +97,9 @@ def _fill(burn: BurnWindows, start: float, end: float, every: float, bad_every: 
 def test_a_sustained_outage_pages_and_the_page_stops_soon_after() -> None:
     burn = BurnWindows(((Objective.SUCCESS, 0.99),))
     t = _fill(burn, 0.0, 7200.0, 1.0, 1000)  # 0.1% errors: burn 0.1
-    assert burn.alerts(t) == ()
+    assert burn.alerts(now=t) == ()
     t = _fill(burn, t, t + 1800.0, 1.0, 2)  # 50% errors for 30 min: burn 50
-    fired = burn.alerts(t)
+    fired = burn.alerts(now=t)
     assert {(a.severity, a.long.window_s) for a in fired} >= {
         (AlertSeverity.PAGE, 3600.0),
         (AlertSeverity.PAGE, 21600.0),
@@ -110,20 +110,20 @@ def test_a_sustained_outage_pages_and_the_page_stops_soon_after() -> None:
     # Healthy again: after the 5-minute window passes, the fast page stops
     # even though the hour is still burning hot.
     t = _fill(burn, t, t + 400.0, 1.0, 1000)
-    long_rate = next(r for r in burn.rates(t) if r.window_s == 3600.0).rate
+    long_rate = next(r for r in burn.rates(now=t) if r.window_s == 3600.0).rate
     assert long_rate is not None
     assert long_rate > 14.4
-    assert all(a.long.window_s != 3600.0 for a in burn.alerts(t))
+    assert all(a.long.window_s != 3600.0 for a in burn.alerts(now=t))
 
 
 def test_a_short_spike_alone_does_not_page() -> None:
     burn = BurnWindows(((Objective.SUCCESS, 0.99),))
     t = _fill(burn, 0.0, 3600.0, 0.5, 10_000)
     t = _fill(burn, t, t + 60.0, 0.5, 1)  # one minute of total failure
-    short = next(r for r in burn.rates(t) if r.window_s == 300.0)
+    short = next(r for r in burn.rates(now=t) if r.window_s == 300.0)
     assert short.rate is not None
     assert short.rate > 14.4
-    assert not any(a.long.window_s == 3600.0 for a in burn.alerts(t))
+    assert not any(a.long.window_s == 3600.0 for a in burn.alerts(now=t))
 
 
 def test_burn_rate_arithmetic() -> None:
@@ -138,7 +138,7 @@ def test_burn_rate_arithmetic() -> None:
 def test_windows_are_the_rules_windows() -> None:
     burn = BurnWindows(GOALS)
     assert burn.windows == (300.0, 1800.0, 3600.0, 21600.0, 259200.0)
-    assert len(burn.rates(0.0)) == 2 * 5
+    assert len(burn.rates(now=0.0)) == 2 * 5
 
 
 def test_misuse() -> None:
@@ -147,4 +147,4 @@ def test_misuse() -> None:
     with pytest.raises(UsageError):
         BurnWindows(())
     with pytest.raises(UsageError, match="verdicts"):
-        BurnWindows(GOALS).record(0.0, (True,))
+        BurnWindows(GOALS).record(now=0.0, verdicts=(True,))

@@ -73,22 +73,22 @@ def _policy() -> Policy:
 
 def _running_policy() -> Policy:
     policy = _policy()
-    policy.submit(Request(id="a", prompt_tokens=10, max_new_tokens=8), 1.0)
-    policy.dispatch(1.0)
+    policy.submit(Request(id="a", prompt_tokens=10, max_new_tokens=8), now=1.0)
+    policy.dispatch(now=1.0)
     return policy
 
 
 def _prepared(act: Callable[[Policy, Admit, Any], object]) -> Call:
     """``act(policy, decision, now)`` on a decision ``prepare`` accepted."""
     policy = _policy()
-    decision = policy.prepare(Request(prompt_tokens=10), 1.0)
+    decision = policy.prepare(Request(prompt_tokens=10), now=1.0)
     assert isinstance(decision, Admit)
     return lambda now: act(policy, decision, now)
 
 
 def _bucket() -> TokenBucket:
     bucket = TokenBucket(1.0, 10.0, now=1.0)
-    bucket.try_acquire(3.0, 1.0)
+    bucket.try_acquire(3.0, now=1.0)
     return bucket
 
 
@@ -99,44 +99,44 @@ _SIGNALS = EngineSignals(observed_at=1.0, kv_usage=0.1)
 def _leased(act: Callable[[TenantQuotas, Lease, Any], object]) -> Call:
     """``act(quotas, lease, now)`` on a lease granted at 1.0."""
     quotas = TenantQuotas()
-    lease = quotas.acquire("acme", _TIER, "chat", 1.0, 1.0)
+    lease = quotas.acquire("acme", _TIER, "chat", 1.0, now=1.0)
     assert isinstance(lease, Lease)
     return lambda now: act(quotas, lease, now)
 
 
 def _kv() -> KVReservation:
     kv = KVReservation(100, 16)
-    kv.try_reserve("r", "chat", 20, 1.0)
+    kv.try_reserve("r", "chat", 20, now=1.0)
     return kv
 
 
 def _ladder() -> FallbackLadder:
     ladder = FallbackLadder([Rung("r1", marker=True)], default_triggers(), dwell=1.0, cooldown=1.0)
-    ladder.update(Pressure(), 1.0)
+    ladder.update(Pressure(), now=1.0)
     return ladder
 
 
 def _tracker() -> SLOTracker:
     tracker = SLOTracker("interactive")
-    tracker.record(finished(1.0), 1.0)
+    tracker.record(finished(1.0), now=1.0)
     return tracker
 
 
 def _trackers() -> TrackerSet:
     trackers = TrackerSet({"interactive": SLOTracker("interactive").targets})
-    trackers.record(finished(1.0), 1.0)
+    trackers.record(finished(1.0), now=1.0)
     return trackers
 
 
 def _burn() -> BurnWindows:
     burn = BurnWindows([(Objective.SUCCESS, 0.99)])
-    burn.record(1.0, [False])
+    burn.record(now=1.0, verdicts=[False])
     return burn
 
 
 def _quantiles() -> SlidingQuantiles:
     window = SlidingQuantiles()
-    window.record(1.0, 1.0)
+    window.record(1.0, now=1.0)
     return window
 
 
@@ -144,74 +144,74 @@ def _calls() -> dict[str, Callable[[], Call]]:
     """Each core entry point that takes ``now``, on an object that has seen a
     finite ``now`` already (1.0), as a call of the bad ``now``."""
     return {
-        "Policy.submit": lambda: lambda now: _policy().submit(Request(prompt_tokens=1), now),
-        "Policy.prepare": lambda: lambda now: _policy().prepare(Request(prompt_tokens=1), now),
-        "Policy.enqueue": lambda: _prepared(lambda p, d, now: p.enqueue(d, now)),
+        "Policy.submit": lambda: lambda now: _policy().submit(Request(prompt_tokens=1), now=now),
+        "Policy.prepare": lambda: lambda now: _policy().prepare(Request(prompt_tokens=1), now=now),
+        "Policy.enqueue": lambda: _prepared(lambda p, d, now: p.enqueue(d, now=now)),
         "Policy.refuse": lambda: _prepared(
-            lambda p, d, now: p.refuse(d, Reason.RATE_LIMITED, "x", now)
+            lambda p, d, now: p.refuse(d, Reason.RATE_LIMITED, "x", now=now)
         ),
-        "Policy.withdraw": lambda: _prepared(lambda p, d, now: p.withdraw(d, now)),
-        "Policy.dispatch": lambda: _running_policy().dispatch,
-        "Policy.first_token": lambda: lambda now: _running_policy().first_token("a", now),
-        "Policy.mark": lambda: lambda now: _running_policy().mark("a", "schedule", now),
-        "Policy.tokens": lambda: lambda now: _running_policy().tokens("a", 1, now),
-        "Policy.finish": lambda: lambda now: _running_policy().finish("a", now),
-        "Policy.cancel": lambda: lambda now: _running_policy().cancel("a", now),
-        "Policy.observe": lambda: lambda now: _running_policy().observe(_SIGNALS, now),
-        "Policy.evaluate": lambda: _running_policy().evaluate,
-        "Policy.diagnose": lambda: _running_policy().diagnose,
-        "Policy.statistics": lambda: lambda now: _running_policy().statistics(now),
-        "Policy.can_start": lambda: _running_policy().can_start,
+        "Policy.withdraw": lambda: _prepared(lambda p, d, now: p.withdraw(d, now=now)),
+        "Policy.dispatch": lambda: lambda now: _running_policy().dispatch(now=now),
+        "Policy.first_token": lambda: lambda now: _running_policy().first_token("a", now=now),
+        "Policy.mark": lambda: lambda now: _running_policy().mark("a", "schedule", now=now),
+        "Policy.tokens": lambda: lambda now: _running_policy().tokens("a", 1, now=now),
+        "Policy.finish": lambda: lambda now: _running_policy().finish("a", now=now),
+        "Policy.cancel": lambda: lambda now: _running_policy().cancel("a", now=now),
+        "Policy.observe": lambda: lambda now: _running_policy().observe(_SIGNALS, now=now),
+        "Policy.evaluate": lambda: lambda now: _running_policy().evaluate(now=now),
+        "Policy.diagnose": lambda: lambda now: _running_policy().diagnose(now=now),
+        "Policy.statistics": lambda: lambda now: _running_policy().statistics(now=now),
+        "Policy.can_start": lambda: lambda now: _running_policy().can_start(now=now),
         "TokenBucket()": lambda: lambda now: TokenBucket(1.0, 1.0, now=now),
-        "TokenBucket.try_acquire": lambda: lambda now: _bucket().try_acquire(1.0, now),
-        "TokenBucket.time_until": lambda: lambda now: _bucket().time_until(1.0, now),
-        "TokenBucket.charge": lambda: lambda now: _bucket().charge(1.0, now),
-        "TokenBucket.refund": lambda: lambda now: _bucket().refund(1.0, now),
-        "TokenBucket.level": lambda: _bucket().level,
-        "TokenBucket.statistics": lambda: _bucket().statistics,
+        "TokenBucket.try_acquire": lambda: lambda now: _bucket().try_acquire(1.0, now=now),
+        "TokenBucket.time_until": lambda: lambda now: _bucket().time_until(1.0, now=now),
+        "TokenBucket.charge": lambda: lambda now: _bucket().charge(1.0, now=now),
+        "TokenBucket.refund": lambda: lambda now: _bucket().refund(1.0, now=now),
+        "TokenBucket.level": lambda: lambda now: _bucket().level(now=now),
+        "TokenBucket.statistics": lambda: lambda now: _bucket().statistics(now=now),
         "TenantQuotas.acquire": lambda: _leased(
-            lambda q, _, now: q.acquire("acme", _TIER, "chat", 1.0, now)
+            lambda q, _, now: q.acquire("acme", _TIER, "chat", 1.0, now=now)
         ),
-        "TenantQuotas.settle": lambda: _leased(lambda q, lease, now: q.settle(lease, 1.0, now)),
-        "TenantQuotas.release": lambda: _leased(lambda q, lease, now: q.release(lease, now)),
-        "TenantQuotas.tenant": lambda: _leased(lambda q, _, now: q.tenant("acme", now)),
-        "KVReservation.try_reserve": lambda: lambda now: _kv().try_reserve("s", "chat", 1, now),
-        "KVReservation.resize": lambda: lambda now: _kv().resize("r", 1, now),
-        "KVReservation.release": lambda: lambda now: _kv().release("r", now),
-        "KVReservation.observe": lambda: lambda now: _kv().observe(0.5, now),
-        "DispatchPace.ready_at": lambda: DispatchPace(10.0, 10.0).ready_at,
-        "DispatchPace.ready": lambda: DispatchPace(10.0, 10.0).ready,
-        "DispatchPace.charge": lambda: lambda now: DispatchPace(10.0, 10.0).charge(1.0, now),
-        "DispatchPace.backlog": lambda: DispatchPace(10.0, 10.0).backlog,
-        "FallbackLadder.update": lambda: lambda now: _ladder().update(Pressure(), now),
-        "FallbackLadder.statistics": lambda: lambda now: _ladder().statistics(now),
-        "SignalBoard.current": lambda: SignalBoard().current,
-        "SignalBoard.age": lambda: lambda now: SignalBoard().age("kv_usage", now),
-        "EngineSignals.age": lambda: EngineSignals(observed_at=1.0).age,
-        "SLOTracker.record": lambda: lambda now: _tracker().record(finished(2.0), now),
-        "SLOTracker.record_rejected": lambda: _tracker().record_rejected,
-        "SLOTracker.snapshot": lambda: _tracker().snapshot,
-        "SLOTracker.quantile": lambda: lambda now: _tracker().quantile("ttft", 0.5, now),
-        "SLOTracker.span": lambda: _tracker().span,
-        "SLOTracker.burn_rates": lambda: _tracker().burn_rates,
-        "SLOTracker.alerts": lambda: _tracker().alerts,
-        "TrackerSet.record": lambda: lambda now: _trackers().record(finished(2.0), now),
+        "TenantQuotas.settle": lambda: _leased(lambda q, lease, now: q.settle(lease, 1.0, now=now)),
+        "TenantQuotas.release": lambda: _leased(lambda q, lease, now: q.release(lease, now=now)),
+        "TenantQuotas.tenant": lambda: _leased(lambda q, _, now: q.tenant("acme", now=now)),
+        "KVReservation.try_reserve": lambda: lambda now: _kv().try_reserve("s", "chat", 1, now=now),
+        "KVReservation.resize": lambda: lambda now: _kv().resize("r", 1, now=now),
+        "KVReservation.release": lambda: lambda now: _kv().release("r", now=now),
+        "KVReservation.observe": lambda: lambda now: _kv().observe(0.5, now=now),
+        "DispatchPace.ready_at": lambda: lambda now: DispatchPace(10.0, 10.0).ready_at(now=now),
+        "DispatchPace.ready": lambda: lambda now: DispatchPace(10.0, 10.0).ready(now=now),
+        "DispatchPace.charge": lambda: lambda now: DispatchPace(10.0, 10.0).charge(1.0, now=now),
+        "DispatchPace.backlog": lambda: lambda now: DispatchPace(10.0, 10.0).backlog(now=now),
+        "FallbackLadder.update": lambda: lambda now: _ladder().update(Pressure(), now=now),
+        "FallbackLadder.statistics": lambda: lambda now: _ladder().statistics(now=now),
+        "SignalBoard.current": lambda: lambda now: SignalBoard().current(now=now),
+        "SignalBoard.age": lambda: lambda now: SignalBoard().age("kv_usage", now=now),
+        "EngineSignals.age": lambda: lambda now: EngineSignals(observed_at=1.0).age(now=now),
+        "SLOTracker.record": lambda: lambda now: _tracker().record(finished(2.0), now=now),
+        "SLOTracker.record_rejected": lambda: lambda now: _tracker().record_rejected(now=now),
+        "SLOTracker.snapshot": lambda: lambda now: _tracker().snapshot(now=now),
+        "SLOTracker.quantile": lambda: lambda now: _tracker().quantile("ttft", 0.5, now=now),
+        "SLOTracker.span": lambda: lambda now: _tracker().span(now=now),
+        "SLOTracker.burn_rates": lambda: lambda now: _tracker().burn_rates(now=now),
+        "SLOTracker.alerts": lambda: lambda now: _tracker().alerts(now=now),
+        "TrackerSet.record": lambda: lambda now: _trackers().record(finished(2.0), now=now),
         "TrackerSet.record_rejected": lambda: (
             lambda now: _trackers().record_rejected(
                 "interactive",
                 "acme",
-                now,
+                now=now,
             )
         ),
-        "TrackerSet.snapshots": lambda: _trackers().snapshots,
-        "BurnWindows.record": lambda: lambda now: _burn().record(now, [True]),
-        "BurnWindows.rates": lambda: _burn().rates,
-        "BurnWindows.alerts": lambda: _burn().alerts,
-        "SlidingQuantiles.record": lambda: lambda now: _quantiles().record(1.0, now),
-        "SlidingQuantiles.quantile": lambda: lambda now: _quantiles().quantile(0.5, now),
-        "SlidingQuantiles.count": lambda: _quantiles().count,
-        "LatencyBudget.record": lambda: lambda now: LatencyBudget().record(None, {}, now),
-        "LatencyBudget.breakdown": lambda: LatencyBudget().breakdown,
+        "TrackerSet.snapshots": lambda: lambda now: _trackers().snapshots(now=now),
+        "BurnWindows.record": lambda: lambda now: _burn().record(now=now, verdicts=[True]),
+        "BurnWindows.rates": lambda: lambda now: _burn().rates(now=now),
+        "BurnWindows.alerts": lambda: lambda now: _burn().alerts(now=now),
+        "SlidingQuantiles.record": lambda: lambda now: _quantiles().record(1.0, now=now),
+        "SlidingQuantiles.quantile": lambda: lambda now: _quantiles().quantile(0.5, now=now),
+        "SlidingQuantiles.count": lambda: lambda now: _quantiles().count(now=now),
+        "LatencyBudget.record": lambda: lambda now: LatencyBudget().record(None, {}, now=now),
+        "LatencyBudget.breakdown": lambda: lambda now: LatencyBudget().breakdown(now=now),
     }
 
 
@@ -303,20 +303,20 @@ _HUGE = 10**400  # an int: finite, but too large for a float
 _OVERFLOWS: dict[str, Callable[[], object]] = {
     "TokenBucket(rate)": lambda: TokenBucket(_HUGE, 1.0),
     "TokenBucket(burst)": lambda: TokenBucket(1.0, _HUGE),
-    "TokenBucket.try_acquire": lambda: _bucket().try_acquire(_HUGE, 2.0),
-    "TokenBucket.refund": lambda: _bucket().refund(_HUGE, 2.0),
-    "TenantQuotas.acquire": lambda: TenantQuotas().acquire("a", _TIER, "chat", _HUGE, 1.0),
+    "TokenBucket.try_acquire": lambda: _bucket().try_acquire(_HUGE, now=2.0),
+    "TokenBucket.refund": lambda: _bucket().refund(_HUGE, now=2.0),
+    "TenantQuotas.acquire": lambda: TenantQuotas().acquire("a", _TIER, "chat", _HUGE, now=1.0),
     "DispatchPace(rate)": lambda: DispatchPace(_HUGE, 1.0),
-    "DispatchPace.charge": lambda: DispatchPace(1.0, 1.0).charge(_HUGE, 1.0),
+    "DispatchPace.charge": lambda: DispatchPace(1.0, 1.0).charge(_HUGE, now=1.0),
     "FairQueue.push": lambda: FairQueue[str](4).push("t", "x", weight=_HUGE),
     "KVReservation(num_blocks)": lambda: KVReservation(_HUGE, 16),
     "KVReservation.blocks_for": lambda: KVReservation(10, 16).blocks_for(_HUGE),
     "QuantileSketch.add": lambda: QuantileSketch().add(_HUGE),
     "QuantileSketch.add_many": lambda: QuantileSketch().add_many([1.0, _HUGE]),
-    "SlidingQuantiles.record": lambda: SlidingQuantiles().record(_HUGE, 1.0),
-    "LatencyBudget.record": lambda: LatencyBudget().record(_HUGE, {}, 1.0),
+    "SlidingQuantiles.record": lambda: SlidingQuantiles().record(_HUGE, now=1.0),
+    "LatencyBudget.record": lambda: LatencyBudget().record(_HUGE, {}, now=1.0),
     "SLOTracker cost model": lambda: SLOTracker("lane", cost_model=lambda f: _HUGE).record(
-        finished(1.0), 1.0
+        finished(1.0), now=1.0
     ),
     "CostWeights": lambda: CostWeights(beta=_HUGE),
 }

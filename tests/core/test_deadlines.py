@@ -61,7 +61,7 @@ class DeadlineIndex(RuleBasedStateMachine):
     def expire(self, step: float) -> None:
         self.now += step
         while True:
-            entry = self.index.pop_overdue(self.now)
+            entry = self.index.pop_overdue(now=self.now)
             overdue = [e for e in self.queued if e.deadline <= self.now]
             if entry is None:
                 assert overdue == []

@@ -39,8 +39,8 @@ def _run(specs: list[dict[str, Any]]) -> tuple[SLOSnapshot, ...]:
     for index, spec in enumerate(specs):
         spec.setdefault("tenant", TENANTS[index % len(TENANTS)])
         now = index * 0.05
-        trackers.record(finished(now, lane=LANE, **spec), now)
-    return trackers.snapshots(len(specs) * 0.05)
+        trackers.record(finished(now, lane=LANE, **spec), now=now)
+    return trackers.snapshots(now=len(specs) * 0.05)
 
 
 def _codes(findings: list[Finding]) -> list[FindingCode]:

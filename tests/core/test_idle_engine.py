@@ -37,19 +37,19 @@ def test_the_ladder_steps_down_while_the_engine_is_idle() -> None:
     policy = _policy()
     now = 0.0
     for step in range(6):  # the decode baseline warms up at 4 running
-        policy.observe(EngineSignals(observed_at=now, running=4, decode_tps=400.0), now)
+        policy.observe(EngineSignals(observed_at=now, running=4, decode_tps=400.0), now=now)
         request = Request(id=f"slow{step}", tenant="t", prompt_tokens=50, max_new_tokens=8)
         policy.submit(request, now=now)
-        policy.dispatch(now)
+        policy.dispatch(now=now)
         policy.first_token(request.id, now=now + 2.0)  # TTFT 2 s, four times the target
         policy.finish(request.id, now=now + 2.5, outcome=Outcome.COMPLETED, output_tokens=8)
         now += 2.5
-        policy.evaluate(now)
+        policy.evaluate(now=now)
     assert policy.health.paused("background")
     # Chat stops; the engine reports it is running nothing, every second.
     for _ in range(200):
         now += 1.0
-        policy.observe(EngineSignals(observed_at=now, running=0, decode_tps=0.0), now)
-        policy.evaluate(now)
+        policy.observe(EngineSignals(observed_at=now, running=0, decode_tps=0.0), now=now)
+        policy.evaluate(now=now)
     assert not policy.health.paused("background")
     assert policy.statistics().ladder_level == 0

@@ -106,7 +106,7 @@ class KVMachine(RuleBasedStateMachine):
     def _reserve(self, request_id: str, lane: str, blocks: int) -> None:
         now = self.model.at()  # first: the call's ``now`` may expire the engine reading
         expected = blocks <= self.model.free(lane)
-        got = self.kv.try_reserve(request_id, lane, self._tokens(blocks, 7), now)
+        got = self.kv.try_reserve(request_id, lane, self._tokens(blocks, 7), now=now)
         assert got is expected
         if got:
             self.model.live[request_id] = (lane, blocks)
@@ -116,7 +116,7 @@ class KVMachine(RuleBasedStateMachine):
     def reserve(self, request_id: str, lane: str, blocks: int) -> None:
         if request_id in self.model.live:
             self._expect_usage_error(
-                lambda: self.kv.try_reserve(request_id, lane, 1, self.model.now)
+                lambda: self.kv.try_reserve(request_id, lane, 1, now=self.model.now)
             )
         else:
             self._reserve(request_id, lane, blocks)
@@ -131,12 +131,12 @@ class KVMachine(RuleBasedStateMachine):
     def resize(self, request_id: str, blocks: int, cut: int) -> None:
         tokens = self._tokens(blocks, cut)
         if request_id not in self.model.live:
-            self._expect_usage_error(lambda: self.kv.resize(request_id, tokens, self.model.now))
+            self._expect_usage_error(lambda: self.kv.resize(request_id, tokens, now=self.model.now))
             return
         lane, held = self.model.live[request_id]
         now = self.model.at()
         expected = blocks - held <= self.model.free(lane)
-        assert self.kv.resize(request_id, tokens, now) is expected
+        assert self.kv.resize(request_id, tokens, now=now) is expected
         if expected:
             self.model.live[request_id] = (lane, blocks)
             unseen = self.model.unseen.get(request_id, 0)
@@ -156,13 +156,13 @@ class KVMachine(RuleBasedStateMachine):
     def release(self, request_id: str, back: float) -> None:
         held = self.model.live.pop(request_id, ("", 0))[1]
         self.model.unseen.pop(request_id, None)
-        assert self.kv.release(request_id, self.model.at(back)) == held
-        assert self.kv.release(request_id, self.model.at()) == 0
+        assert self.kv.release(request_id, now=self.model.at(back)) == held
+        assert self.kv.release(request_id, now=self.model.at()) == 0
 
     @rule(used=st.integers(0, 300), back=_BACK)
     def observe(self, used: int, back: float) -> None:
         used = min(used, self.model.num_blocks)
-        self.kv.observe(used / self.model.num_blocks, self.model.at(back))
+        self.kv.observe(used / self.model.num_blocks, now=self.model.at(back))
         self.model.engine = used
         self.model.observed_at = self.model.latest
         self.model.unseen.clear()
@@ -170,23 +170,23 @@ class KVMachine(RuleBasedStateMachine):
     @rule(dt=st.sampled_from([0.0, 0.1, 1.0, 10.0]))
     def advance(self, dt: float) -> None:
         self.model.now += dt
-        self.kv.release("never-reserved", self.model.at())  # the ledger sees time through calls
+        self.kv.release("never-reserved", now=self.model.at())  # the ledger sees time through calls
 
     @rule(
         call=st.sampled_from(
             [
-                lambda kv, now: kv.try_reserve("new", "heavy", -1, now),
-                lambda kv, now: kv.try_reserve("new", "", 1, now),
-                lambda kv, now: kv.try_reserve("new", "heavy", 1, math.nan),
-                lambda kv, now: kv.resize("r0", -5, now),
-                lambda kv, now: kv.release("r0", math.inf),
-                lambda kv, now: kv.release("r0", 10**400),
-                lambda kv, now: kv.try_reserve("new", "heavy", 10**400, now),
-                lambda kv, now: kv.resize("r0", 1, 1.7e18),
-                lambda kv, now: kv.observe(1.5, now),
-                lambda kv, now: kv.observe(-0.01, now),
-                lambda kv, now: kv.observe(math.nan, now),
-                lambda kv, now: kv.observe(0.5, math.nan),
+                lambda kv, now: kv.try_reserve("new", "heavy", -1, now=now),
+                lambda kv, now: kv.try_reserve("new", "", 1, now=now),
+                lambda kv, now: kv.try_reserve("new", "heavy", 1, now=math.nan),
+                lambda kv, now: kv.resize("r0", -5, now=now),
+                lambda kv, now: kv.release("r0", now=math.inf),
+                lambda kv, now: kv.release("r0", now=10**400),
+                lambda kv, now: kv.try_reserve("new", "heavy", 10**400, now=now),
+                lambda kv, now: kv.resize("r0", 1, now=1.7e18),
+                lambda kv, now: kv.observe(1.5, now=now),
+                lambda kv, now: kv.observe(-0.01, now=now),
+                lambda kv, now: kv.observe(math.nan, now=now),
+                lambda kv, now: kv.observe(0.5, now=math.nan),
                 lambda kv, now: kv.blocks_for(-1),
                 lambda kv, now: kv.free_blocks(""),
             ]
@@ -198,7 +198,7 @@ class KVMachine(RuleBasedStateMachine):
     @rule()
     def release_everything(self) -> None:
         for request_id, (_, blocks) in list(self.model.live.items()):
-            assert self.kv.release(request_id, self.model.at()) == blocks
+            assert self.kv.release(request_id, now=self.model.at()) == blocks
         self.model.live.clear()
         self.model.unseen.clear()
         stats = self.kv.statistics()
@@ -260,7 +260,7 @@ TestKVLedger = KVMachine.TestCase
 
 
 def _fill(kv: KVReservation, lane: str, blocks: int, now: float = 0.0, tag: str = "") -> bool:
-    return kv.try_reserve(f"{lane}{tag}-{blocks}", lane, blocks * kv.block_size, now)
+    return kv.try_reserve(f"{lane}{tag}-{blocks}", lane, blocks * kv.block_size, now=now)
 
 
 # -- construction and units ---------------------------------------------------------------
@@ -359,25 +359,25 @@ def test_a_lane_overflows_its_floor_into_the_shared_pool() -> None:
 
 def test_resize_shrinks_always_and_grows_only_when_it_fits() -> None:
     kv = KVReservation(10, 4)
-    assert kv.try_reserve("a", "heavy", 20, 0.0)  # 5 blocks
-    assert kv.try_reserve("b", "heavy", 16, 0.0)  # 4 blocks
-    assert not kv.resize("a", 28, 1.0)  # 7 blocks: 2 more than the 1 free
+    assert kv.try_reserve("a", "heavy", 20, now=0.0)  # 5 blocks
+    assert kv.try_reserve("b", "heavy", 16, now=0.0)  # 4 blocks
+    assert not kv.resize("a", 28, now=1.0)  # 7 blocks: 2 more than the 1 free
     assert kv.statistics().used_blocks == 9
-    assert kv.resize("a", 24, 1.0)  # 6 blocks
-    assert kv.resize("a", 0, 2.0)
+    assert kv.resize("a", 24, now=1.0)  # 6 blocks
+    assert kv.resize("a", 0, now=2.0)
     assert kv.statistics().used_blocks == 4
-    assert kv.release("a", 3.0) == 0  # shrunk to nothing, still released once
-    assert kv.release("a", 3.0) == 0
+    assert kv.release("a", now=3.0) == 0  # shrunk to nothing, still released once
+    assert kv.release("a", now=3.0) == 0
     with pytest.raises(UsageError):
-        kv.resize("a", 4, 3.0)
+        kv.resize("a", 4, now=3.0)
 
 
 def test_a_duplicate_id_raises_and_changes_nothing() -> None:
     kv = KVReservation(10, 1)
-    assert kv.try_reserve("a", "heavy", 3, 0.0)
+    assert kv.try_reserve("a", "heavy", 3, now=0.0)
     before = kv.statistics()
     with pytest.raises(UsageError):
-        kv.try_reserve("a", "heavy", 1, 1.0)
+        kv.try_reserve("a", "heavy", 1, now=1.0)
     assert kv.statistics() == before
 
 
@@ -395,7 +395,7 @@ def test_statistics_are_frozen_and_hashable() -> None:
 def test_engine_using_more_than_the_ledger_leaves_less_free() -> None:
     kv = KVReservation(100, 1)
     assert _fill(kv, "heavy", 10)
-    kv.observe(0.5, 1.0)  # 40 blocks of traffic we never saw
+    kv.observe(0.5, now=1.0)  # 40 blocks of traffic we never saw
     assert kv.free_blocks("heavy") == 50
     assert _fill(kv, "heavy", 20, 2.0)  # not seen by the engine yet
     assert kv.free_blocks("heavy") == 30
@@ -406,7 +406,7 @@ def test_engine_using_more_than_the_ledger_leaves_less_free() -> None:
 def test_a_stale_low_reading_cannot_exceed_the_ledger() -> None:
     kv = KVReservation(100, 1)
     assert _fill(kv, "heavy", 80)
-    kv.observe(0.1, 1.0)  # the engine has only allocated the prompts so far
+    kv.observe(0.1, now=1.0)  # the engine has only allocated the prompts so far
     assert kv.free_blocks("heavy") == 20
     assert not _fill(kv, "heavy", 21, 2.0)
     assert _fill(kv, "heavy", 20, 2.0)
@@ -414,7 +414,7 @@ def test_a_stale_low_reading_cannot_exceed_the_ledger() -> None:
 
 def test_the_engine_view_never_spends_another_lanes_floor() -> None:
     kv = KVReservation(100, 1, {"interactive": 0.2})
-    kv.observe(0.5, 0.0)  # foreign traffic
+    kv.observe(0.5, now=0.0)  # foreign traffic
     assert kv.free_blocks("background") == 30
     assert kv.free_blocks("interactive") == 50
     assert _fill(kv, "interactive", 15)
@@ -424,47 +424,47 @@ def test_the_engine_view_never_spends_another_lanes_floor() -> None:
 def test_releasing_blocks_the_engine_never_saw_gives_them_back_at_once() -> None:
     kv = KVReservation(100, 1)
     assert _fill(kv, "heavy", 30)
-    kv.observe(0.3, 1.0)
+    kv.observe(0.3, now=1.0)
     assert _fill(kv, "heavy", 20, 2.0, "new")
     assert kv.free_blocks("heavy") == 50
-    assert kv.release("heavy-30", 3.0) == 30  # seen: stays used until the next reading
+    assert kv.release("heavy-30", now=3.0) == 30  # seen: stays used until the next reading
     assert kv.free_blocks("heavy") == 50
-    assert kv.release("heavynew-20", 3.0) == 20  # unseen: back at once
+    assert kv.release("heavynew-20", now=3.0) == 20  # unseen: back at once
     assert kv.free_blocks("heavy") == 70
-    kv.observe(0.0, 4.0)
+    kv.observe(0.0, now=4.0)
     assert kv.free_blocks("heavy") == 100
 
 
 def test_an_old_observation_stops_counting() -> None:
     kv = KVReservation(100, 1, max_observation_age=5.0)
-    kv.observe(1.0, 0.0)
+    kv.observe(1.0, now=0.0)
     assert kv.free_blocks("heavy") == 0
-    assert not kv.try_reserve("a", "heavy", 1, 5.0)
-    assert kv.try_reserve("a", "heavy", 1, 5.5)
+    assert not kv.try_reserve("a", "heavy", 1, now=5.0)
+    assert kv.try_reserve("a", "heavy", 1, now=5.5)
     assert kv.statistics().engine_used_blocks is None
     assert kv.statistics().last_observed_at == 0.0
 
 
 def test_a_float_reading_rounds_to_the_block_it_means() -> None:
     kv = KVReservation(10, 16)
-    kv.observe(0.1 + 0.2, 0.0)  # 0.30000000000000004
+    kv.observe(0.1 + 0.2, now=0.0)  # 0.30000000000000004
     assert kv.statistics().engine_used_blocks == 3
-    kv.observe(0.25, 1.0)  # 2.5 blocks: round up, the engine holds part of one
+    kv.observe(0.25, now=1.0)  # 2.5 blocks: round up, the engine holds part of one
     assert kv.statistics().engine_used_blocks == 3
 
 
 def test_an_earlier_now_counts_as_the_latest() -> None:
     kv = KVReservation(100, 1, max_observation_age=5.0)
-    kv.observe(1.0, 10.0)
-    assert not kv.try_reserve("a", "heavy", 1, 3.0)  # not 7 s before the reading
+    kv.observe(1.0, now=10.0)
+    assert not kv.try_reserve("a", "heavy", 1, now=3.0)  # not 7 s before the reading
     assert kv.statistics().last_observed_at == 10.0
 
 
 @pytest.mark.parametrize("usage", [1.0000001, -0.5, math.nan, math.inf, True])
 def test_bad_readings_raise_and_change_nothing(usage: float) -> None:
     kv = KVReservation(10, 1)
-    kv.observe(0.2, 0.0)
+    kv.observe(0.2, now=0.0)
     before = kv.statistics()
     with pytest.raises(UsageError):
-        kv.observe(usage, 1.0)
+        kv.observe(usage, now=1.0)
     assert kv.statistics() == before

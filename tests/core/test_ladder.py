@@ -31,17 +31,23 @@ def _ladder(rungs: int = 3, *, dwell: float = 10.0, cooldown: float = 30.0) -> F
 def _levels(ladder: FallbackLadder, script: list[tuple[float, Pressure]]) -> list[int]:
     levels = []
     for now, pressure in script:
-        ladder.update(pressure, now)
+        ladder.update(pressure, now=now)
         levels.append(ladder.level)
     return levels
 
 
 def test_the_first_climb_is_immediate_and_the_next_waits_a_dwell() -> None:
     ladder = _ladder()
-    assert ladder.update(COOL, 0.0) is None
-    event = ladder.update(HOT, 5.0)
+    assert ladder.update(COOL, now=0.0) is None
+    event = ladder.update(HOT, now=5.0)
     assert event == LadderEvent(
-        5.0, 0, 1, "r1", LadderDirection.UP, LadderCause.PRESSURE, (TTFT.reading(0.9),)
+        at=5.0,
+        from_level=0,
+        to_level=1,
+        rung="r1",
+        direction=LadderDirection.UP,
+        cause=LadderCause.PRESSURE,
+        readings=(TTFT.reading(0.9),),
     )
     assert _levels(ladder, [(6.0, HOT), (14.9, HOT), (15.0, HOT), (20.0, HOT)]) == [1, 1, 2, 2]
     assert _levels(ladder, [(25.0, HOT), (35.0, HOT), (99.0, HOT)]) == [3, 3, 3]  # top
@@ -49,7 +55,7 @@ def test_the_first_climb_is_immediate_and_the_next_waits_a_dwell() -> None:
 
 def test_pressure_returning_after_a_quiet_dwell_climbs_at_once() -> None:
     ladder = _ladder()
-    ladder.update(HOT, 0.0)
+    ladder.update(HOT, now=0.0)
     assert _levels(ladder, [(5.0, WARM), (12.0, WARM), (12.5, HOT)]) == [1, 1, 2]
 
 
@@ -62,9 +68,9 @@ def test_the_hysteresis_band_holds_the_level_forever() -> None:
 def test_each_step_down_waits_a_full_cooldown_of_its_own() -> None:
     ladder = _ladder()
     _levels(ladder, [(0.0, HOT), (10.0, HOT)])
-    assert ladder.update(COOL, 20.0) is None  # the cool run starts here
-    assert ladder.update(COOL, 49.9) is None
-    event = ladder.update(COOL, 50.0)
+    assert ladder.update(COOL, now=20.0) is None  # the cool run starts here
+    assert ladder.update(COOL, now=49.9) is None
+    event = ladder.update(COOL, now=50.0)
     assert event is not None
     assert (event.from_level, event.to_level, event.rung) == (2, 1, "r2")
     assert (event.direction, event.cause) == (LadderDirection.DOWN, LadderCause.COOLDOWN)
@@ -80,7 +86,7 @@ def test_each_step_down_waits_a_full_cooldown_of_its_own() -> None:
 def test_a_warm_or_unknown_reading_restarts_the_cooldown() -> None:
     for interruption in (WARM, UNKNOWN_KV):
         ladder = _ladder()
-        ladder.update(HOT, 0.0)
+        ladder.update(HOT, now=0.0)
         levels = _levels(ladder, [(10.0, COOL), (35.0, interruption), (36.0, COOL), (65.0, COOL)])
         assert levels == [1, 1, 1, 1]
         assert _levels(ladder, [(66.0, COOL)]) == [0]
@@ -88,19 +94,19 @@ def test_a_warm_or_unknown_reading_restarts_the_cooldown() -> None:
 
 def test_unknown_never_relieves_a_hot_trigger_and_never_steps_down() -> None:
     ladder = _ladder()
-    assert ladder.update(Pressure(ttft_p95_fraction=0.9), 0.0) is not None  # kv unknown
+    assert ladder.update(Pressure(ttft_p95_fraction=0.9), now=0.0) is not None  # kv unknown
     assert set(_levels(ladder, [(t, Pressure()) for t in range(10, 1000, 10)])) == {1}
 
 
 def test_cooldown_shorter_than_dwell_still_moves_once_per_dwell() -> None:
     ladder = _ladder(dwell=10.0, cooldown=1.0)
-    ladder.update(HOT, 0.0)
+    ladder.update(HOT, now=0.0)
     assert _levels(ladder, [(1.0, COOL), (2.0, COOL), (9.9, COOL), (10.0, COOL)]) == [1, 1, 1, 0]
 
 
 def test_pressure_rising_below_exit_holds_the_step_down() -> None:
     ladder = _ladder()
-    ladder.update(HOT, 0.0)
+    ladder.update(HOT, now=0.0)
     rising = [
         (10.0 + t, Pressure(ttft_p95_fraction=0.1 + t / 200, kv_usage=0.5)) for t in range(60)
     ]
@@ -111,12 +117,12 @@ def test_pressure_rising_below_exit_holds_the_step_down() -> None:
 
 def test_now_earlier_than_seen_counts_as_the_latest() -> None:
     ladder = _ladder()
-    ladder.update(HOT, 100.0)
-    assert ladder.update(HOT, 50.0) is None  # still 100: within the dwell
-    event = ladder.update(HOT, 110.0)
+    ladder.update(HOT, now=100.0)
+    assert ladder.update(HOT, now=50.0) is None  # still 100: within the dwell
+    event = ladder.update(HOT, now=110.0)
     assert event is not None
     assert event.at == 110.0
-    assert ladder.update(HOT, 0.0) is None
+    assert ladder.update(HOT, now=0.0) is None
     assert ladder.statistics().since == 110.0
 
 
@@ -207,7 +213,7 @@ def test_apply_respects_lanes_and_lists_markers_and_only_real_changes() -> None:
 )
 def test_a_transform_breaking_its_contract_is_a_usage_error(bad: Transform) -> None:
     ladder = FallbackLadder([Rung("bad", bad)], [TTFT], dwell=1.0, cooldown=1.0)
-    ladder.update(HOT, 0.0)
+    ladder.update(HOT, now=0.0)
     with pytest.raises(UsageError, match="rung 'bad'"):
         ladder.apply(Request(prompt_tokens=5), "chat")
 
@@ -221,7 +227,7 @@ def test_admission_gives_the_highest_active_rungs_verdict() -> None:
     )
     ladder = FallbackLadder(rungs, [TTFT], dwell=10.0, cooldown=30.0)
     assert [ladder.admission(lane) for lane in ("chat", "heavy", "batch")] == [None] * 3
-    ladder.update(HOT, 0.0)
+    ladder.update(HOT, now=0.0)
     assert ladder.admission("batch") == LadderVerdict(
         AdmissionAction.PAUSE,
         "batch",
@@ -230,7 +236,7 @@ def test_admission_gives_the_highest_active_rungs_verdict() -> None:
         "lane 'batch' paused by the fallback ladder (pause_background)",
     )
     assert ladder.admission("heavy") is None
-    ladder.update(HOT, 10.0)
+    ladder.update(HOT, now=10.0)
     verdicts = {lane: ladder.admission(lane) for lane in ("chat", "heavy", "batch")}
     assert verdicts["chat"] is None
     for lane in ("heavy", "batch"):
@@ -254,7 +260,7 @@ def test_custom_triggers_read_anything_in_the_snapshot() -> None:
     custom = Trigger("retriever_p95_fraction", 1.0, 0.7)  # reads extra by name
     ladder = FallbackLadder([Rung("r1", marker=True)], [tools, custom], dwell=1.0, cooldown=1.0)
     event = ladder.update(
-        Pressure(extra={"retriever_timeouts": 0.1, "retriever_p95_fraction": 2}), 0
+        Pressure(extra={"retriever_timeouts": 0.1, "retriever_p95_fraction": 2}), now=0
     )
     assert event is not None
     assert event.readings == (
@@ -266,11 +272,11 @@ def test_custom_triggers_read_anything_in_the_snapshot() -> None:
 
 def test_event_messages_say_what_moved_and_why() -> None:
     ladder = _ladder()
-    up = ladder.update(HOT, 0.0)
+    up = ladder.update(HOT, now=0.0)
     assert up is not None
     assert up.message == "level 0 -> 1: r1 on; ttft_p95_fraction=0.9 >= 0.8"
-    ladder.update(COOL, 10.0)
-    down = ladder.update(COOL, 40.0)
+    ladder.update(COOL, now=10.0)
+    down = ladder.update(COOL, now=40.0)
     assert down is not None
     assert down.message == (
         "level 1 -> 0: r1 off; cooldown elapsed (ttft_p95_fraction=0.3 < 0.6, kv_usage=0.5 < 0.8)"
@@ -292,23 +298,23 @@ def test_a_failed_update_changes_nothing() -> None:
         dwell=1.0,
         cooldown=1.0,
     )
-    ladder.update(COOL, 0.0)
+    ladder.update(COOL, now=0.0)
     before = ladder.statistics()
     with pytest.raises(UsageError, match="trigger 'flaky'"):
-        ladder.update(HOT, 50.0)
+        ladder.update(HOT, now=50.0)
     assert ladder.statistics() == before
-    assert ladder.update(HOT, 1.0) is not None  # 50 was never seen
+    assert ladder.update(HOT, now=1.0) is not None  # 50 was never seen
 
 
 @pytest.mark.parametrize("now", [math.nan, math.inf, True, "1"])
 def test_update_rejects_a_bad_now(now: object) -> None:
     with pytest.raises(UsageError, match="now"):
-        _ladder().update(HOT, now)  # type: ignore[arg-type]
+        _ladder().update(HOT, now=now)  # type: ignore[arg-type]
 
 
 def test_update_takes_only_a_pressure() -> None:
     with pytest.raises(UsageError, match="Pressure"):
-        _ladder().update({"ttft_p95_fraction": 0.9}, 0.0)  # type: ignore[arg-type]
+        _ladder().update({"ttft_p95_fraction": 0.9}, now=0.0)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

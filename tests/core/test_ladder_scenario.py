@@ -67,7 +67,13 @@ def _up(t: int, level: int, rung: str, *hot: str) -> LadderEvent:
     pressure = script(t)
     readings = tuple(BY_NAME[name].reading(pressure.signal(name) or 0.0) for name in hot)
     return LadderEvent(
-        float(t), level - 1, level, rung, LadderDirection.UP, LadderCause.PRESSURE, readings
+        at=float(t),
+        from_level=level - 1,
+        to_level=level,
+        rung=rung,
+        direction=LadderDirection.UP,
+        cause=LadderCause.PRESSURE,
+        readings=readings,
     )
 
 
@@ -75,7 +81,13 @@ def _down(t: int, level: int, rung: str) -> LadderEvent:
     pressure = script(t)
     readings = tuple(trigger.reading(trigger.value(pressure) or 0.0) for trigger in TRIGGERS)
     return LadderEvent(
-        float(t), level + 1, level, rung, LadderDirection.DOWN, LadderCause.COOLDOWN, readings
+        at=float(t),
+        from_level=level + 1,
+        to_level=level,
+        rung=rung,
+        direction=LadderDirection.DOWN,
+        cause=LadderCause.COOLDOWN,
+        readings=readings,
     )
 
 
@@ -84,7 +96,7 @@ def test_a_long_prompt_storm_climbs_in_order_and_recovers_one_rung_per_cooldown(
     events: list[LadderEvent] = []
     states: list[tuple[int, OverloadState]] = []
     for t in range(END):
-        event = ladder.update(script(t), float(t))
+        event = ladder.update(script(t), now=float(t))
         if event is not None:
             events.append(event)
         state, _ = overload_state(ladder)
@@ -126,7 +138,7 @@ def test_a_long_prompt_storm_climbs_in_order_and_recovers_one_rung_per_cooldown(
 def test_what_a_40k_prompt_meets_at_the_height_of_the_storm() -> None:
     ladder = _ladder()
     for t in range(57):
-        ladder.update(script(t), float(t))
+        ladder.update(script(t), now=float(t))
     assert ladder.level == 5
     contract = Request(
         tenant="acme", prompt_tokens=40_000, max_new_tokens=2048, n=2, best_of=4, logprobs=5

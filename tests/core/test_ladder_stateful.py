@@ -240,11 +240,11 @@ def test_constant_pressure_moves_one_way_and_settles(
     now = 0.0
     hot = (1.0, None, None)
     while ladder.level < climb_to:
-        ladder.update(_pressure(hot), now)
+        ladder.update(_pressure(hot), now=now)
         now += 1.0
     levels = []
     for _ in range(200):  # 200 updates span more than 4 rungs x (cooldown + dwell)
-        ladder.update(_pressure(values), now)
+        ladder.update(_pressure(values), now=now)
         levels.append(ladder.level)
         now += interval
     steps = {b - a for a, b in itertools.pairwise(levels)} - {0}

@@ -80,17 +80,17 @@ def _policy(output_quantile: float | None) -> Policy:
 
 
 def _serve(policy: Policy, name: str, now: float, output: int) -> None:
-    policy.submit(Request(id=name, tenant="t", prompt_tokens=16, max_new_tokens=1584), now)
-    (started,) = policy.dispatch(now)
-    policy.tokens(started.id, output, now)
-    policy.finish(started.id, now)
+    policy.submit(Request(id=name, tenant="t", prompt_tokens=16, max_new_tokens=1584), now=now)
+    (started,) = policy.dispatch(now=now)
+    policy.tokens(started.id, output, now=now)
+    policy.finish(started.id, now=now)
 
 
 def _running(policy: Policy, now: float, count: int) -> int:
     for i in range(count):
         request = Request(id=f"q{i}", tenant="t", prompt_tokens=16, max_new_tokens=1584)
-        policy.submit(request, now)
-    return len(policy.dispatch(now).started)
+        policy.submit(request, now=now)
+    return len(policy.dispatch(now=now).started)
 
 
 def test_worst_cases_hold_the_pool_that_forecasts_share() -> None:
@@ -108,15 +108,15 @@ def test_a_reservation_grows_as_its_answer_passes_it_and_is_released_whole() -> 
     policy = _policy(0.9)
     for i in range(16):
         _serve(policy, f"warm{i}", float(i), 20)
-    policy.submit(Request(id="long", tenant="t", prompt_tokens=16, max_new_tokens=1584), 20.0)
-    (started,) = policy.dispatch(20.0)
+    policy.submit(Request(id="long", tenant="t", prompt_tokens=16, max_new_tokens=1584), now=20.0)
+    (started,) = policy.dispatch(now=20.0)
     assert started.kv_blocks == 3
-    policy.tokens("long", 100, 20.5)  # past the 20 it reserved: grows to 2x or what it holds
+    policy.tokens("long", 100, now=20.5)  # past the 20 it reserved: grows to 2x or what it holds
     held = policy.kv.statistics().used_blocks
     assert held == math.ceil((16 + 116) / 16)
-    policy.tokens("long", 1484, 21.0)  # to the ceiling: the worst case, no more
+    policy.tokens("long", 1484, now=21.0)  # to the ceiling: the worst case, no more
     assert policy.kv.statistics().used_blocks == 100
-    policy.finish("long", 22.0)
+    policy.finish("long", now=22.0)
     assert policy.kv.statistics().used_blocks == 0
     outputs = policy.reservations.outputs
     assert outputs is not None
@@ -128,9 +128,9 @@ def test_a_growth_that_does_not_fit_leaves_the_reservation() -> None:
     for i in range(16):
         _serve(policy, f"warm{i}", float(i), 20)
     assert _running(policy, 20.0, 33) == 33  # 33 x 3 = 99 of 100 blocks
-    policy.tokens("q0", 200, 20.5)  # needs 12 more blocks, 1 is free: unchanged, no error
+    policy.tokens("q0", 200, now=20.5)  # needs 12 more blocks, 1 is free: unchanged, no error
     assert policy.kv.statistics().used_blocks == 99
-    policy.tokens("q0", 4, 20.6)  # and again on the next chunk, still unchanged
+    policy.tokens("q0", 4, now=20.6)  # and again on the next chunk, still unchanged
     assert policy.kv.statistics().used_blocks == 99
 
 

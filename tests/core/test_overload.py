@@ -14,7 +14,7 @@ def _climb(ladder: FallbackLadder, levels: int) -> None:
     event = ladder.last_event
     start = 0.0 if event is None else event.at + ladder.dwell
     for step in range(levels):
-        assert ladder.update(HOT, start + step * ladder.dwell) is not None
+        assert ladder.update(HOT, now=start + step * ladder.dwell) is not None
 
 
 def test_each_builtin_level_maps_to_the_seeds_state() -> None:
@@ -60,7 +60,7 @@ def test_the_reason_names_the_rung_and_the_last_move() -> None:
         cooldown=1.0,
     )
     assert overload_state(ladder) == (OverloadState.NORMAL, "no fallback rung is active")
-    ladder.update(HOT, 3.0)
+    ladder.update(HOT, now=3.0)
     assert overload_state(ladder) == (
         OverloadState.DEGRADED,
         "degraded: level 1/1, up to rung 'cap_max_new_tokens' (last move at t=3: "

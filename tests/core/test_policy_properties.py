@@ -110,7 +110,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
             lane=lane,
             deadline=None if deadline is None else self.now + deadline,
         )
-        decision = self.policy.submit(request, self.now)
+        decision = self.policy.submit(request, now=self.now)
         if isinstance(decision, Admit | Demote):
             self.live[request_id] = "queued"
             if decision.displaced is not None:  # a full queue made room (DESIGN.md 9)
@@ -127,7 +127,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
 
     @rule()
     def dispatch(self) -> None:
-        result = self.policy.dispatch(self.now)
+        result = self.policy.dispatch(now=self.now)
         for finished in result.expired:
             assert finished.outcome is Outcome.EXPIRED
             self._end(finished)
@@ -149,8 +149,8 @@ class PolicyLifecycle(RuleBasedStateMachine):
     def tokens(self, data: st.DataObject, count: int) -> None:
         request_id = data.draw(st.sampled_from(self._running_ids()))
         if data.draw(st.booleans()):
-            self.policy.first_token(request_id, self.now)
-        self.policy.tokens(request_id, count, self.now)
+            self.policy.first_token(request_id, now=self.now)
+        self.policy.tokens(request_id, count, now=self.now)
 
     @precondition(lambda self: any(p == "running" for p in self.live.values()))
     @rule(
@@ -160,13 +160,15 @@ class PolicyLifecycle(RuleBasedStateMachine):
     )
     def finish(self, data: st.DataObject, outcome: str, usage: int | None) -> None:
         request_id = data.draw(st.sampled_from(self._running_ids()))
-        self._end(self.policy.finish(request_id, self.now, outcome, usage))
+        self._end(
+            self.policy.finish(request_id, now=self.now, outcome=outcome, output_tokens=usage)
+        )
 
     @precondition(lambda self: bool(self.live))
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         request_id = data.draw(st.sampled_from(sorted(self.live)))
-        finished = self.policy.cancel(request_id, self.now)
+        finished = self.policy.cancel(request_id, now=self.now)
         assert finished.outcome is Outcome.CANCELLED
         self._end(finished)
 
@@ -194,23 +196,23 @@ class PolicyLifecycle(RuleBasedStateMachine):
     def bad_count(self, data: st.DataObject, bad: Any, at_finish: bool) -> None:
         request_id = data.draw(st.sampled_from(self._running_ids()))
         if at_finish:
-            call = partial(self.policy.finish, request_id, self.now, output_tokens=bad)
+            call = partial(self.policy.finish, request_id, now=self.now, output_tokens=bad)
             self._refused(call, r"^output_tokens must be")
         else:
             self._refused(
-                partial(self.policy.tokens, request_id, bad, self.now), r"^token count must be"
+                partial(self.policy.tokens, request_id, bad, now=self.now), r"^token count must be"
             )
 
     @rule(data=st.data(), bad=_BAD_NOWS)
     def bad_now(self, data: st.DataObject, bad: Any) -> None:
         policy, running = self.policy, self._running_ids()
         calls: list[Callable[[], object]] = [
-            partial(policy.submit, Request(id="bad", prompt_tokens=1), bad),
-            partial(policy.dispatch, bad),
-            partial(policy.statistics, bad),
-            *(partial(policy.cancel, request_id, bad) for request_id in sorted(self.live)),
-            *(partial(policy.tokens, request_id, 1, bad) for request_id in running),
-            *(partial(policy.finish, request_id, bad) for request_id in running),
+            partial(policy.submit, Request(id="bad", prompt_tokens=1), now=bad),
+            partial(policy.dispatch, now=bad),
+            partial(policy.statistics, now=bad),
+            *(partial(policy.cancel, request_id, now=bad) for request_id in sorted(self.live)),
+            *(partial(policy.tokens, request_id, 1, now=bad) for request_id in running),
+            *(partial(policy.finish, request_id, now=bad) for request_id in running),
         ]
         self._refused(data.draw(st.sampled_from(calls)), r"^now must be")
 
@@ -222,7 +224,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
         policy = self.policy
         if policy.seats.full:
             return
-        if policy.pace is not None and not policy.pace.ready(self.now):
+        if policy.pace is not None and not policy.pace.ready(now=self.now):
             queued = sum(policy.statistics().queued.values())
             # Held back by the rate: a caller knows when to come back.
             assert (policy.next_start() is not None) == (queued > 0)
@@ -233,7 +235,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
             if not policy.seats.fits(lane, policy.seats.needed(lane, entry.request.sequences)):
                 continue  # its seats are taken (the lane's cap, other lanes' reserves)
             gate = None if gates is None else gates[lane]
-            if gate is not None and not gate.ready(self.now):
+            if gate is not None and not gate.ready(now=self.now):
                 # Held back by its lane's prefill gate: the engine has that
                 # lane's prompt work ahead (it is not idle).
                 assert gate.uncomputed > 0
@@ -279,7 +281,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         for request_id in sorted(self.live):
-            self._end(self.policy.cancel(request_id, self.now))
+            self._end(self.policy.cancel(request_id, now=self.now))
         stats = self.policy.statistics()
         assert stats.running == 0
         assert stats.kv.used_blocks == 0
@@ -356,7 +358,7 @@ class PacedPolicyLifecycle(PolicyLifecycle):
         pace = self.policy.pace
         assert pace is not None
         expected = max(self.now, self.tat - _BURST / _RATE)
-        assert pace.ready_at(self.now) == pytest.approx(expected, abs=1e-9)
+        assert pace.ready_at(now=self.now) == pytest.approx(expected, abs=1e-9)
 
 
 PacedPolicyLifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=60)

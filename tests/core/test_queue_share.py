@@ -35,8 +35,8 @@ def _policy(capacity: int, weights: dict[str, float], **lane: Any) -> Policy:
         }
     )
     policy = Policy(config, counter=HeuristicCounter())
-    policy.submit(_request("engine", "holder"), 0.0)
-    assert [s.id for s in policy.dispatch(0.0)] == ["engine"]
+    policy.submit(_request("engine", "holder"), now=0.0)
+    assert [s.id for s in policy.dispatch(now=0.0)] == ["engine"]
     return policy
 
 
@@ -68,7 +68,7 @@ def test_a_flood_cannot_lower_another_tenants_share_of_a_full_queue(
     queued: dict[str, list[str]] = {t: [] for t in weight}
     for k, tenant in enumerate(arrivals):
         demand[tenant] += 1
-        decision = policy.submit(_request(f"r{k}", tenant), 0.0)
+        decision = policy.submit(_request(f"r{k}", tenant), now=0.0)
         if isinstance(decision, Defer):
             assert decision.reason is Reason.QUEUE_FULL
             continue
@@ -100,12 +100,12 @@ def test_a_flood_cannot_lower_another_tenants_share_of_a_full_queue(
 def test_the_displaced_request_ends_refused_and_gives_everything_back() -> None:
     policy = _policy(3, {"flood": 1.0, "b": 1.0})
     for k in range(3):
-        policy.submit(_request(f"f{k}", "flood"), 1.0)
-    refused = policy.submit(_request("f3", "flood"), 1.0)  # its own share is all it gets
+        policy.submit(_request(f"f{k}", "flood"), now=1.0)
+    refused = policy.submit(_request("f3", "flood"), now=1.0)  # its own share is all it gets
     assert isinstance(refused, Defer)
     assert refused.reason is Reason.QUEUE_FULL
     assert "already has its share" in refused.message
-    decision = policy.submit(_request("b0", "b"), 2.0)
+    decision = policy.submit(_request("b0", "b"), now=2.0)
     assert isinstance(decision, Admit)
     assert decision.displaced is not None
     finished, refusal = decision.displaced.finished, decision.displaced.refusal
@@ -121,12 +121,12 @@ def test_the_displaced_request_ends_refused_and_gives_everything_back() -> None:
     assert "pushed out" in refusal.explain()
     assert policy.phase("f2") is None
     with pytest.raises(Exception, match="not live"):
-        policy.cancel("f2", 2.0)
+        policy.cancel("f2", now=2.0)
     stats = policy.statistics()
     assert stats.queued == {"chat": 3}
     assert stats.outcomes[Outcome.REJECTED] == 2
     assert stats.quotas.in_flight == 4  # f0, f1, b0 and the engine's
-    snapshot = policy.health.trackers.lane("chat").snapshot(2.0)
+    snapshot = policy.health.trackers.lane("chat").snapshot(now=2.0)
     assert snapshot.rejected == 2
 
 
@@ -134,15 +134,15 @@ def test_the_deadline_index_drops_the_displaced_request() -> None:
     """The displaced request had the earliest deadline (its own): the next
     deadline and the lane's oldest wait move on to the requests still queued."""
     policy = _policy(2, {"flood": 1.0, "b": 1.0})
-    policy.submit(_request("f0", "flood"), 0.0)
-    policy.submit(_request("f1", "flood", deadline=5.0), 1.0)
+    policy.submit(_request("f0", "flood"), now=0.0)
+    policy.submit(_request("f1", "flood", deadline=5.0), now=1.0)
     assert policy.next_deadline() == 5.0
-    decision = policy.submit(_request("b0", "b"), 2.0)
+    decision = policy.submit(_request("b0", "b"), now=2.0)
     assert isinstance(decision, Admit)
     assert decision.displaced is not None
     assert decision.displaced.finished.id == "f1"
     assert policy.next_deadline() == 100.0  # f0's: arrival 0 + the lane's wait
-    assert not policy.dispatch(10.0).expired  # f1's deadline passes: nothing to expire
+    assert not policy.dispatch(now=10.0).expired  # f1's deadline passes: nothing to expire
     assert policy._deadlines.oldest("chat") is policy._entries["f0"]
 
 
@@ -150,9 +150,9 @@ def test_weights_set_the_shares_of_a_full_queue() -> None:
     """A tenant of weight 3 keeps three slots for the light tenant's one."""
     policy = _policy(8, {"heavy": 3.0, "light": 1.0})
     for k in range(8):
-        policy.submit(_request(f"l{k}", "light"), 0.0)
+        policy.submit(_request(f"l{k}", "light"), now=0.0)
     for k in range(10):
-        policy.submit(_request(f"h{k}", "heavy"), 0.0)
+        policy.submit(_request(f"h{k}", "heavy"), now=0.0)
     assert {
         t: r.live for t, r in policy._queues._lane("chat").queue._tenants.items() if r.live
     } == {

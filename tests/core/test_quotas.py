@@ -36,9 +36,9 @@ def _refusal(result: Lease | QuotaRefusal) -> QuotaRefusal:
 
 def test_a_request_takes_cost_and_slots_until_release() -> None:
     quotas = TenantQuotas()
-    lease = _lease(quotas.acquire("acme", PRO, "chat", 5.0, 0.0))
+    lease = _lease(quotas.acquire("acme", PRO, "chat", 5.0, now=0.0))
     assert (lease.tenant, lease.lane, lease.cost, lease.released) == ("acme", "chat", 5.0, False)
-    stats = quotas.tenant("acme", 0.0)
+    stats = quotas.tenant("acme", now=0.0)
     assert stats is not None
     assert stats.tier == "pro"
     assert stats.in_flight == 1
@@ -47,10 +47,10 @@ def test_a_request_takes_cost_and_slots_until_release() -> None:
     assert stats.bucket.level == 11.0
     assert stats.lane_buckets["chat"].level == 12.0 - 5.0
     assert stats.lane_buckets["batch"].level == 4.0  # untouched: full
-    assert quotas.release(lease, 1.0) is True
+    assert quotas.release(lease, now=1.0) is True
     assert lease.released
-    assert quotas.release(lease, 2.0) is False
-    stats = quotas.tenant("acme", 0.0)
+    assert quotas.release(lease, now=2.0) is False
+    stats = quotas.tenant("acme", now=0.0)
     assert stats is not None
     assert stats.in_flight == 0
     assert dict(stats.lane_in_flight) == {}
@@ -60,27 +60,27 @@ def test_a_request_takes_cost_and_slots_until_release() -> None:
 
 def test_settle_refunds_or_charges_the_difference_on_the_same_buckets() -> None:
     quotas = TenantQuotas()
-    lease = _lease(quotas.acquire("acme", PRO, "chat", 8.0, 0.0))
-    quotas.settle(lease, 2.0, 0.0)
+    lease = _lease(quotas.acquire("acme", PRO, "chat", 8.0, now=0.0))
+    quotas.settle(lease, 2.0, now=0.0)
     assert lease.cost == 2.0
-    stats = quotas.tenant("acme", 0.0)
+    stats = quotas.tenant("acme", now=0.0)
     assert stats is not None
     assert stats.bucket is not None
     assert (stats.bucket.level, stats.lane_buckets["chat"].level) == (14.0, 10.0)
-    quotas.settle(lease, 30.0, 0.0)  # over the estimate: debt, floored at -burst
-    stats = quotas.tenant("acme", 0.0)
+    quotas.settle(lease, 30.0, now=0.0)  # over the estimate: debt, floored at -burst
+    stats = quotas.tenant("acme", now=0.0)
     assert stats is not None
     assert stats.bucket is not None
     assert stats.bucket.level == -14.0
     assert stats.lane_buckets["chat"].level == -12.0
     assert stats.lane_buckets["chat"].forgiven == 6.0
-    assert quotas.release(lease, 0.0)
+    assert quotas.release(lease, now=0.0)
 
 
 def test_rate_limited_with_the_exact_wait_for_both_buckets() -> None:
     quotas = TenantQuotas()
-    _lease(quotas.acquire("acme", PRO, "batch", 3.0, 0.0))  # batch bucket: 1/s, burst 4
-    refusal = _refusal(quotas.acquire("acme", PRO, "other", 14.0, 0.0))  # 13 left
+    _lease(quotas.acquire("acme", PRO, "batch", 3.0, now=0.0))  # batch bucket: 1/s, burst 4
+    refusal = _refusal(quotas.acquire("acme", PRO, "other", 14.0, now=0.0))  # 13 left
     assert refusal.reason is Reason.RATE_LIMITED
     assert refusal.http_status == 429
     assert refusal.retry_after == 0.25
@@ -88,90 +88,90 @@ def test_rate_limited_with_the_exact_wait_for_both_buckets() -> None:
         "tenant 'acme' is over its quota of 4 cost units/s with a burst of 16: "
         "14 cost units requested, 13 available; retry in 0.25 s"
     )
-    _lease(quotas.acquire("acme", PRO, "other", 14.0, 0.25))
+    _lease(quotas.acquire("acme", PRO, "other", 14.0, now=0.25))
 
 
 def test_the_lane_bucket_binds_when_its_wait_is_longer() -> None:
     quotas = TenantQuotas()
-    first = _lease(quotas.acquire("acme", PRO, "batch", 4.0, 0.0))
-    quotas.release(first, 0.0)
-    refusal = _refusal(quotas.acquire("acme", PRO, "batch", 2.0, 0.0))
+    first = _lease(quotas.acquire("acme", PRO, "batch", 4.0, now=0.0))
+    quotas.release(first, now=0.0)
+    refusal = _refusal(quotas.acquire("acme", PRO, "batch", 2.0, now=0.0))
     assert refusal.reason is Reason.RATE_LIMITED
     assert refusal.retry_after == 2.0
     assert "over its quota in lane 'batch' of 1 cost units/s with a burst of 4" in refusal.message
-    _lease(quotas.acquire("acme", PRO, "batch", 2.0, 2.0))
+    _lease(quotas.acquire("acme", PRO, "batch", 2.0, now=2.0))
 
 
 def test_concurrency_is_capped_per_tenant_and_per_lane() -> None:
     quotas = TenantQuotas()
-    _lease(quotas.acquire("acme", PRO, "batch", 1.0, 0.0))
-    refusal = _refusal(quotas.acquire("acme", PRO, "batch", 1.0, 0.0))
+    _lease(quotas.acquire("acme", PRO, "batch", 1.0, now=0.0))
+    refusal = _refusal(quotas.acquire("acme", PRO, "batch", 1.0, now=0.0))
     assert refusal.reason is Reason.CONCURRENCY_LIMITED
     assert refusal.retry_after is None
     assert "1 requests in flight in lane 'batch'" in refusal.message
-    _lease(quotas.acquire("acme", PRO, "chat", 1.0, 0.0))
-    _lease(quotas.acquire("acme", PRO, "chat", 1.0, 0.0))
-    refusal = _refusal(quotas.acquire("acme", PRO, "chat", 1.0, 0.0))
+    _lease(quotas.acquire("acme", PRO, "chat", 1.0, now=0.0))
+    _lease(quotas.acquire("acme", PRO, "chat", 1.0, now=0.0))
+    refusal = _refusal(quotas.acquire("acme", PRO, "chat", 1.0, now=0.0))
     assert refusal.reason is Reason.CONCURRENCY_LIMITED
     assert "has 3 requests in flight; its limit is 3" in refusal.message
 
 
 def test_a_cost_over_either_burst_can_never_be_admitted() -> None:
     quotas = TenantQuotas()
-    refusal = _refusal(quotas.acquire("acme", PRO, "chat", 17.0, 0.0))
+    refusal = _refusal(quotas.acquire("acme", PRO, "chat", 17.0, now=0.0))
     assert refusal.reason is Reason.COST_OVER_BURST
     assert (refusal.retry_after, refusal.http_status) == (None, 429)
     assert refusal.message == (
         "a cost of 17 cost units exceeds the burst of 16 cost units for tenant 'acme', "
         "so it can never be admitted"
     )
-    refusal = _refusal(quotas.acquire("acme", PRO, "batch", 5.0, 0.0))
+    refusal = _refusal(quotas.acquire("acme", PRO, "batch", 5.0, now=0.0))
     assert "burst of 4 cost units for tenant 'acme' in lane 'batch'" in refusal.message
-    assert quotas.tenant("acme", 0.0) is None  # a refusal creates no state
+    assert quotas.tenant("acme", now=0.0) is None  # a refusal creates no state
 
 
 def test_an_unlimited_tier_has_no_bucket_but_keeps_caps() -> None:
     quotas = TenantQuotas()
     tier = TierSpec("big", "chat", lane_quotas=(LaneQuotaSpec("chat", 0.5, max_concurrency=1),))
-    lease = _lease(quotas.acquire("acme", tier, "chat", 1e12, 0.0))
-    stats = quotas.tenant("acme", 0.0)
+    lease = _lease(quotas.acquire("acme", tier, "chat", 1e12, now=0.0))
+    stats = quotas.tenant("acme", now=0.0)
     assert stats is not None
     assert (stats.bucket, dict(stats.lane_buckets)) == (None, {})
-    assert _refusal(quotas.acquire("acme", tier, "chat", 0.0, 0.0)).reason is (
+    assert _refusal(quotas.acquire("acme", tier, "chat", 0.0, now=0.0)).reason is (
         Reason.CONCURRENCY_LIMITED
     )
-    quotas.settle(lease, 5.0, 0.0)
-    _lease(quotas.acquire("acme", tier, "other", 1e12, 0.0))
+    quotas.settle(lease, 5.0, now=0.0)
+    _lease(quotas.acquire("acme", tier, "other", 1e12, now=0.0))
 
 
 def test_eviction_takes_the_least_recently_used_idle_tenant() -> None:
     quotas = TenantQuotas(max_tenants=3)
-    held = _lease(quotas.acquire("a", PRO, "other", 16.0, 0.0))
+    held = _lease(quotas.acquire("a", PRO, "other", 16.0, now=0.0))
     for tenant in ("b", "c"):
-        quotas.release(_lease(quotas.acquire(tenant, PRO, "other", 16.0, 0.0)), 0.0)
-    _refusal(quotas.acquire("b", PRO, "other", 1.0, 0.0))  # a refusal is use: b is now recent
-    quotas.release(_lease(quotas.acquire("d", PRO, "other", 1.0, 0.0)), 0.0)
-    assert quotas.tenant("c", 0.0) is None  # c: idle and least recent; a: holds a lease
-    assert quotas.tenant("a", 0.0) is not None
-    assert quotas.tenant("b", 0.0) is not None
+        quotas.release(_lease(quotas.acquire(tenant, PRO, "other", 16.0, now=0.0)), now=0.0)
+    _refusal(quotas.acquire("b", PRO, "other", 1.0, now=0.0))  # a refusal is use: b is now recent
+    quotas.release(_lease(quotas.acquire("d", PRO, "other", 1.0, now=0.0)), now=0.0)
+    assert quotas.tenant("c", now=0.0) is None  # c: idle and least recent; a: holds a lease
+    assert quotas.tenant("a", now=0.0) is not None
+    assert quotas.tenant("b", now=0.0) is not None
     assert quotas.statistics().evictions == 1
     # An evicted tenant comes back with a full bucket: one burst of extra credit.
-    assert _lease(quotas.acquire("c", PRO, "other", 12.0, 0.0)).cost == 12.0
-    assert quotas.tenant("a", 0.0) is not None
-    quotas.release(held, 0.0)
+    assert _lease(quotas.acquire("c", PRO, "other", 12.0, now=0.0)).cost == 12.0
+    assert quotas.tenant("a", now=0.0) is not None
+    quotas.release(held, now=0.0)
 
 
 def test_a_full_table_of_leaseholders_refuses_newcomers_with_503() -> None:
     quotas = TenantQuotas(max_tenants=2)
-    leases = [_lease(quotas.acquire(t, PRO, "chat", 1.0, 0.0)) for t in ("a", "b")]
-    refusal = _refusal(quotas.acquire("c", PRO, "chat", 1.0, 0.0))
+    leases = [_lease(quotas.acquire(t, PRO, "chat", 1.0, now=0.0)) for t in ("a", "b")]
+    refusal = _refusal(quotas.acquire("c", PRO, "chat", 1.0, now=0.0))
     assert refusal.reason is Reason.TENANT_TABLE_FULL
     assert (refusal.http_status, refusal.retry_after) == (503, None)
     assert "all 2 tracked tenants hold leases" in refusal.message
-    _lease(quotas.acquire("a", PRO, "chat", 1.0, 0.0))  # tracked tenants still get in
-    quotas.release(leases[1], 0.0)
-    _lease(quotas.acquire("c", PRO, "chat", 1.0, 0.0))
-    assert quotas.tenant("b", 0.0) is None
+    _lease(quotas.acquire("a", PRO, "chat", 1.0, now=0.0))  # tracked tenants still get in
+    quotas.release(leases[1], now=0.0)
+    _lease(quotas.acquire("c", PRO, "chat", 1.0, now=0.0))
+    assert quotas.tenant("b", now=0.0) is None
     stats = quotas.statistics()
     assert (stats.tenants, stats.evictions, stats.in_flight, stats.admitted) == (2, 1, 3, 4)
     assert stats.refusals[Reason.TENANT_TABLE_FULL] == 1
@@ -179,26 +179,26 @@ def test_a_full_table_of_leaseholders_refuses_newcomers_with_503() -> None:
 
 def test_a_tier_change_carries_the_levels_over() -> None:
     quotas = TenantQuotas()
-    lease = _lease(quotas.acquire("acme", PRO, "chat", 10.0, 0.0))
+    lease = _lease(quotas.acquire("acme", PRO, "chat", 10.0, now=0.0))
     smaller = TierSpec("small", "chat", rate=1.0, burst=4.0, lane_quotas=(LaneQuotaSpec("chat"),))
-    _refusal(quotas.acquire("acme", smaller, "chat", 4.0, 0.0))
-    stats = quotas.tenant("acme", 0.0)
+    _refusal(quotas.acquire("acme", smaller, "chat", 4.0, now=0.0))
+    stats = quotas.tenant("acme", now=0.0)
     assert stats is not None
     assert stats.tier == "small"
     assert stats.bucket is not None
     assert (stats.bucket.level, stats.lane_buckets["chat"].level) == (4.0, 2.0)
     assert stats.in_flight == 1
-    quotas.settle(lease, 0.0, 0.0)  # settles on the buckets the tenant has now
-    assert quotas.release(lease, 0.0)
+    quotas.settle(lease, 0.0, now=0.0)  # settles on the buckets the tenant has now
+    assert quotas.release(lease, now=0.0)
     equal = TierSpec("small", "chat", rate=1.0, burst=4.0, lane_quotas=(LaneQuotaSpec("chat"),))
-    _lease(quotas.acquire("acme", equal, "chat", 4.0, 0.0))
+    _lease(quotas.acquire("acme", equal, "chat", 4.0, now=0.0))
 
 
 def test_statistics_are_frozen_snapshots() -> None:
     quotas = TenantQuotas()
     stats = quotas.statistics()
-    tenant_stats = quotas.tenant("acme", 0.0)
-    _lease(quotas.acquire("acme", PRO, "chat", 1.0, 0.0))
+    tenant_stats = quotas.tenant("acme", now=0.0)
+    _lease(quotas.acquire("acme", PRO, "chat", 1.0, now=0.0))
     assert stats.admitted == 0
     assert tenant_stats is None
     with pytest.raises(FrozenInstanceError):
@@ -208,7 +208,7 @@ def test_statistics_are_frozen_snapshots() -> None:
 
 
 def _snapshot(quotas: TenantQuotas, tenants: tuple[str, ...]) -> object:
-    return (quotas.statistics(), [quotas.tenant(t, 0.0) for t in tenants])
+    return (quotas.statistics(), [quotas.tenant(t, now=0.0) for t in tenants])
 
 
 @pytest.mark.parametrize(
@@ -223,52 +223,52 @@ def _snapshot(quotas: TenantQuotas, tenants: tuple[str, ...]) -> object:
 )
 def test_a_bad_cost_or_now_is_a_usage_error_and_changes_nothing(cost: float, now: float) -> None:
     quotas = TenantQuotas()
-    lease = _lease(quotas.acquire("acme", PRO, "chat", 1.0, 0.0))
+    lease = _lease(quotas.acquire("acme", PRO, "chat", 1.0, now=0.0))
     before = _snapshot(quotas, ("acme",))
     with pytest.raises(UsageError, match="cost units"):
-        quotas.acquire("acme", PRO, "chat", cost, 0.0)
+        quotas.acquire("acme", PRO, "chat", cost, now=0.0)
     with pytest.raises(UsageError, match="cost units"):
-        quotas.settle(lease, cost, 0.0)
+        quotas.settle(lease, cost, now=0.0)
     with pytest.raises(UsageError, match="monotonic seconds"):
-        quotas.acquire("acme", PRO, "chat", 1.0, now)
+        quotas.acquire("acme", PRO, "chat", 1.0, now=now)
     with pytest.raises(UsageError, match="monotonic seconds"):
-        quotas.settle(lease, 1.0, now)
+        quotas.settle(lease, 1.0, now=now)
     with pytest.raises(UsageError, match="monotonic seconds"):
-        quotas.release(lease, now)
+        quotas.release(lease, now=now)
     with pytest.raises(UsageError, match="monotonic seconds"):
-        quotas.tenant("acme", now)
+        quotas.tenant("acme", now=now)
     assert _snapshot(quotas, ("acme",)) == before
     assert not lease.released
 
 
 def test_misused_leases_are_usage_errors_and_change_nothing() -> None:
     quotas, other = TenantQuotas(), TenantQuotas()
-    lease = _lease(quotas.acquire("acme", PRO, "chat", 4.0, 0.0))
-    foreign = _lease(other.acquire("acme", PRO, "chat", 4.0, 0.0))
+    lease = _lease(quotas.acquire("acme", PRO, "chat", 4.0, now=0.0))
+    foreign = _lease(other.acquire("acme", PRO, "chat", 4.0, now=0.0))
     before = _snapshot(quotas, ("acme",))
     with pytest.raises(UsageError, match="did not grant"):
-        quotas.settle(foreign, 1.0, 0.0)
+        quotas.settle(foreign, 1.0, now=0.0)
     with pytest.raises(UsageError, match="did not grant"):
-        quotas.release(foreign, 0.0)
+        quotas.release(foreign, now=0.0)
     with pytest.raises(UsageError, match="did not grant"):
-        quotas.release("acme", 0.0)  # type: ignore[arg-type]
+        quotas.release("acme", now=0.0)  # type: ignore[arg-type]
     assert _snapshot(quotas, ("acme",)) == before
-    assert quotas.release(lease, 0.0)
+    assert quotas.release(lease, now=0.0)
     before = _snapshot(quotas, ("acme",))
     with pytest.raises(UsageError, match="released lease"):
-        quotas.settle(lease, 1.0, 0.0)
+        quotas.settle(lease, 1.0, now=0.0)
     assert _snapshot(quotas, ("acme",)) == before
     assert not foreign.released
 
 
 def test_a_released_lease_of_an_evicted_tenant_is_still_handled() -> None:
     quotas = TenantQuotas(max_tenants=1)
-    lease = _lease(quotas.acquire("a", PRO, "chat", 1.0, 0.0))
-    quotas.release(lease, 0.0)
-    _lease(quotas.acquire("b", PRO, "chat", 1.0, 0.0))
-    assert quotas.release(lease, 0.0) is False
+    lease = _lease(quotas.acquire("a", PRO, "chat", 1.0, now=0.0))
+    quotas.release(lease, now=0.0)
+    _lease(quotas.acquire("b", PRO, "chat", 1.0, now=0.0))
+    assert quotas.release(lease, now=0.0) is False
     with pytest.raises(UsageError, match="released lease"):
-        quotas.settle(lease, 1.0, 0.0)
+        quotas.settle(lease, 1.0, now=0.0)
 
 
 @pytest.mark.parametrize(
@@ -287,7 +287,7 @@ def test_a_released_lease_of_an_evicted_tenant_is_still_handled() -> None:
 def test_an_impossible_tier_is_a_usage_error(tier: TierSpec) -> None:
     quotas = TenantQuotas()
     with pytest.raises(UsageError, match="tier 'x'"):
-        quotas.acquire("acme", tier, "chat", 1.0, 0.0)
+        quotas.acquire("acme", tier, "chat", 1.0, now=0.0)
     assert quotas.statistics().tenants == 0
 
 
@@ -301,10 +301,10 @@ def _churn(quotas: TenantQuotas, tier: TierSpec, first: int, last: int) -> None:
     acquire, settle, release = quotas.acquire, quotas.settle, quotas.release
     for i in range(first, last):
         now = i * 1e-3
-        lease = acquire(f"tenant-{i}", tier, "chat", 5.0, now)
+        lease = acquire(f"tenant-{i}", tier, "chat", 5.0, now=now)
         assert isinstance(lease, Lease)
-        settle(lease, 3.0, now)
-        release(lease, now)
+        settle(lease, 3.0, now=now)
+        release(lease, now=now)
         if i % 1000 == 0:
             assert quotas.statistics().tenants <= quotas.max_tenants
 
@@ -336,8 +336,8 @@ def test_a_million_distinct_tenants_keep_the_table_bounded() -> None:
     stats = quotas.statistics()
     assert (stats.tenants, stats.in_flight, stats.admitted) == (1000, 0, 1_000_000)
     assert stats.evictions == 1_000_000 - 1000
-    assert quotas.tenant("tenant-998999", 0.0) is None
-    assert quotas.tenant("tenant-999000", 0.0) is not None
+    assert quotas.tenant("tenant-998999", now=0.0) is None
+    assert quotas.tenant("tenant-999000", now=0.0) is not None
     # The table holds no more after 10^6 ids than after 10^4, about 1 KB a tenant.
     assert late <= early * 1.25, (early, late)
     assert late_peak <= early_peak * 1.25, (early_peak, late_peak)
@@ -349,9 +349,9 @@ def test_the_tables_lease_is_the_stores_lease() -> None:
 
     assert StoreLease is Lease  # one class for the table and every store
     quotas = TenantQuotas()
-    first = _lease(quotas.acquire("acme", PRO, "chat", 1.0, 2.0))
-    second = _lease(quotas.acquire("acme", PRO, "chat", 1.0, 3.0))
+    first = _lease(quotas.acquire("acme", PRO, "chat", 1.0, now=2.0))
+    second = _lease(quotas.acquire("acme", PRO, "chat", 1.0, now=3.0))
     assert first.id != second.id
     assert (first.acquired_at, first.released_at, first.fallback) == (2.0, None, False)
-    assert quotas.release(first, 4.0)
+    assert quotas.release(first, now=4.0)
     assert (first.released, first.released_at) == (True, 4.0)

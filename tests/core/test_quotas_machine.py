@@ -167,7 +167,7 @@ class QuotasMachine(RuleBasedStateMachine):
 
     def _snapshot(self) -> object:
         stats = self.quotas.statistics()
-        tenants = [self.quotas.tenant(t, self.now) for t in TENANTS]
+        tenants = [self.quotas.tenant(t, now=self.now) for t in TENANTS]
         return stats.tenants, stats.evictions, stats.in_flight, stats.admitted, tenants
 
     @rule(dt=_steps)
@@ -186,7 +186,7 @@ class QuotasMachine(RuleBasedStateMachine):
         if model is not None and retiered:
             model.retier(tier, now)
         before = self._snapshot()
-        result = self.quotas.acquire(tenant, tier, lane, cost, self.now)
+        result = self.quotas.acquire(tenant, tier, lane, cost, now=self.now)
         expected: tuple[Reason, object] | None
         if _over_burst(tier, lane, exact):
             expected = Reason.COST_OVER_BURST, None
@@ -231,12 +231,12 @@ class QuotasMachine(RuleBasedStateMachine):
         if lease.released:
             before = self._snapshot()
             with pytest.raises(UsageError):
-                self.quotas.settle(lease, actual, self.now)
+                self.quotas.settle(lease, actual, now=self.now)
             assert self._snapshot() == before
             return
         model, now = self.tenants[lease.tenant], Fraction(self.now)
         difference = Fraction(actual) - Fraction(lease.cost)
-        self.quotas.settle(lease, actual, self.now)
+        self.quotas.settle(lease, actual, now=self.now)
         assert lease.cost == actual
         for bucket in model.buckets(lease.lane):
             bucket.move(now, difference)
@@ -247,10 +247,10 @@ class QuotasMachine(RuleBasedStateMachine):
         lease = data.draw(st.sampled_from(self.leases))
         if lease.released:
             before = self._snapshot()
-            assert self.quotas.release(lease, self.now) is False
+            assert self.quotas.release(lease, now=self.now) is False
             assert self._snapshot() == before
             return
-        assert self.quotas.release(lease, self.now) is True
+        assert self.quotas.release(lease, now=self.now) is True
         assert lease.released
         model = self.tenants[lease.tenant]
         model.in_flight -= 1
@@ -263,11 +263,11 @@ class QuotasMachine(RuleBasedStateMachine):
     def misuse(self, tenant: str, cost: float) -> None:
         before = self._snapshot()
         with pytest.raises(UsageError):
-            self.quotas.acquire(tenant, self.tiers[tenant], "chat", cost, self.now)
-        foreign = TenantQuotas().acquire(tenant, TIERS[3], "chat", 1.0, self.now)
+            self.quotas.acquire(tenant, self.tiers[tenant], "chat", cost, now=self.now)
+        foreign = TenantQuotas().acquire(tenant, TIERS[3], "chat", 1.0, now=self.now)
         assert isinstance(foreign, Lease)
         with pytest.raises(UsageError):
-            self.quotas.release(foreign, self.now)
+            self.quotas.release(foreign, now=self.now)
         assert self._snapshot() == before
 
     @invariant()
@@ -280,7 +280,7 @@ class QuotasMachine(RuleBasedStateMachine):
         assert stats.in_flight == sum(t.in_flight for t in self.tenants.values())
         now = Fraction(self.now)
         for name in TENANTS:
-            actual, model = self.quotas.tenant(name, self.now), self.tenants.get(name)
+            actual, model = self.quotas.tenant(name, now=self.now), self.tenants.get(name)
             if model is None:
                 assert actual is None
                 continue
@@ -301,7 +301,7 @@ class QuotasMachine(RuleBasedStateMachine):
     def no_leaseholder_is_evicted(self) -> None:
         for lease in self.leases:
             if not lease.released:
-                assert self.quotas.tenant(lease.tenant, self.now) is not None
+                assert self.quotas.tenant(lease.tenant, now=self.now) is not None
 
     @invariant()
     def invariant_1_per_bucket(self) -> None:
@@ -313,11 +313,11 @@ class QuotasMachine(RuleBasedStateMachine):
         if not hasattr(self, "quotas"):
             return
         for lease in self.leases:
-            self.quotas.release(lease, self.now)
+            self.quotas.release(lease, now=self.now)
         stats = self.quotas.statistics()
         assert stats.in_flight == 0  # no slot leaks
         for name in TENANTS:
-            tenant = self.quotas.tenant(name, self.now)
+            tenant = self.quotas.tenant(name, now=self.now)
             assert tenant is None or (tenant.in_flight, dict(tenant.lane_in_flight)) == (0, {})
 
 

@@ -137,7 +137,7 @@ def test_only_frozen_slotted_dataclasses_without_post_init_are_taken() -> None:
             fast_init(cls)
 
 
-def test_the_library_records_construct_by_keyword_too() -> None:
+def test_the_library_records_construct_by_keyword() -> None:
     request = Request(id="r", prompt_tokens=1, max_new_tokens=1)
     finished = Finished(
         id="r",
@@ -154,10 +154,39 @@ def test_the_library_records_construct_by_keyword_too() -> None:
         cost=1.0,
     )
     assert finished.stages == {}
-    assert Started("r", "t", "l", request, 1, 0.0).rungs == ()
-    assert Dispatch((), ()).ladder is None
-    assert Admit("l", "default", request, 1, 1.0, "ok").steps == ()
-    assert Demote("l", "m", "default", request, 1, 1.0, "ok", Reason.RULE).steps == ()
-    assert Defer(Reason.QUEUE_FULL, "full", 1.0).http_status == 503
-    assert Reject(Reason.RULE, "no", 403).lane is None
-    assert TokenEstimate(3, True, 0.0, "given").upper == 3
+    assert (
+        Started(id="r", tenant="t", lane="l", request=request, kv_blocks=1, queue_wait=0.0).rungs
+        == ()
+    )
+    assert Dispatch(started=(), expired=()).ladder is None
+    assert (
+        Admit(
+            lane="l", tier="default", request=request, prompt_tokens=1, cost=1.0, message="ok"
+        ).steps
+        == ()
+    )
+    assert (
+        Demote(
+            lane="l",
+            from_lane="m",
+            tier="default",
+            request=request,
+            prompt_tokens=1,
+            cost=1.0,
+            message="ok",
+            reason=Reason.RULE,
+        ).steps
+        == ()
+    )
+    assert Defer(reason=Reason.QUEUE_FULL, message="full", retry_after=1.0).http_status == 503
+    assert Reject(reason=Reason.RULE, message="no", http_status=403).lane is None
+    assert TokenEstimate(tokens=3, exact=True, rel_stderr=0.0, method="given").upper == 3
+
+
+@pytest.mark.parametrize(
+    "record", [Finished, Started, Dispatch, Admit, Demote, Defer, Reject, TokenEstimate]
+)
+def test_the_library_records_refuse_positional_arguments(record: type) -> None:
+    # Defer(reason, message, 503) once type-checked and set retry_after=503.
+    with pytest.raises(TypeError, match="positional"):
+        record(Reason.RULE, "no", 503)

@@ -191,11 +191,11 @@ def test_any_numeric_field_builds_a_request_that_scores_and_routes_or_is_invalid
     policy = Policy(PolicyConfig(), counter=HeuristicCounter())
     estimate = policy.router.estimator.estimate(request)
     assert math.isfinite(estimate.cost)
-    decision = policy.submit(request, now)
-    for started in policy.dispatch(now):
-        policy.finish(started.id, now, output_tokens=started.request.output_budget)
+    decision = policy.submit(request, now=now)
+    for started in policy.dispatch(now=now):
+        policy.finish(started.id, now=now, output_tokens=started.request.output_budget)
     if decision.accepted and policy.phase(request.id) is not None:
-        policy.cancel(request.id, now)
+        policy.cancel(request.id, now=now)
     stats = policy.statistics()
     assert stats.running == stats.quotas.in_flight == stats.kv.used_blocks == 0
 

@@ -102,7 +102,7 @@ def _policy(max_running: int, **lanes: dict[str, Any]) -> Policy:
 
 def _submit(policy: Policy, request_id: str, lane: str = "interactive", **fields: Any) -> None:
     request = Request(id=request_id, prompt_tokens=10, max_new_tokens=8, lane=lane, **fields)
-    assert isinstance(policy.submit(request, 0.0), Admit | Demote)
+    assert isinstance(policy.submit(request, now=0.0), Admit | Demote)
 
 
 def test_n_choices_take_n_seats() -> None:
@@ -113,12 +113,12 @@ def test_n_choices_take_n_seats() -> None:
     _submit(policy, "three", n=3)
     _submit(policy, "one")
     _submit(policy, "best", best_of=2)
-    started = policy.dispatch(0.0).started
+    started = policy.dispatch(now=0.0).started
     assert [s.id for s in started] == ["three", "one"]  # before: all three started
     assert policy.seats.used == 4
-    assert not policy.can_start(0.0)
-    policy.finish("three", 1.0)
-    assert [s.id for s in policy.dispatch(1.0).started] == ["best"]
+    assert not policy.can_start(now=0.0)
+    policy.finish("three", now=1.0)
+    assert [s.id for s in policy.dispatch(now=1.0).started] == ["best"]
     assert policy.seats.used == 3
 
 
@@ -129,10 +129,10 @@ def test_more_choices_than_seats_run_alone_not_never() -> None:
     _submit(policy, "first")
     _submit(policy, "wide", n=5)
     _submit(policy, "heavy", lane="heavy", n=3)
-    assert [s.id for s in policy.dispatch(0.0).started] == ["first", "heavy"]
-    policy.finish("first", 1.0)
-    policy.finish("heavy", 1.0)
-    assert [s.id for s in policy.dispatch(1.0).started] == ["wide"]
+    assert [s.id for s in policy.dispatch(now=0.0).started] == ["first", "heavy"]
+    policy.finish("first", now=1.0)
+    policy.finish("heavy", now=1.0)
+    assert [s.id for s in policy.dispatch(now=1.0).started] == ["wide"]
     assert policy.seats.used == 2
 
 
@@ -140,19 +140,19 @@ def test_other_lanes_never_take_a_reserved_seat() -> None:
     policy = _policy(4, interactive={"seat_reserve": 2}, background={})
     for number in range(4):
         _submit(policy, f"batch-{number}", lane="background")
-    assert [s.id for s in policy.dispatch(0.0).started] == ["batch-0", "batch-1"]
+    assert [s.id for s in policy.dispatch(now=0.0).started] == ["batch-0", "batch-1"]
     _submit(policy, "chat-0")
     _submit(policy, "chat-1")
     _submit(policy, "chat-2")
     # The reserve and nothing more: the third chat waits for a seat like the rest.
-    assert [s.id for s in policy.dispatch(0.0).started] == ["chat-0", "chat-1"]
-    policy.finish("chat-0", 1.0)  # a reserved seat: chat's, though batch waited longer
-    assert [s.id for s in policy.dispatch(1.0).started] == ["chat-2"]
-    policy.finish("chat-1", 2.0)
-    policy.finish("chat-2", 2.0)
-    assert policy.dispatch(2.0).started == ()  # two seats free, both reserved
-    policy.finish("batch-0", 3.0)
-    assert [s.id for s in policy.dispatch(3.0).started] == ["batch-2"]
+    assert [s.id for s in policy.dispatch(now=0.0).started] == ["chat-0", "chat-1"]
+    policy.finish("chat-0", now=1.0)  # a reserved seat: chat's, though batch waited longer
+    assert [s.id for s in policy.dispatch(now=1.0).started] == ["chat-2"]
+    policy.finish("chat-1", now=2.0)
+    policy.finish("chat-2", now=2.0)
+    assert policy.dispatch(now=2.0).started == ()  # two seats free, both reserved
+    policy.finish("batch-0", now=3.0)
+    assert [s.id for s in policy.dispatch(now=3.0).started] == ["batch-2"]
 
 
 def test_seat_reserves_must_leave_a_seat_for_every_lane() -> None:

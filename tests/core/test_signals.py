@@ -12,10 +12,10 @@ from slopolicy.errors import UsageError
 
 def test_age_and_staleness() -> None:
     signals = EngineSignals(observed_at=100.0, kv_usage=0.5)
-    assert signals.age(103.0) == 3.0
-    assert signals.age(90.0) == 0.0
-    assert not signals.is_stale(105.0, 5.0)
-    assert signals.is_stale(105.5, 5.0)
+    assert signals.age(now=103.0) == 3.0
+    assert signals.age(now=90.0) == 0.0
+    assert not signals.is_stale(now=105.0, max_age=5.0)
+    assert signals.is_stale(now=105.5, max_age=5.0)
     assert not signals.empty
     assert EngineSignals(observed_at=0.0).empty
 
@@ -24,27 +24,27 @@ def test_stale_fields_read_as_unknown_never_as_healthy() -> None:
     board = SignalBoard(max_age=10.0)
     board.update(EngineSignals(observed_at=100.0, kv_usage=0.4, running=8, decode_tps=400.0))
     board.update(EngineSignals(observed_at=105.0, tool_timeout_rate=0.2))  # another scraper
-    now = board.current(108.0)
+    now = board.current(now=108.0)
     assert (now.kv_usage, now.running, now.tool_timeout_rate) == (0.4, 8, 0.2)
     assert now.observed_at == 100.0  # the oldest number returned
-    later = board.current(112.0)  # engine numbers are 12 s old: unknown
+    later = board.current(now=112.0)  # engine numbers are 12 s old: unknown
     assert later.kv_usage is None
     assert later.running is None
     assert later.decode_tps is None
     assert later.tool_timeout_rate == 0.2
     assert later.observed_at == 105.0
-    gone = board.current(200.0)
+    gone = board.current(now=200.0)
     assert gone.empty
-    assert board.current(108.0).empty  # an earlier now counts as the latest seen
-    assert board.age("kv_usage", 200.0) == 100.0
-    assert board.age("waiting", 200.0) is None
+    assert board.current(now=108.0).empty  # an earlier now counts as the latest seen
+    assert board.age("kv_usage", now=200.0) == 100.0
+    assert board.age("waiting", now=200.0) is None
 
 
 def test_older_reports_do_not_overwrite_newer_ones() -> None:
     board = SignalBoard()
     board.update(EngineSignals(observed_at=50.0, kv_usage=0.9))
     board.update(EngineSignals(observed_at=40.0, kv_usage=0.1, waiting=3))
-    current = board.current(48.0)
+    current = board.current(now=48.0)
     assert current.kv_usage == 0.9
     assert current.waiting == 3  # nothing newer held for it
 
@@ -61,7 +61,7 @@ def test_the_board_answers_the_newest_fresh_value(
         board.update(EngineSignals(observed_at=at, kv_usage=kv))
     known = [(at, kv) for at, kv in reports if kv is not None]
     newest = max(known, key=lambda pair: pair[0], default=None)
-    answer = board.current(now).kv_usage
+    answer = board.current(now=now).kv_usage
     if newest is None or now - newest[0] > 10.0:
         assert answer is None
     else:
@@ -126,4 +126,4 @@ def test_baseline_settings_are_checked() -> None:
     with pytest.raises(UsageError):
         SignalBoard(max_age=0.0)
     with pytest.raises(UsageError, match="unknown signal"):
-        SignalBoard().age("gpu_temp", 0.0)
+        SignalBoard().age("gpu_temp", now=0.0)

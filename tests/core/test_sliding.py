@@ -43,15 +43,15 @@ class SlidingQuantilesMachine(RuleBasedStateMachine):
 
     @rule(value=_values)
     def record(self, value: float) -> None:
-        self.window.record(value, self.now)
-        self.counts.add(self.now, 0, value)
+        self.window.record(value, now=self.now)
+        self.counts.add(now=self.now, field=0, amount=value)
         self.seen.append((self.see(self.now), value))
 
     @rule(value=_values, early=st.integers(min_value=1, max_value=8 * 100).map(lambda n: n / 8))
     def record_late(self, value: float, early: float) -> None:
         # A now earlier than the latest seen counts as the latest.
-        self.window.record(value, self.now - early)
-        self.counts.add(self.now - early, 0, value)
+        self.window.record(value, now=self.now - early)
+        self.counts.add(now=self.now - early, field=0, amount=value)
         self.seen.append((self.see(self.now - early), value))
 
     def live(self) -> list[float]:
@@ -68,16 +68,16 @@ class SlidingQuantilesMachine(RuleBasedStateMachine):
                 assert not kept  # older than the window: always gone
             if age < 55.0:
                 assert kept  # younger than window - slice: always counted
-        assert self.window.count(self.now) == len(live)
+        assert self.window.count(now=self.now) == len(live)
 
     @invariant()
     def quantiles_match_the_live_values(self) -> None:
         live = self.live()
-        assert self.counts.totals(self.now)[0] == pytest.approx(math.fsum(live))
+        assert self.counts.totals(now=self.now)[0] == pytest.approx(math.fsum(live))
         if not live:
-            assert self.window.quantile(0.5, self.now) is None
+            assert self.window.quantile(0.5, now=self.now) is None
             return
-        answers = self.window.quantiles(QS, self.now)
+        answers = self.window.quantiles(QS, now=self.now)
         for q, answer in zip(QS, answers, strict=True):
             assert_within(answer, exact(live, q), 0.01)
 
@@ -88,14 +88,14 @@ TestSlidingQuantiles.settings = settings(max_examples=60, stateful_step_count=40
 
 def test_a_value_stays_for_window_minus_a_slice_and_is_gone_after_the_window() -> None:
     window = SlidingQuantiles(60.0, 12)
-    window.record(1.0, 100.0)  # slice [100, 105)
-    assert window.count(154.9) == 1  # age 54.9 < 55: always kept
-    assert window.count(159.9) == 1  # its slice is still live until 160
-    assert window.count(160.0) == 0  # the slice expired; age 60 here
-    window.record(2.0, 120.0)
-    assert window.count(130.0) == 1  # a late query counts as now=160
-    window.record(3.0, 10.0)  # late: lands in the current slice
-    assert window.quantile(1.0, 0.0) == pytest.approx(3.0, rel=0.01)
+    window.record(1.0, now=100.0)  # slice [100, 105)
+    assert window.count(now=154.9) == 1  # age 54.9 < 55: always kept
+    assert window.count(now=159.9) == 1  # its slice is still live until 160
+    assert window.count(now=160.0) == 0  # the slice expired; age 60 here
+    window.record(2.0, now=120.0)
+    assert window.count(now=130.0) == 1  # a late query counts as now=160
+    window.record(3.0, now=10.0)  # late: lands in the current slice
+    assert window.quantile(1.0, now=0.0) == pytest.approx(3.0, rel=0.01)
 
 
 def test_slots_are_reused_not_reallocated() -> None:
@@ -107,24 +107,24 @@ def test_slots_are_reused_not_reallocated() -> None:
 
     ring: SlidingRing[list[float]] = SlidingRing(10.0, 5, factory, lambda slot: slot.clear())
     for step in range(1000):
-        ring.current(step * 0.7)
+        ring.current(now=step * 0.7)
     assert len(made) == 5
 
 
 def test_window_start_and_covered_span() -> None:
     counts = SlidingCounts(60.0, 12, 2)
     assert counts.width == 5.0
-    assert counts.start(103.0) == 105.0 - 60.0
-    assert 55.0 <= 103.0 - counts.start(103.0) <= 60.0
+    assert counts.start(now=103.0) == 105.0 - 60.0
+    assert 55.0 <= 103.0 - counts.start(now=103.0) <= 60.0
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_non_finite_times_are_misuse(bad: float) -> None:
     window = SlidingQuantiles()
-    window.record(1.0, 5.0)
+    window.record(1.0, now=5.0)
     with pytest.raises(UsageError, match="finite"):
-        window.record(1.0, bad)
-    assert window.count(5.0) == 1
+        window.record(1.0, now=bad)
+    assert window.count(now=5.0) == 1
 
 
 def test_bad_windows_are_refused() -> None:
@@ -140,26 +140,26 @@ def test_bad_windows_are_refused() -> None:
 
 def test_several_metrics_share_one_ring() -> None:
     window = SlidingSketches(2, 1, window_s=10.0, slices=2)
-    piece = window.current(1.0)
+    piece = window.current(now=1.0)
     piece.sketch(0).add(1.0)
     piece.pending[1].append(9.0)  # waits to be folded until read
     piece.sums[0] += 3.0
-    assert window.sketch(0, 1.0).quantile(0.5) == pytest.approx(1.0, rel=0.01)
-    assert window.sketch(1, 2.0).quantile(0.5) == pytest.approx(9.0, rel=0.01)
-    assert window.totals(2.0) == [3.0]
-    assert window.count(1, 12.0) == 0
+    assert window.sketch(0, now=1.0).quantile(0.5) == pytest.approx(1.0, rel=0.01)
+    assert window.sketch(1, now=2.0).quantile(0.5) == pytest.approx(9.0, rel=0.01)
+    assert window.totals(now=2.0) == [3.0]
+    assert window.count(1, now=12.0) == 0
 
 
 def test_pending_values_are_folded_when_read_and_dropped_with_their_slice() -> None:
     window = SlidingSketches(1, 0, window_s=10.0, slices=2)
-    piece = window.current(1.0)
+    piece = window.current(now=1.0)
     piece.pending[0].extend([1.0, 2.0, 3.0])
-    assert window.count(0, 1.0) == 3
+    assert window.count(0, now=1.0) == 3
     assert piece.pending[0] == []
     piece.pending[0].append(4.0)
     piece.fold()
     assert piece.pending[0] == []
-    assert window.sketch(0, 1.0).max == 4.0
-    window.current(11.0).pending[0].append(5.0)  # the same slot, a new slice
-    window.current(21.0).pending[0].append(6.0)  # and again: 5.0 is gone unread
-    assert window.sketch(0, 21.0).count == 1
+    assert window.sketch(0, now=1.0).max == 4.0
+    window.current(now=11.0).pending[0].append(5.0)  # the same slot, a new slice
+    window.current(now=21.0).pending[0].append(6.0)  # and again: 5.0 is gone unread
+    assert window.sketch(0, now=21.0).count == 1

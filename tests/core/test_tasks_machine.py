@@ -67,7 +67,7 @@ class TaskMachine(RuleBasedStateMachine):
     def _send(self, ref: TaskRef) -> None:
         self.sent += 1
         request = Request(id=f"r{self.sent}", tenant="t", prompt_tokens=10, task=ref)
-        if self.policy.submit(request, self.now).accepted:
+        if self.policy.submit(request, now=self.now).accepted:
             self.live[request.id] = ref
             self.opened.setdefault(ref.id, ref.turn)
 
@@ -89,7 +89,7 @@ class TaskMachine(RuleBasedStateMachine):
 
     @rule()
     def dispatch(self) -> None:
-        result = self.policy.dispatch(self.now)
+        result = self.policy.dispatch(now=self.now)
         for started in result:
             ref = self.live[started.id]
             # Never before a turn already completed, never behind one started.
@@ -104,7 +104,7 @@ class TaskMachine(RuleBasedStateMachine):
     def finish(self, data: st.DataObject, outcome: str) -> None:
         running = sorted(i for i in self.live if self.policy.phase(i) == "running")
         request_id = data.draw(st.sampled_from(running))
-        self.policy.finish(request_id, self.now, outcome)
+        self.policy.finish(request_id, now=self.now, outcome=outcome)
         ref = self.live.pop(request_id)
         if outcome == "completed":
             self.completed[ref.id] = ref.turn
@@ -113,7 +113,7 @@ class TaskMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         request_id = data.draw(st.sampled_from(sorted(self.live)))
-        self.policy.cancel(request_id, self.now)
+        self.policy.cancel(request_id, now=self.now)
         del self.live[request_id]
 
     @rule(dt=st.sampled_from([0.5, 3.0, 10.0, 20.0]))
@@ -128,13 +128,15 @@ class TaskMachine(RuleBasedStateMachine):
         self.now += seconds
         if task in self.policy.tasks:
             self.tool_s[task] = self.tool_s.get(task, 0.0) + seconds
-        self.policy.tasks.tool_used(task, seconds, self.now)
+        self.policy.tasks.tool_used(task, seconds, now=self.now)
 
     @invariant()
     def tool_time_is_counted_once_per_call(self) -> None:
         for task, turns in self.turns.items():
             if task in self.policy.tasks:
-                budget = self.policy.tasks.budget(TaskRef(task, 0, expected_turns=turns), self.now)
+                budget = self.policy.tasks.budget(
+                    TaskRef(task, 0, expected_turns=turns), now=self.now
+                )
                 assert budget.tool_s == self.tool_s.get(task, 0.0)
 
     @invariant()
@@ -166,8 +168,8 @@ class TaskMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         # Everything ends: cancel what is live, then let every task time out.
         for request_id in sorted(self.live):
-            self.policy.cancel(request_id, self.now)
-        self.policy.dispatch(self.now + 1000.0)
+            self.policy.cancel(request_id, now=self.now)
+        self.policy.dispatch(now=self.now + 1000.0)
         assert self.policy.tasks.active(LANE) == len(self.policy.tasks) == 0
         assert self.policy.tasks.waiting(LANE) == 0
         stats = self.policy.tasks.statistics()

@@ -37,15 +37,15 @@ def test_window_p99_is_within_the_sketch_error_and_stalls_are_exact(
 ) -> None:
     window = GapWindow(stall, alpha=0.01)
     for k, gap in enumerate(gaps):
-        window.record(gap, 10.0 + k * 1e-3)  # all within one window
+        window.record(gap, now=10.0 + k * 1e-3)  # all within one window
     now = 10.0 + len(gaps) * 1e-3
     for q in (0.5, 0.99):
-        found = window.quantile(q, now)
+        found = window.quantile(q, now=now)
         assert found is not None
         assert abs(found - _exact(gaps, q)) <= 0.01 * _exact(gaps, q) + 1e-12
-    assert window.count(now) == len(gaps)
-    assert window.stalls(now) == sum(gap >= stall for gap in gaps)
-    summary = window.summary(now)
+    assert window.count(now=now) == len(gaps)
+    assert window.stalls(now=now) == sum(gap >= stall for gap in gaps)
+    summary = window.summary(now=now)
     assert summary is not None
     assert summary.max == max(gaps)
 
@@ -67,22 +67,22 @@ def test_window_memory_is_bounded_however_many_gaps_stream(gaps: int, seconds: i
 
 def test_the_window_forgets_gaps_older_than_it() -> None:
     window = GapWindow(0.2, window_s=10.0, slices=10)
-    window.record(5.0, 0.0)
-    window.record(0.01, 10.5)
-    assert window.stalls(10.5) == 0
-    assert window.quantile(0.99, 10.5) == pytest.approx(0.01, rel=0.01)
+    window.record(5.0, now=0.0)
+    window.record(0.01, now=10.5)
+    assert window.stalls(now=10.5) == 0
+    assert window.quantile(0.99, now=10.5) == pytest.approx(0.01, rel=0.01)
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
 def test_a_bad_gap_raises_and_changes_nothing(bad: float) -> None:
     window = GapWindow(0.2)
     with pytest.raises(UsageError, match="token gap"):
-        window.record(bad, 1.0)
+        window.record(bad, now=1.0)
     tracker = SLOTracker("chat", SLOTargets(tbt_p99=0.1))
     with pytest.raises(UsageError, match="token gap"):
-        tracker.record_gap(bad, 1.0)
-    assert window.count(1.0) == 0
-    assert tracker.snapshot(1.0).tbt is None
+        tracker.record_gap(bad, now=1.0)
+    assert window.count(now=1.0) == 0
+    assert tracker.snapshot(now=1.0).tbt is None
 
 
 @given(st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=400))
@@ -110,7 +110,21 @@ def test_the_stall_threshold_defaults_to_the_target_then_0_2_s() -> None:
 
 def _finished(gaps: int, slow: int) -> Finished:
     return Finished(
-        "r", "t", "chat", Outcome.COMPLETED, 0.0, 2.0, 0.0, 0.1, 0.01, 10, 50, 1.0, {}, gaps, slow
+        id="r",
+        tenant="t",
+        lane="chat",
+        outcome=Outcome.COMPLETED,
+        arrival=0.0,
+        finished_at=2.0,
+        queue_wait=0.0,
+        ttft=0.1,
+        tpot=0.01,
+        prompt_tokens=10,
+        output_tokens=50,
+        cost=1.0,
+        stages={},
+        gaps=gaps,
+        slow_gaps=slow,
     )
 
 
@@ -118,12 +132,12 @@ def test_a_slow_gap_misses_the_slo_only_where_the_lane_has_the_target() -> None:
     with_target = SLOTracker("chat", SLOTargets(tbt_p99=0.1))
     without = SLOTracker("chat", SLOTargets())
     for tracker in (with_target, without):
-        tracker.record(_finished(49, 1), 2.0)  # one slow gap in 49: its p99 is that gap
-        tracker.record(_finished(200, 2), 2.0)  # 2 in 200: within 1%
-    assert with_target.snapshot(2.0).attained == 1
-    assert without.snapshot(2.0).attained == 2
+        tracker.record(_finished(49, 1), now=2.0)  # one slow gap in 49: its p99 is that gap
+        tracker.record(_finished(200, 2), now=2.0)  # 2 in 200: within 1%
+    assert with_target.snapshot(now=2.0).attained == 1
+    assert without.snapshot(now=2.0).attained == 2
     with pytest.raises(UsageError, match="slow_gaps"):
-        with_target.record(_finished(1, 2), 2.0)
+        with_target.record(_finished(1, 2), now=2.0)
 
 
 def _policy(tbt_p99_s: float | None) -> Policy:
@@ -141,12 +155,12 @@ def _policy(tbt_p99_s: float | None) -> Policy:
 
 def _stream(policy: Policy, name: str, times: list[float], counts: list[int]) -> Finished:
     """Submit, start and stream ``name``: chunk ``k`` of ``counts[k]`` tokens at ``times[k]``."""
-    policy.submit(Request(id=name, tenant="t", prompt_tokens=20, max_new_tokens=64), times[0])
-    assert [s.id for s in policy.dispatch(times[0])] == [name]
-    gaps = [policy.tokens(name, count, at) for at, count in zip(times, counts, strict=True)]
+    policy.submit(Request(id=name, tenant="t", prompt_tokens=20, max_new_tokens=64), now=times[0])
+    assert [s.id for s in policy.dispatch(now=times[0])] == [name]
+    gaps = [policy.tokens(name, count, now=at) for at, count in zip(times, counts, strict=True)]
     assert gaps[0] is None  # the first chunk ends no gap
     assert gaps[1:] == pytest.approx([b - a for a, b in itertools.pairwise(times)])
-    return policy.finish(name, times[-1])
+    return policy.finish(name, now=times[-1])
 
 
 def test_the_policy_measures_gaps_between_chunks_and_judges_them() -> None:
@@ -159,7 +173,7 @@ def test_the_policy_measures_gaps_between_chunks_and_judges_them() -> None:
     assert finished.tpot < 0.15
     smooth = _stream(policy, "smooth", [4.0, 4.05, 4.1], [1, 1, 1])
     assert (smooth.gaps, smooth.slow_gaps) == (2, 0)
-    snapshot = policy.health.trackers.lane("chat").snapshot(4.1)
+    snapshot = policy.health.trackers.lane("chat").snapshot(now=4.1)
     assert snapshot.completed == 2
     assert snapshot.attained == 1  # the stalled one missed its TBT target
     assert snapshot.tbt_stalls == 1  # the stall threshold is the target
@@ -176,7 +190,7 @@ def test_without_a_target_gaps_are_measured_and_judge_nothing() -> None:
     policy = _policy(tbt_p99_s=None)
     finished = _stream(policy, "stalled", [1.0, 1.05, 3.05], [1, 1, 1])
     assert (finished.gaps, finished.slow_gaps) == (2, 0)
-    snapshot = policy.health.trackers.lane("chat").snapshot(3.05)
+    snapshot = policy.health.trackers.lane("chat").snapshot(now=3.05)
     assert snapshot.attained == 1
     assert snapshot.tbt_stalls == 1  # 2 s >= the default 0.2 s
     assert snapshot.tbt_p99_fraction is None
@@ -184,12 +198,12 @@ def test_without_a_target_gaps_are_measured_and_judge_nothing() -> None:
 
 def test_a_chunk_of_no_tokens_and_first_token_end_no_gap() -> None:
     policy = _policy(tbt_p99_s=0.1)
-    policy.submit(Request(id="r", tenant="t", prompt_tokens=20, max_new_tokens=64), 0.0)
-    policy.dispatch(0.0)
-    policy.first_token("r", 0.5)
-    assert policy.tokens("r", 1, 0.5) is None  # the same first token, counted
-    assert policy.tokens("r", 0, 0.6) is None
-    assert policy.tokens("r", 1, 0.7) == pytest.approx(0.1)
+    policy.submit(Request(id="r", tenant="t", prompt_tokens=20, max_new_tokens=64), now=0.0)
+    policy.dispatch(now=0.0)
+    policy.first_token("r", now=0.5)
+    assert policy.tokens("r", 1, now=0.5) is None  # the same first token, counted
+    assert policy.tokens("r", 0, now=0.6) is None
+    assert policy.tokens("r", 1, now=0.7) == pytest.approx(0.1)
     assert policy.statistics().tbt_p99 == {"chat": pytest.approx(0.1, rel=0.01)}
 
 
@@ -221,12 +235,12 @@ def _laddered(tbt_p99_s: float | None) -> Policy:
 @pytest.mark.parametrize("tbt_p99_s", [0.1, None])
 def test_the_tbt_trigger_climbs_on_the_watched_lanes_p99_gap(tbt_p99_s: float | None) -> None:
     policy = _laddered(tbt_p99_s)
-    policy.submit(Request(id="r", tenant="t", prompt_tokens=20, max_new_tokens=64), 0.0)
-    policy.dispatch(0.0)
+    policy.submit(Request(id="r", tenant="t", prompt_tokens=20, max_new_tokens=64), now=0.0)
+    policy.dispatch(now=0.0)
     for k in range(20):  # every gap 0.3 s: three times the target
-        policy.tokens("r", 1, 0.3 * k)
-    policy.finish("r", 6.0)
-    event = policy.evaluate(6.0)
+        policy.tokens("r", 1, now=0.3 * k)
+    policy.finish("r", now=6.0)
+    event = policy.evaluate(now=6.0)
     if tbt_p99_s is None:  # no target: the trigger reads 0
         assert event is None
         return

@@ -70,12 +70,12 @@ class Model:
 
 def _state(pool: ToolPool, now: float) -> object:
     """Everything a refused call must leave as it was (refusal counts aside)."""
-    stats = pool.statistics(now)
+    stats = pool.statistics(now=now)
     levels: list[tuple[str, str, float]] = []
     for name, group in pool._groups.items():
         if group.bucket is not None:
-            levels.append((name, "", group.bucket.level(now)))
-        levels.extend((name, t, b.level(now)) for t, b in sorted(group.tenant_buckets.items()))
+            levels.append((name, "", group.bucket.level(now=now)))
+        levels.extend((name, t, b.level(now=now)) for t, b in sorted(group.tenant_buckets.items()))
     tools = [(t.name, t.in_flight, t.waiting, t.started, dict(t.ended)) for t in stats.tools]
     return (stats.in_flight, stats.waiting, stats.tenants, tools, levels)
 
@@ -101,7 +101,7 @@ class ToolPoolMachine(RuleBasedStateMachine):
         group = GROUP[tool]
         before = _state(self.pool, self.now)
         fits = self.model.fits(tenant, group)
-        result = self.pool.acquire(tenant, tool, self.now)
+        result = self.pool.acquire(tenant, tool, now=self.now)
         if isinstance(result, ToolRefused):
             assert _state(self.pool, self.now) == before, "a refused call changed the pool"
             assert result.reason in (
@@ -134,7 +134,7 @@ class ToolPoolMachine(RuleBasedStateMachine):
     def release(self, data: st.DataObject, outcome: ToolOutcome) -> None:
         call = data.draw(st.sampled_from(sorted(self.model.held)))
         del self.model.held[call]
-        self._started(self.pool.release(call, self.now, outcome))
+        self._started(self.pool.release(call, now=self.now, outcome=outcome))
         self.released.append(call)
 
     @precondition(lambda self: self.released)
@@ -143,9 +143,9 @@ class ToolPoolMachine(RuleBasedStateMachine):
         call = data.draw(st.sampled_from(self.released))
         before = _state(self.pool, self.now)
         with pytest.raises(UsageError):
-            self.pool.release(call, self.now, ToolOutcome.OK)
+            self.pool.release(call, now=self.now, outcome=ToolOutcome.OK)
         with pytest.raises(UsageError):
-            self.pool.withdraw(call, self.now)
+            self.pool.withdraw(call, now=self.now)
         assert _state(self.pool, self.now) == before
 
     @precondition(lambda self: self.model.waiting)
@@ -155,11 +155,11 @@ class ToolPoolMachine(RuleBasedStateMachine):
         tenant, group = self.model.waiting.pop(call)
         state = self.pool._groups[group]
         buckets = [state.bucket, state.tenant_buckets.get(tenant)]
-        before = [None if b is None else b.level(self.now) for b in buckets]
-        self.pool.withdraw(call, self.now, expired=expired)
+        before = [None if b is None else b.level(now=self.now) for b in buckets]
+        self.pool.withdraw(call, now=self.now, expired=expired)
         for bucket, level in zip(buckets, before, strict=True):
             if bucket is not None and level is not None:  # its rate token is given back
-                assert bucket.level(self.now) == min(bucket.burst, level + 1)
+                assert bucket.level(now=self.now) == min(bucket.burst, level + 1)
 
     @rule(dt=st.integers(0, 16).map(lambda n: n / 8))
     def advance(self, dt: float) -> None:
@@ -178,7 +178,7 @@ class ToolPoolMachine(RuleBasedStateMachine):
 
     @invariant()
     def agrees_with_the_model(self) -> None:
-        stats = self.pool.statistics(self.now)
+        stats = self.pool.statistics(now=self.now)
         assert stats.in_flight == len(self.model.held)
         assert stats.waiting == len(self.model.waiting)
         for tool in stats.tools:
@@ -206,12 +206,12 @@ class ToolPoolMachine(RuleBasedStateMachine):
             if self.model.held:
                 call = min(self.model.held)
                 del self.model.held[call]
-                self._started(self.pool.release(call, self.now, ToolOutcome.OK))
+                self._started(self.pool.release(call, now=self.now, outcome=ToolOutcome.OK))
             else:
                 call = min(self.model.waiting)
                 del self.model.waiting[call]
-                self.pool.withdraw(call, self.now)
-        stats = self.pool.statistics(self.now)
+                self.pool.withdraw(call, now=self.now)
+        stats = self.pool.statistics(now=self.now)
         assert (stats.in_flight, stats.waiting) == (0, 0)
 
 

@@ -27,9 +27,9 @@ def _pool(**limits: Any) -> ToolPool:
 
 def _call(pool: ToolPool, tool: str, start: float, seconds: float, outcome: ToolOutcome) -> float:
     """One call of ``tool`` from ``start`` for ``seconds``; returns when it ended."""
-    lease = pool.acquire("a", tool, start)
+    lease = pool.acquire("a", tool, now=start)
     assert isinstance(lease, ToolLease), lease
-    pool.release(lease.id, start + seconds, outcome)
+    pool.release(lease.id, now=start + seconds, outcome=outcome)
     return start + seconds
 
 
@@ -44,36 +44,36 @@ def _calls(
 
 def test_a_tool_reads_its_failure_share_or_its_time_share_whichever_is_larger() -> None:
     pool = _pool()
-    assert pool.risk([], 0.0) == 0.0
-    assert pool.risk(["search"], 0.0) == 0.0  # no calls: nothing known against it
+    assert pool.risk([], now=0.0) == 0.0
+    assert pool.risk(["search"], now=0.0) == 0.0  # no calls: nothing known against it
     now = _calls(pool, "search", 10, 0.5, ToolOutcome.OK)  # 0.5 s of a 2 s timeout: a quarter
-    assert pool.risk(["search"], now) == pytest.approx(0.25)
+    assert pool.risk(["search"], now=now) == pytest.approx(0.25)
     now = _calls(pool, "search", 10, 0.0, ToolOutcome.ERROR, now)  # half the calls failed
-    assert pool.risk(["search"], now) == pytest.approx(0.5)
+    assert pool.risk(["search"], now=now) == pytest.approx(0.5)
     # Without a timeout, risk_horizon (10 s) reads as 1: 5 s calls read a half.
     now = _calls(pool, "fetch", 10, 5.0, ToolOutcome.OK, now)
-    assert pool.risk(["fetch"], now) == pytest.approx(0.5)
+    assert pool.risk(["fetch"], now=now) == pytest.approx(0.5)
     # Two calls: the chance at least one goes bad, were they independent.
-    assert pool.risk(["search", "fetch"], now) == pytest.approx(1 - 0.5 * 0.5)
-    assert pool.risk(["fetch", "fetch"], now) == pytest.approx(1 - 0.5**2)
-    assert pool.risk(["fetch"], now + 60.0) == 0.0  # the window has moved past them
+    assert pool.risk(["search", "fetch"], now=now) == pytest.approx(1 - 0.5 * 0.5)
+    assert pool.risk(["fetch", "fetch"], now=now) == pytest.approx(1 - 0.5**2)
+    assert pool.risk(["fetch"], now=now + 60.0) == 0.0  # the window has moved past them
 
 
 def test_few_calls_read_low_and_timeouts_read_high() -> None:
     pool = _pool(min_calls=10)
     now = _calls(pool, "search", 1, 2.0, ToolOutcome.TIMEOUT)  # ran its whole timeout
-    assert pool.risk(["search"], now) == pytest.approx(0.1)  # over min_calls, not 1
+    assert pool.risk(["search"], now=now) == pytest.approx(0.1)  # over min_calls, not 1
     now = _calls(pool, "search", 9, 2.0, ToolOutcome.TIMEOUT, now)
-    assert pool.risk(["search"], now) == 1.0
+    assert pool.risk(["search"], now=now) == 1.0
     now = _calls(pool, "search", 1, 9.0, ToolOutcome.CANCELLED, now)  # says nothing of the tool
-    assert pool.statistics(now).tools[0].calls == 10
-    assert pool.risk(["search"], now) == 1.0
+    assert pool.statistics(now=now).tools[0].calls == 10
+    assert pool.risk(["search"], now=now) == 1.0
 
 
 def test_an_unlisted_name_reads_the_star_groups_risk() -> None:
     pool = _pool(risk_horizon=1.0)
     now = _calls(pool, "grep", 10, 0.5, ToolOutcome.OK)
-    assert pool.risk(["cat"], now) == pytest.approx(0.5)  # "*" is one shared group
+    assert pool.risk(["cat"], now=now) == pytest.approx(0.5)  # "*" is one shared group
 
 
 def test_the_config_sets_the_horizon() -> None:
@@ -94,18 +94,18 @@ def test_the_config_sets_the_horizon() -> None:
 def test_bad_names_raise_and_change_nothing(tools: Any, message: str) -> None:
     pool = _pool()
     _call(pool, "search", 0.0, 1.0, ToolOutcome.OK)
-    before = pool.statistics(1.0)
+    before = pool.statistics(now=1.0)
     with pytest.raises(UsageError, match=message):
-        pool.risk(tools, 50.0)
-    assert pool.statistics(1.0) == before  # not even the clock moved
+        pool.risk(tools, now=50.0)
+    assert pool.statistics(now=1.0) == before  # not even the clock moved
     with pytest.raises(UsageError, match="now"):
-        pool.risk(["search"], float("nan"))
+        pool.risk(["search"], now=float("nan"))
 
 
 def test_a_name_no_limits_cover_raises() -> None:
     pool = ToolPool(ToolLimits(tools={"search": ToolSpec("search")}))
     with pytest.raises(UsageError, match="no limits cover tool 'fetch'"):
-        pool.risk(["search", "fetch"], 0.0)
+        pool.risk(["search", "fetch"], now=0.0)
     with pytest.raises(UsageError, match="risk_horizon"):
         ToolLimits(risk_horizon=0.0)
 
@@ -134,9 +134,9 @@ def test_risk_is_a_valid_tool_risk_and_never_falls_as_calls_are_added(
     for tool, seconds, gap, outcome in calls:
         _call(pool, tool, now, seconds, outcome)
         now += seconds + gap
-    risk = pool.risk(names, now)
+    risk = pool.risk(names, now=now)
     assert 0.0 <= risk <= 1.0
     assert Request(prompt_tokens=1, tool_risk=risk).tool_risk == risk  # a valid field
-    assert pool.risk([*names, more], now) >= risk
-    assert pool.risk(list(reversed(names)), now) == pytest.approx(risk)
-    assert pool.risk([], now) == 0.0
+    assert pool.risk([*names, more], now=now) >= risk
+    assert pool.risk(list(reversed(names)), now=now) == pytest.approx(risk)
+    assert pool.risk([], now=now) == 0.0

@@ -89,10 +89,10 @@ def _warm(policy: Policy) -> float:
     now = 0.0
     for i in range(32):
         tokens = 500 + 500 * (i % 4)
-        policy.submit(_chat(f"w{i}", tokens), now)
-        (started,) = policy.dispatch(now).started
-        policy.first_token(started.id, now + tokens / 10_000)
-        policy.finish(started.id, now + 0.3)
+        policy.submit(_chat(f"w{i}", tokens), now=now)
+        (started,) = policy.dispatch(now=now).started
+        policy.first_token(started.id, now=now + tokens / 10_000)
+        policy.finish(started.id, now=now + 0.3)
         now += 1.0
     return now
 
@@ -102,8 +102,8 @@ def test_a_burst_past_what_the_engine_can_prefill_in_time_leaves_the_queue() -> 
     now = _warm(policy)
     assert policy.first_tokens.models["chat"].rate == pytest.approx(10_000.0)
     for i in range(20):
-        policy.submit(_chat(f"b{i}"), now)
-    dispatch = policy.dispatch(now)
+        policy.submit(_chat(f"b{i}"), now=now)
+    dispatch = policy.dispatch(now=now)
     # 5,000 tokens ahead is 0.5 s of 0.55: the first five can still attain; the rest are
     # expected to miss, so they leave instead of slowing the five down.
     assert [s.id for s in dispatch.started] == [f"b{i}" for i in range(5)]
@@ -116,10 +116,10 @@ def test_requests_that_come_one_at_a_time_are_never_given_up_on() -> None:
     policy = _policy()
     now = _warm(policy)
     for i in range(50):
-        policy.submit(_chat(f"s{i}"), now)
-        (started,) = policy.dispatch(now).started
-        policy.first_token(started.id, now + 0.1)
-        policy.finish(started.id, now + 0.2)
+        policy.submit(_chat(f"s{i}"), now=now)
+        (started,) = policy.dispatch(now=now).started
+        policy.first_token(started.id, now=now + 0.1)
+        policy.finish(started.id, now=now + 0.2)
         now += 0.3
     assert policy.statistics().outcomes[Outcome.EXPIRED] == 0
 
@@ -127,13 +127,13 @@ def test_requests_that_come_one_at_a_time_are_never_given_up_on() -> None:
 def test_prompts_of_a_later_lane_are_not_ahead_of_an_earlier_one() -> None:
     policy = _policy()
     now = _warm(policy)
-    policy.submit(_chat("doc", tokens=50_000, lane="docs"), now)
-    policy.submit(_chat("c"), now)
-    started = policy.dispatch(now).started
+    policy.submit(_chat("doc", tokens=50_000, lane="docs"), now=now)
+    policy.submit(_chat("c"), now=now)
+    started = policy.dispatch(now=now).started
     assert {s.id for s in started} == {"doc", "c"}  # the document is behind the chat
-    policy.first_token("c", now + 0.1)
-    policy.submit(_chat("after"), now + 0.2)
-    assert [s.id for s in policy.dispatch(now + 0.2).started] == ["after"]
+    policy.first_token("c", now=now + 0.1)
+    policy.submit(_chat("after"), now=now + 0.2)
+    assert [s.id for s in policy.dispatch(now=now + 0.2).started] == ["after"]
 
 
 def test_a_burst_of_thousands_lost_at_once_leaves_in_one_dispatch() -> None:
@@ -141,7 +141,7 @@ def test_a_burst_of_thousands_lost_at_once_leaves_in_one_dispatch() -> None:
     policy = _policy()
     now = _warm(policy)
     for i in range(3000):
-        policy.submit(_chat(f"b{i}", tokens=1000), now)
-    dispatch = policy.dispatch(now)
+        policy.submit(_chat(f"b{i}", tokens=1000), now=now)
+    dispatch = policy.dispatch(now=now)
     assert len(dispatch.started) == 5
     assert len(dispatch.expired) == 3000 - 5

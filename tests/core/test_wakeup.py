@@ -24,7 +24,7 @@ class _NeverLate(PolicyLifecycle):
     @rule(fraction=st.floats(0.0, 1.0, exclude_max=True), far=st.floats(0.0, 1e4))
     def wakeup_is_not_late(self, fraction: float, far: float) -> None:
         self.dispatch()  # as a driver does after its other calls
-        wake = self.policy.next_wakeup(self.now)
+        wake = self.policy.next_wakeup(now=self.now)
         if wake is None:
             probe = self.now + far
             event("no wake-up")
@@ -33,9 +33,11 @@ class _NeverLate(PolicyLifecycle):
             if wake == self.now:
                 return  # due at once: nothing is claimed before it
             probe = min(self.now + fraction * (wake - self.now), math.nextafter(wake, -math.inf))
-        assert not self.policy.health.due(probe), f"an evaluation is due at {probe} before {wake}"
+        assert not self.policy.health.due(now=probe), (
+            f"an evaluation is due at {probe} before {wake}"
+        )
         self.now = probe
-        result = self.policy.dispatch(probe)
+        result = self.policy.dispatch(now=probe)
         assert not result.started, f"started at {probe} before the wake-up {wake}"
         assert not result.expired, f"expired at {probe} before the wake-up {wake}"
         assert result.ladder is None
@@ -43,7 +45,7 @@ class _NeverLate(PolicyLifecycle):
     @rule(kv=st.floats(0.0, 1.0), waiting=st.integers(0, 50))
     def observe(self, kv: float, waiting: int) -> None:
         signals = EngineSignals(observed_at=self.now, kv_usage=kv, waiting=waiting)
-        self.policy.observe(signals, self.now)
+        self.policy.observe(signals, now=self.now)
 
 
 class WakeupLifecycle(_NeverLate):
@@ -69,18 +71,18 @@ def test_the_wakeup_is_the_earliest_timer() -> None:
         }
     )
     policy = Policy(config, counter=HeuristicCounter())
-    assert policy.next_wakeup(10.0) == 10.0  # the first evaluation is due at once
-    policy.dispatch(10.0)
-    assert policy.next_wakeup(10.0) == 15.0  # the next evaluation
+    assert policy.next_wakeup(now=10.0) == 10.0  # the first evaluation is due at once
+    policy.dispatch(now=10.0)
+    assert policy.next_wakeup(now=10.0) == 15.0  # the next evaluation
     for name in ("a", "b"):
-        policy.submit(Request(id=name, prompt_tokens=10, max_new_tokens=10), 11.0)
-    policy.dispatch(11.0)  # "a" starts, "b" waits until 13.0
-    assert policy.next_wakeup(11.0) == 13.0
-    assert policy.next_wakeup(14.0) == 14.0  # overdue: at once, never in the past
-    assert policy.dispatch(14.0).expired[0].id == "b"
+        policy.submit(Request(id=name, prompt_tokens=10, max_new_tokens=10), now=11.0)
+    policy.dispatch(now=11.0)  # "a" starts, "b" waits until 13.0
+    assert policy.next_wakeup(now=11.0) == 13.0
+    assert policy.next_wakeup(now=14.0) == 14.0  # overdue: at once, never in the past
+    assert policy.dispatch(now=14.0).expired[0].id == "b"
     off = config.model_copy(update={"ladder": config.ladder.model_copy(update={"enabled": False})})
     no_ladder = Policy(off, counter=HeuristicCounter())
-    assert no_ladder.next_wakeup(0.0) is None
+    assert no_ladder.next_wakeup(now=0.0) is None
 
 
 def test_a_lane_its_gate_holds_is_timed_even_beside_a_lane_held_by_its_seats() -> None:
@@ -91,20 +93,20 @@ def test_a_lane_its_gate_holds_is_timed_even_beside_a_lane_held_by_its_seats() -
 
     def submit(name: str, prompt: int, now: float, lane: str | None = None) -> None:
         request = Request(id=name, tenant="t0", prompt_tokens=prompt, max_new_tokens=1, lane=lane)
-        policy.submit(request, now)
+        policy.submit(request, now=now)
 
     submit("r1", 0, 0.0, "heavy")
     submit("r2", 1, 0.0)
     submit("r3", 1, 0.0)
-    assert {s.id for s in policy.dispatch(0.0).started} == {"r1", "r2", "r3"}
-    policy.tokens("r3", 0, 1.0)
+    assert {s.id for s in policy.dispatch(now=0.0).started} == {"r1", "r2", "r3"}
+    policy.tokens("r3", 0, now=1.0)
     submit("r4", 0, 1.0)  # interactive
     submit("r5", 401, 1.0)  # over interactive's prompt cap: heavy
-    policy.cancel("r3", 1.0)
-    assert not policy.dispatch(1.0).started
+    policy.cancel("r3", now=1.0)
+    assert not policy.dispatch(now=1.0).started
     assert policy.prefill is not None
-    assert not policy.prefill["interactive"].ready(1.0)
+    assert not policy.prefill["interactive"].ready(now=1.0)
     opens = policy.next_start()
     assert opens is not None
     assert opens > 1.0
-    assert [s.id for s in policy.dispatch(opens).started] == ["r4"]
+    assert [s.id for s in policy.dispatch(now=opens).started] == ["r4"]

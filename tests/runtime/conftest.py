@@ -83,8 +83,8 @@ class Dispatches:
         self.calls: list[Dispatch] = []
         original = gate.policy.dispatch
 
-        def dispatch(now: float, *, max_expired: int | None = None) -> Dispatch:
-            result = original(now, max_expired=max_expired)
+        def dispatch(*, now: float, max_expired: int | None = None) -> Dispatch:
+            result = original(now=now, max_expired=max_expired)
             self.calls.append(result)
             return result
 

@@ -124,8 +124,8 @@ async def test_a_source_returning_no_signals_is_logged_like_one_raising(
 def test_the_policy_refuses_what_is_not_engine_signals_before_moving_time() -> None:
     p = policy()
     with pytest.raises(UsageError, match="expected EngineSignals, got dict"):
-        p.observe({"kv_usage": 0.5}, 100.0)  # type: ignore[arg-type]
-    p.observe(EngineSignals(5.0, kv_usage=0.5), 5.0)  # time did not jump to 100
+        p.observe({"kv_usage": 0.5}, now=100.0)  # type: ignore[arg-type]
+    p.observe(EngineSignals(5.0, kv_usage=0.5), now=5.0)  # time did not jump to 100
     assert p.kv.statistics().last_observed_at == 5.0
 
 
@@ -161,7 +161,7 @@ def test_bad_settings_are_usage_errors() -> None:
         Gate(policy(), max_expired=0)
     gate = Gate(config(), signals=None)  # a config builds its own policy
     assert gate.policy.max_running == 2
-    assert gate.policy.next_wakeup(0.0) is None  # no ladder, nothing queued: no timer
+    assert gate.policy.next_wakeup(now=0.0) is None  # no ladder, nothing queued: no timer
 
 
 async def test_a_ticket_dropped_unreleased_is_reported() -> None:

@@ -102,7 +102,7 @@ def _misuse(gate: Gate, ticket: Ticket, client: Client) -> None:
         return
     kind, bad = client.misuse
     before = gate.policy.statistics()
-    call: Callable[[], object] = partial(gate.policy.tokens, ticket.id, 1, bad)
+    call: Callable[[], object] = partial(gate.policy.tokens, ticket.id, 1, now=bad)
     if kind == "finish":
         call = partial(ticket.finish, output_tokens=bad)
     with pytest.raises(UsageError):

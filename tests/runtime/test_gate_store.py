@@ -229,7 +229,7 @@ async def test_the_store_strategy_needs_no_gate() -> None:
     p, store = policy(), MemoryQuotaStore()
     clock = anyio.current_time
     busy = policy()
-    busy.submit(_request("x"), clock())
+    busy.submit(_request("x"), now=clock())
     with pytest.raises(UsageError, match="before any request is live"):
         StoreQuota(busy, store)
     quota = StoreQuota(p, store)
@@ -245,7 +245,7 @@ async def test_the_store_strategy_needs_no_gate() -> None:
         assert p.phase("b") is None
         await anyio.wait_all_tasks_blocked()
         assert store.statistics().in_flight == 1
-        quota.ended(p.cancel("a", clock()))
+        quota.ended(p.cancel("a", now=clock()))
         await anyio.wait_all_tasks_blocked()
         assert store.statistics().in_flight == 0
         assert p.statistics().quotas.in_flight == 0  # the policy took none itself

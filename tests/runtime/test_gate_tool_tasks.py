@@ -69,7 +69,7 @@ async def test_waited_and_run_time_counts_against_the_tasks_budget() -> None:
         async with gate.tool(tenant="a", name="fetch", task="t") as by_id:  # the id will do
             await anyio.sleep(0.5)
         assert call.wait_s == pytest.approx(0.9)
-        budget = gate.policy.tasks.budget(TaskRef("t", 1, expected_turns=3), gate.clock())
+        budget = gate.policy.tasks.budget(TaskRef("t", 1, expected_turns=3), now=gate.clock())
         assert budget.tool_s == pytest.approx(call.time_s + by_id.time_s) == pytest.approx(3.4)
         assert budget.remaining == pytest.approx(10.0 - (gate.clock() - start))
         assert budget.remaining is not None
@@ -78,7 +78,7 @@ async def test_waited_and_run_time_counts_against_the_tasks_budget() -> None:
         # A call without a task, or of a task not under way, counts against nothing.
         await _hold(gate, "a", 1.0, None)
         await _hold(gate, "a", 1.0, "not-begun")
-        assert gate.policy.tasks.budget(REF, gate.clock()).tool_s == pytest.approx(3.4)
+        assert gate.policy.tasks.budget(REF, now=gate.clock()).tool_s == pytest.approx(3.4)
         assert "not-begun" not in gate.policy.tasks
 
 
@@ -93,7 +93,7 @@ async def test_a_call_runs_and_waits_no_longer_than_its_tasks_deadline() -> None
         assert not isinstance(cut.value, ToolTimeout)  # not the tool's fault:
         assert call.outcome is ToolOutcome.CANCELLED  # it says nothing of the tool's rates
         assert gate.clock() - start == pytest.approx(3.0)  # cut at the task's deadline
-        assert gate.policy.tasks.budget(REF, gate.clock()).tool_s == pytest.approx(3.0)
+        assert gate.policy.tasks.budget(REF, now=gate.clock()).tool_s == pytest.approx(3.0)
         with pytest.raises(ToolTimeout):  # the tool's own timeout, when it comes first
             async with gate.tool(tenant="a", name="fetch", task="other", timeout_s=1.0):
                 await anyio.sleep(10.0)
@@ -121,7 +121,7 @@ async def test_a_lost_or_foreign_task_refuses_the_call_before_it_holds_anything(
             await _hold(gate, "a", 1.0, REF)
         assert (lost.value.code, lost.value.http_status) == ("task_deadline_lost", 408)
         assert error_response(lost.value)[0] == 408
-        stats = gate.policy.tools.statistics(gate.clock())
+        stats = gate.policy.tools.statistics(now=gate.clock())
         assert (stats.in_flight, sum(tool.started for tool in stats.tools)) == (0, 0)
 
 
@@ -132,7 +132,7 @@ async def test_a_task_calling_tools_is_not_idle(with_task: bool) -> None:
         for _ in range(3):  # 9 s of tool calls between turns, each under the idle timeout
             await _hold(gate, "a", 3.0, REF if with_task else None)
         await anyio.lowlevel.checkpoint()
-        gate.policy.tasks.sweep(gate.clock())
+        gate.policy.tasks.sweep(now=gate.clock())
         stats = gate.policy.tasks.statistics()
         assert (stats.active, stats.abandoned) == ((1, 0) if with_task else (0, 1))
 
@@ -144,7 +144,7 @@ async def test_a_bad_task_raises_before_anything_is_held(task: Any) -> None:
             gate.tool(tenant="a", name="search", task=task)
         with pytest.raises(UsageError, match="tenant"):
             gate.tool(tenant="", name="search", task="t")
-        assert gate.policy.tools.statistics(gate.clock()).tenants == 0
+        assert gate.policy.tools.statistics(now=gate.clock()).tenants == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,8 +209,8 @@ async def test_tool_time_is_counted_once_for_every_call_and_never_past_the_deadl
         async with anyio.create_task_group() as group:
             for call in plan:
                 group.start_soon(_client, gate, call, deadline, seen)
-        spent = gate.policy.tasks.budget(REF, gate.clock()).tool_s
-        stats = gate.policy.tools.statistics(gate.clock())
+        spent = gate.policy.tasks.budget(REF, now=gate.clock()).tool_s
+        stats = gate.policy.tools.statistics(now=gate.clock())
     assert (stats.in_flight, stats.waiting) == (0, 0)
     assert seen.ended_late == 0
     # Every call that held a slot counts once; one granted in the instant its

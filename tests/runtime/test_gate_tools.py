@@ -82,7 +82,7 @@ async def test_a_timeout_cancels_the_body_raises_and_counts() -> None:
         assert call.time_s == pytest.approx(1.5)
         status, _, body = error_response(caught.value)
         assert (status, body["error"]["code"]) == (504, "tool_timeout")
-        stats = gate.policy.tools.statistics(gate.clock())
+        stats = gate.policy.tools.statistics(now=gate.clock())
         assert stats.tools[0].ended[ToolOutcome.TIMEOUT] == 1
         assert stats.in_flight == 0
 
@@ -94,7 +94,7 @@ async def test_the_bodys_error_propagates_and_counts_as_an_error() -> None:
             await _fail_in(call, 0.25)
         assert call.outcome is ToolOutcome.ERROR
         assert call.duration_s == 0.25
-        assert gate.policy.tools.statistics(gate.clock()).error_rate == 0.1
+        assert gate.policy.tools.statistics(now=gate.clock()).error_rate == 0.1
 
 
 async def test_waiting_reports_its_time_and_expires_at_max_wait() -> None:
@@ -260,7 +260,7 @@ async def test_every_slot_is_released_exactly_once(plan: list[Plan]) -> None:
             for each in plan:
                 group.start_soon(_client, gate, each, seen)
         pool = gate.policy.tools
-        stats = pool.statistics(gate.clock())
+        stats = pool.statistics(now=gate.clock())
     assert (stats.in_flight, stats.waiting) == (0, 0)
     assert sum(seen.values()) == len(plan)
     started = sum(tool.started for tool in stats.tools)

@@ -20,11 +20,32 @@ from slopolicy.runtime.http import (
 
 
 def _finished(outcome: Outcome) -> Finished:
-    return Finished("r", "t", "chat", outcome, 0.0, 1.0, None, None, None, 10, 0, 0.0)
+    return Finished(
+        id="r",
+        tenant="t",
+        lane="chat",
+        outcome=outcome,
+        arrival=0.0,
+        finished_at=1.0,
+        queue_wait=None,
+        ttft=None,
+        tpot=None,
+        prompt_tokens=10,
+        output_tokens=0,
+        cost=0.0,
+    )
 
 
 def test_a_quota_refusal_is_429_with_retry_after_rounded_up() -> None:
-    error = Rejected.of(Defer(Reason.RATE_LIMITED, "over quota", 2.2, 429, "chat"))
+    error = Rejected.of(
+        Defer(
+            reason=Reason.RATE_LIMITED,
+            message="over quota",
+            retry_after=2.2,
+            http_status=429,
+            lane="chat",
+        )
+    )
     status, headers, body = error_response(error)
     assert status == 429
     assert headers == {"retry-after": "3", "x-slopolicy-reason": "rate_limited"}
@@ -43,7 +64,7 @@ def test_a_quota_refusal_is_429_with_retry_after_rounded_up() -> None:
     [(Reason.OVERLOAD_SHED, 5.0), (Reason.QUEUE_FULL, 60.0), (Reason.QUEUE_FULL, None)],
 )
 def test_overload_is_503(reason: Reason, retry_after: float | None) -> None:
-    decision = Defer(reason, "busy", retry_after, 503)
+    decision = Defer(reason=reason, message="busy", retry_after=retry_after, http_status=503)
     for refusal in (decision, Rejected.of(decision)):
         assert error_status(refusal) == 503
         assert error_body(refusal)["error"]["type"] == "service_unavailable_error"
@@ -52,10 +73,12 @@ def test_overload_is_503(reason: Reason, retry_after: float | None) -> None:
 
 
 def test_an_unknown_wait_takes_the_gateways_default_only_for_429_and_503() -> None:
-    limited = Rejected.of(Defer(Reason.CONCURRENCY_LIMITED, "busy", None, 429))
+    limited = Rejected.of(
+        Defer(reason=Reason.CONCURRENCY_LIMITED, message="busy", retry_after=None, http_status=429)
+    )
     assert error_headers(limited, default_retry_after=0.5)["retry-after"] == "1"
     assert "retry-after" not in error_headers(limited)
-    never = Rejected.of(Reject(Reason.PROMPT_TOO_LONG, "too long", 413))
+    never = Rejected.of(Reject(reason=Reason.PROMPT_TOO_LONG, message="too long", http_status=413))
     assert "retry-after" not in error_headers(never, default_retry_after=1.0)
     assert error_body(never)["error"]["type"] == "invalid_request_error"
 
@@ -91,7 +114,9 @@ def test_other_errors() -> None:
     assert error_body(bug)["error"]["message"] == "a bug"
     assert error_status(ConfigError(())) == 500
     request = Request(id="r", prompt_tokens=1)
-    blocked = WouldBlock(Admit("chat", "default", request, 1, 1.0, "ok"))
+    blocked = WouldBlock(
+        Admit(lane="chat", tier="default", request=request, prompt_tokens=1, cost=1.0, message="ok")
+    )
     assert error_status(blocked) == 503
     assert error_body(blocked)["error"]["code"] == "would_block"
 
@@ -118,5 +143,7 @@ def test_an_in_stream_error_is_one_sse_data_line() -> None:
         "param": None,
         "code": "engine_error",
     }
-    shed = Rejected.of(Defer(Reason.OVERLOAD_SHED, "shed", 5.0, 503))
+    shed = Rejected.of(
+        Defer(reason=Reason.OVERLOAD_SHED, message="shed", retry_after=5.0, http_status=503)
+    )
     assert json.loads(sse_error(shed)[6:])["error"]["code"] == "overload_shed"

@@ -24,7 +24,7 @@ class WatchedPolicy(Policy):
 
     def statistics(self, now: float | None = None) -> PolicyStatistics:
         self.threads.add(threading.get_ident())
-        return super().statistics(now)
+        return super().statistics(now=now)
 
 
 def _from_another_thread(otel: Otel) -> dict[str, Metric]:

@@ -117,7 +117,13 @@ def test_a_hundred_thousand_tenants_make_a_bounded_number_of_attribute_sets() ->
     recorder = telemetry.bind(policy())
     heavy = ("heavy-a", "heavy-b", "heavy-c")
     tenants = (f"tenant-{k}" for k in range(100_000))
-    refusal = Defer(Reason.RATE_LIMITED, "slow down", 1.0, 429, "interactive")
+    refusal = Defer(
+        reason=Reason.RATE_LIMITED,
+        message="slow down",
+        retry_after=1.0,
+        http_status=429,
+        lane="interactive",
+    )
     k = 0
     while (tenant := _next_tenant(k, heavy, tenants)) is not None:
         request = Request(id=f"r{k}", tenant=tenant, prompt_tokens=10)
@@ -150,14 +156,39 @@ def _next_tenant(k: int, heavy: tuple[str, ...], tenants: Iterator[str]) -> str 
 
 
 def _run_one(recorder: Recorder, request: Request, now: float) -> None:
-    decision = Admit("interactive", "default", request, 10, 10.0, "admitted")
+    decision = Admit(
+        lane="interactive",
+        tier="default",
+        request=request,
+        prompt_tokens=10,
+        cost=10.0,
+        message="admitted",
+    )
     recorder.submitted(request, decision, now)
-    started = Started(request.id, request.tenant, "interactive", request, 1, 0.0)
-    recorder.dispatched(Dispatch((started,), ()), now)
+    started = Started(
+        id=request.id,
+        tenant=request.tenant,
+        lane="interactive",
+        request=request,
+        kv_blocks=1,
+        queue_wait=0.0,
+    )
+    recorder.dispatched(Dispatch(started=(started,), expired=()), now)
     finished = Finished(
-        request.id, request.tenant, "interactive", Outcome.COMPLETED, now, now + 0.1,
-        0.0, 0.02, 0.01, 10, 3, 13.0, {"queue": 0.0},
-    )  # fmt: skip
+        id=request.id,
+        tenant=request.tenant,
+        lane="interactive",
+        outcome=Outcome.COMPLETED,
+        arrival=now,
+        finished_at=now + 0.1,
+        queue_wait=0.0,
+        ttft=0.02,
+        tpot=0.01,
+        prompt_tokens=10,
+        output_tokens=3,
+        cost=13.0,
+        stages={"queue": 0.0},
+    )
     recorder.ended(finished)
 
 

@@ -76,7 +76,7 @@ async def _run(otel: Otel) -> tuple[dict[str, Metric], Script]:
         metrics = otel.metrics()  # collected on the gate's loop: the gauges read it live
         now = anyio.current_time()
         script.lanes = {
-            s.lane: s for s in gate.policy.health.trackers.snapshots(now, tenants=False)
+            s.lane: s for s in gate.policy.health.trackers.snapshots(now=now, tenants=False)
         }
         return metrics, script
     finally:

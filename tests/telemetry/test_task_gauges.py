@@ -64,7 +64,16 @@ async def test_ended_tasks_are_counted_per_tenant_label_and_outcome(otel: Otel) 
     assert failed.count == 1
     assert {dict(attrs)[n.TENANT] for attrs in ended.attribute_sets()} == {"big", "other"}
     # Closed, the gate no longer listens: a later end is not counted by it.
-    late = TaskEnded("z", "big", "agent", TaskOutcome.COMPLETED, "completed", 0.0, 1.0, 1)
+    late = TaskEnded(
+        id="z",
+        tenant="big",
+        lane="agent",
+        outcome=TaskOutcome.COMPLETED,
+        why="completed",
+        started_at=0.0,
+        ended_at=1.0,
+        turns=1,
+    )
     policy.task_trackers.record(late)
     again = otel.metrics()[n.TASK_DURATION].histogram(
         slopolicy__lane="agent", slopolicy__tenant="big", slopolicy__task__outcome="completed"

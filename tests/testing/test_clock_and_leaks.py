@@ -25,9 +25,9 @@ def test_the_manual_clock_only_moves_forward() -> None:
 def test_leaks_lists_what_a_policy_still_holds() -> None:
     policy = Policy(PolicyConfig(), counter=HeuristicCounter())
     clock = ManualClock()
-    policy.submit(Request(id="a", tenant="t", prompt_tokens=100), clock.now())
-    policy.submit(Request(id="b", tenant="t", prompt_tokens=100, lane="heavy"), clock.now())
-    policy.dispatch(clock.now())
+    policy.submit(Request(id="a", tenant="t", prompt_tokens=100), now=clock.now())
+    policy.submit(Request(id="b", tenant="t", prompt_tokens=100, lane="heavy"), now=clock.now())
+    policy.dispatch(now=clock.now())
     found = leaks(policy)
     assert any("running" in line for line in found)
     assert any("KV blocks" in line for line in found)
@@ -35,7 +35,7 @@ def test_leaks_lists_what_a_policy_still_holds() -> None:
     with pytest.raises(AssertionError, match="leaked"):
         assert_no_leaks(policy)
     clock.advance(1)
-    policy.finish("a", clock.now(), output_tokens=10)
-    policy.finish("b", clock.now(), output_tokens=10)
+    policy.finish("a", now=clock.now(), output_tokens=10)
+    policy.finish("b", now=clock.now(), output_tokens=10)
     assert leaks(policy) == []
     assert_no_leaks(policy)

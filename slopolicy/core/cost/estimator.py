@@ -44,7 +44,7 @@ class CostWeights:
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TokenEstimate:
     """A prompt length in tokens.
 
@@ -151,7 +151,9 @@ class CostEstimator:
     def prompt_tokens(self, request: Request) -> TokenEstimate:
         """The prompt length: given, counted, or sampled."""
         if request.prompt_tokens is not None:
-            return TokenEstimate(request.prompt_tokens, True, 0.0, "given")
+            return TokenEstimate(
+                tokens=request.prompt_tokens, exact=True, rel_stderr=0.0, method="given"
+            )
         if request.messages is not None:
             return self.count_messages(request.messages)
         assert request.prompt is not None  # Request guarantees one of the three
@@ -188,14 +190,18 @@ class CostEstimator:
         tokens = counted.tokens + overhead
         # The overhead is exact: only the counted part carries the error.
         rel_stderr = counted.rel_stderr * counted.tokens / tokens if tokens else 0.0
-        return TokenEstimate(tokens, counted.exact, rel_stderr, counted.method)
+        return TokenEstimate(
+            tokens=tokens, exact=counted.exact, rel_stderr=rel_stderr, method=counted.method
+        )
 
     def count_texts(self, texts: Sequence[str]) -> TokenEstimate:
         """Total tokens of ``texts``, each tokenized on its own: exactly within
         ``exact_max_chars`` and ``exact_max_texts``, else sampled."""
         if len(texts) <= self.exact_max_texts and sum(map(len, texts)) <= self.exact_max_chars:
             tokens = sum(map(self.counter.count, filter(None, texts)))
-            return TokenEstimate(tokens, True, 0.0, f"exact:{self.counter.name}")
+            return TokenEstimate(
+                tokens=tokens, exact=True, rel_stderr=0.0, method=f"exact:{self.counter.name}"
+            )
         sampled = sample_tokens(
             texts,
             self.counter.count,
@@ -204,7 +210,10 @@ class CostEstimator:
             max_rounds=self.max_rounds,
         )
         return TokenEstimate(
-            round(sampled.tokens), False, sampled.rel_stderr, f"sampled:{self.counter.name}"
+            tokens=round(sampled.tokens),
+            exact=False,
+            rel_stderr=sampled.rel_stderr,
+            method=f"sampled:{self.counter.name}",
         )
 
     def _role_count(self, role: str) -> int | None:

@@ -24,8 +24,9 @@ ever reported counts as 0, so a deployment without it is not pinned.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Protocol
 
 from slopolicy.core.health.diagnosis import diagnose
 from slopolicy.core.health.findings import Finding
@@ -46,6 +47,13 @@ from slopolicy.core.slo.tracker_set import TrackerSet
 __all__ = ("Health",)
 
 _SIGNAL_FIELDS = ("kv_usage", "waiting", "running", "decode_tps", "tool_timeout_rate")
+
+
+class ToolSignal(Protocol):
+    """What :meth:`ToolPool.signal <slopolicy.core.tools.pool.ToolPool.signal>` is: the pool's
+    rolling rate at ``now`` (monotonic seconds), or ``None``."""
+
+    def __call__(self, *, now: float) -> float | None: ...
 
 
 class Health:
@@ -92,7 +100,7 @@ class Health:
         signal_max_age: float = 10.0,
         max_tenants: int = 1024,
         cost_model: CostModel | None = None,
-        tool_signal: Callable[[float], float | None] | None = None,
+        tool_signal: ToolSignal | None = None,
     ) -> None:
         self.trackers = TrackerSet(targets, max_tenants=max_tenants, cost_model=cost_model)
         # Each lane's gap window and TBT bound (lane trackers always keep one).
@@ -111,13 +119,13 @@ class Health:
         self._tool_signal = tool_signal
         self._due = float("-inf")
 
-    def record(self, finished: Finished, now: float) -> None:
+    def record(self, finished: Finished, *, now: float) -> None:
         """Count a finished request the policy made (its timings come from checked
         monotonic times) in its lane's and tenant's trackers, at a checked ``now``;
         records from elsewhere go through :meth:`TrackerSet.record`, which checks."""
         self.trackers._record_checked(finished, now)
 
-    def gap(self, entry: Entry, gap: float, now: float) -> None:
+    def gap(self, entry: Entry, gap: float, *, now: float) -> None:
         """One gap of ``gap`` seconds between two chunks of ``entry``'s stream,
         at a checked ``now``: counted in its lane's TBT window and on the entry
         (``gaps``, and ``slow_gaps`` when above the lane's ``tbt_p99``)."""
@@ -130,7 +138,7 @@ class Health:
         if gap > slow:
             entry.slow_gaps += 1
 
-    def record_rejected(self, lane: str, tenant: str, now: float) -> None:
+    def record_rejected(self, lane: str, tenant: str, *, now: float) -> None:
         """Count a request refused at submit, at a checked ``now``."""
         self.trackers._record_rejected(lane, tenant, now)
 
@@ -140,7 +148,7 @@ class Health:
         self.decode.observe(signals)
         self._reported.update(name for name in _SIGNAL_FIELDS if getattr(signals, name) is not None)
 
-    def due(self, now: float) -> bool:
+    def due(self, *, now: float) -> bool:
         """Whether an automatic ladder evaluation is due at ``now``."""
         return self.ladder is not None and now >= self._due
 
@@ -150,18 +158,18 @@ class Health:
         ``-inf`` before the first), or ``None`` without a ladder."""
         return None if self.ladder is None else self._due
 
-    def pressure(self, now: float, *, kv_ledger: float, oldest_wait: float) -> Pressure:
+    def pressure(self, *, now: float, kv_ledger: float, oldest_wait: float) -> Pressure:
         """The ladder's inputs at ``now``; see the module docstring."""
         tracker = self.trackers.lane(self.watch_lane)
         target = tracker.targets.ttft_target
         ttft = queued = tbt = 0.0
         if target is not None:
-            ttft = (tracker.quantile("ttft", 0.95, now) or 0.0) / target
-            queued = max(tracker.quantile("queue_wait", 0.95, now) or 0.0, oldest_wait) / target
+            ttft = (tracker.quantile("ttft", 0.95, now=now) or 0.0) / target
+            queued = max(tracker.quantile("queue_wait", 0.95, now=now) or 0.0, oldest_wait) / target
         gap_target = tracker.targets.tbt_p99
         if gap_target is not None:
-            tbt = (tracker.quantile("tbt", 0.99, now) or 0.0) / gap_target
-        current = self.signals.current(now)
+            tbt = (tracker.quantile("tbt", 0.99, now=now) or 0.0) / gap_target
+        current = self.signals.current(now=now)
         return Pressure(
             ttft_p95_fraction=ttft,
             queue_wait_fraction=queued,
@@ -175,7 +183,7 @@ class Health:
 
     def _tools(self, reported: float | None, now: float) -> float | None:
         """The tool timeout rate: the larger of ``reported`` and the pool's own."""
-        own = None if self._tool_signal is None else self._tool_signal(now)
+        own = None if self._tool_signal is None else self._tool_signal(now=now)
         if own is None:
             return reported
         return own if reported is None else max(own, reported)
@@ -194,13 +202,13 @@ class Health:
         # Never reported: the deployment has no such signal. Reported, now stale: unknown.
         return None if name in self._reported else floor
 
-    def evaluate(self, now: float, *, kv_ledger: float, oldest_wait: float) -> LadderEvent | None:
+    def evaluate(self, *, now: float, kv_ledger: float, oldest_wait: float) -> LadderEvent | None:
         """Update the ladder from the current pressure; the move it made, if any."""
         self._due = now + self.evaluate_every
         if self.ladder is None:
             return None
         return self.ladder.update(
-            self.pressure(now, kv_ledger=kv_ledger, oldest_wait=oldest_wait), now
+            self.pressure(now=now, kv_ledger=kv_ledger, oldest_wait=oldest_wait), now=now
         )
 
     def paused(self, lane: str) -> bool:
@@ -217,22 +225,22 @@ class Health:
             return OverloadState.NORMAL, "no fallback ladder configured"
         return overload_state(self.ladder)
 
-    def tbt_p99(self, now: float) -> dict[str, float | None]:
+    def tbt_p99(self, *, now: float) -> dict[str, float | None]:
         """Each lane's p99 gap between tokens at ``now`` (the latest the policy
         has seen, so the read moves no window), seconds; ``None`` when none."""
         if now == -math.inf:  # nothing seen yet
             return dict.fromkeys(self.trackers.lanes)
         trackers = self.trackers
-        return {lane: trackers.lane(lane).quantile("tbt", 0.99, now) for lane in trackers.lanes}
+        return {lane: trackers.lane(lane).quantile("tbt", 0.99, now=now) for lane in trackers.lanes}
 
-    def snapshots(self, now: float) -> tuple[SLOSnapshot, ...]:
+    def snapshots(self, *, now: float) -> tuple[SLOSnapshot, ...]:
         """SLO snapshots of every lane and tracked tenant."""
-        return tuple(self.trackers.snapshots(now))
+        return tuple(self.trackers.snapshots(now=now))
 
-    def diagnose(self, now: float) -> list[Finding]:
+    def diagnose(self, *, now: float) -> list[Finding]:
         """Likely causes of what the trackers and signals show, most severe first."""
-        current = self.signals.current(now)
+        current = self.signals.current(now=now)
         tools = self._tools(current.tool_timeout_rate, now)
         if tools != current.tool_timeout_rate:
             current = replace(current, tool_timeout_rate=tools)
-        return diagnose(self.snapshots(now), current, decode_drop=self.decode.drop(current))
+        return diagnose(self.snapshots(now=now), current, decode_drop=self.decode.drop(current))

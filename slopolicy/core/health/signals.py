@@ -63,14 +63,14 @@ class EngineSignals:
                 f"decode_tps must be a finite number >= 0, got {shown(self.decode_tps)}"
             )
 
-    def age(self, now: float) -> float:
+    def age(self, *, now: float) -> float:
         """Seconds since the observation (0 if ``now`` is earlier)."""
         check_now(now)
         return max(0.0, now - self.observed_at)
 
-    def is_stale(self, now: float, max_age: float) -> bool:
+    def is_stale(self, *, now: float, max_age: float) -> bool:
         """Whether the report is older than ``max_age`` seconds at ``now``."""
-        return self.age(now) > max_age
+        return self.age(now=now) > max_age
 
     @property
     def empty(self) -> bool:
@@ -113,10 +113,10 @@ class SignalBoard:
                 self._values[name] = value
                 self._times[name] = signals.observed_at
 
-    def current(self, now: float) -> EngineSignals:
+    def current(self, *, now: float) -> EngineSignals:
         """The fresh fields at ``now``; stale or never-reported ones are ``None``.
 
-        ``observed_at`` is the oldest fresh field's time, so ``age(now)`` is the
+        ``observed_at`` is the oldest fresh field's time, so ``age(now=now)`` is the
         worst age of any number returned (``now`` when none is fresh).
         """
         check_now(now)
@@ -137,7 +137,7 @@ class SignalBoard:
             tool_timeout_rate=fresh.get("tool_timeout_rate"),
         )
 
-    def age(self, name: str, now: float) -> float | None:
+    def age(self, name: str, *, now: float) -> float | None:
         """Seconds since field ``name`` was last reported, or ``None`` if never."""
         if name not in _FIELDS:
             raise UsageError(f"unknown signal {name!r}; signals are {', '.join(_FIELDS)}")

@@ -37,7 +37,7 @@ class LadderCause(enum.Enum):
     COOLDOWN = "cooldown_elapsed"  # every trigger stayed cool for the cooldown
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LadderEvent:
     """One move of the ladder.
 

@@ -166,7 +166,7 @@ class FallbackLadder:
         """The most recent move, if any."""
         return self._last_event
 
-    def update(self, pressure: Pressure, now: float) -> LadderEvent | None:
+    def update(self, pressure: Pressure, *, now: float) -> LadderEvent | None:
         """Feed the trigger inputs at ``now`` (monotonic seconds); the move made, if any."""
         if not isinstance(pressure, Pressure):
             raise UsageError(f"update() takes a Pressure, got {type(pressure).__name__}")
@@ -246,7 +246,15 @@ class FallbackLadder:
         else:
             rung = self._rungs[from_level - 1].name
             direction = LadderDirection.DOWN
-        event = LadderEvent(now, from_level, to_level, rung, direction, cause, readings)
+        event = LadderEvent(
+            at=now,
+            from_level=from_level,
+            to_level=to_level,
+            rung=rung,
+            direction=direction,
+            cause=cause,
+            readings=readings,
+        )
         self._last_event = event
         return event
 
@@ -286,7 +294,7 @@ class FallbackLadder:
             return LadderVerdict(action, lane, rung.name, retry_after, message)
         return None
 
-    def statistics(self, now: float | None = None) -> LadderStatistics:
+    def statistics(self, *, now: float | None = None) -> LadderStatistics:
         """A frozen snapshot; ``now`` (monotonic seconds) defaults to the latest seen."""
         latest = self._latest
         if now is not None:

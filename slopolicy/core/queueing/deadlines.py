@@ -93,7 +93,7 @@ class Deadlines:
         entry = self._earliest()
         return None if entry is None else entry.deadline
 
-    def pop_overdue(self, now: float) -> Entry | None:
+    def pop_overdue(self, *, now: float) -> Entry | None:
         """The queued entry with the earliest deadline, if it is at or before
         ``now``, taken out of the index (the caller ends it); else ``None``."""
         entry = self._earliest()

@@ -44,7 +44,7 @@ class DispatchPace:
         self._interval = self.burst / self.rate  # the tolerated backlog, seconds
         self._tat = -math.inf
 
-    def ready_at(self, now: float) -> float:
+    def ready_at(self, *, now: float) -> float:
         """The earliest time at or after ``now`` when a start is allowed (seconds)."""
         check_now(now)
         return self._ready_at(now)
@@ -53,7 +53,7 @@ class DispatchPace:
         """:meth:`ready_at` of a checked ``now``."""
         return max(now, self._tat - self._interval)
 
-    def ready(self, now: float) -> bool:
+    def ready(self, *, now: float) -> bool:
         """Whether a start is allowed at ``now``."""
         check_now(now)
         return self._ready(now)
@@ -62,7 +62,7 @@ class DispatchPace:
         """:meth:`ready` of a checked ``now``."""
         return self._tat - self._interval <= now
 
-    def charge(self, cost: float, now: float) -> None:
+    def charge(self, cost: float, *, now: float) -> None:
         """Count a start of ``cost`` cost units at ``now`` (the caller checked :meth:`ready`)."""
         _check_cost("cost", cost)
         check_now(now)
@@ -80,7 +80,7 @@ class DispatchPace:
         _check_cost("actual", actual)
         self._tat += (actual - charged) / self.rate
 
-    def backlog(self, now: float) -> float:
+    def backlog(self, *, now: float) -> float:
         """Cost units started ahead of the rate at ``now`` (0 when idle)."""
         check_now(now)
         return self._backlog(now)

@@ -87,28 +87,28 @@ class PrefillGate:
         self._done = 0  # prompt tokens through prefill in it
         self._last = float("-inf")
 
-    def ready(self, now: float) -> bool:
+    def ready(self, *, now: float) -> bool:
         """Whether another request may start at ``now`` (its size does not matter)."""
         self._tick(now)
         rate = self.rate
         return rate is None or self.uncomputed <= rate * self.horizon
 
-    def ready_at(self, now: float) -> float:
+    def ready_at(self, *, now: float) -> float:
         """The earliest time at or after ``now`` at which :meth:`ready` holds
         if no first token comes first (the backlog drains at the rate)."""
-        held = self.held_back(now)
+        held = self.held_back(now=now)
         rate = self.rate
         # Just past the budget, so the start is not held again by rounding.
         return now if rate is None or held == 0 else now + held / rate * (1 + 1e-9) + 1e-9
 
-    def held_back(self, now: float) -> float:
+    def held_back(self, *, now: float) -> float:
         """Prompt tokens the backlog must shed after ``now`` before the next
         start (0 when a start may go now)."""
         self._tick(now)
         rate = self.rate
         return 0.0 if rate is None else max(0.0, self.uncomputed - rate * self.horizon)
 
-    def started(self, tokens: int, now: float) -> None:
+    def started(self, tokens: int, *, now: float) -> None:
         """A request with ``tokens`` prompt tokens was handed to the engine."""
         self._tick(now)
         self.backlog += tokens
@@ -120,7 +120,7 @@ class PrefillGate:
         # whole prefill.
         self.uncomputed += tokens if rate is None else min(tokens, rate * self.horizon)
 
-    def first_token(self, tokens: int, now: float) -> None:
+    def first_token(self, tokens: int, *, now: float) -> None:
         """A started request's first token came: its prompt is through prefill."""
         self._tick(now)
         self.backlog -= tokens
@@ -133,7 +133,7 @@ class PrefillGate:
             self._busy = 0.0
             self._done = 0
 
-    def left(self, tokens: int, now: float) -> None:
+    def left(self, tokens: int, *, now: float) -> None:
         """A started request ended before its first token: its prompt leaves
         the backlog unmeasured."""
         self._tick(now)

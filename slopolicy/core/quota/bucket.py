@@ -147,7 +147,7 @@ class TokenBucket:
         self._level = self._level_at(now)
         self._last = self._seen = now
 
-    def level(self, now: float) -> float:
+    def level(self, *, now: float) -> float:
         """Cost units available at ``now``; negative while in debt. A pure read."""
         check_now(now)
         return self._level_checked(now)
@@ -156,7 +156,7 @@ class TokenBucket:
         """:meth:`level` at a checked ``now``."""
         return self._level_at(self._effective(now))
 
-    def time_until(self, cost: float, now: float) -> float:
+    def time_until(self, cost: float, *, now: float) -> float:
         """Seconds from ``now`` until ``cost`` cost units could be taken: 0.0 if
         they could be now, ``math.inf`` if ``cost > burst`` (never). A pure read.
 
@@ -209,7 +209,7 @@ class TokenBucket:
             else:
                 hi = mid
 
-    def try_acquire(self, cost: float, now: float) -> bool:
+    def try_acquire(self, cost: float, *, now: float) -> bool:
         """Take ``cost`` cost units at ``now`` (monotonic seconds): ``True`` when
         granted; otherwise ``False``, taking nothing (:meth:`time_until` says
         how long to wait).
@@ -239,7 +239,7 @@ class TokenBucket:
             return _INF
         return self._wait(cost, now, start)
 
-    def charge(self, amount: float, now: float) -> None:
+    def charge(self, amount: float, *, now: float) -> None:
         """Take ``amount`` more cost units: actual usage exceeded the estimate.
 
         The level may go negative (debt, repaid by refill before the next
@@ -264,7 +264,7 @@ class TokenBucket:
             self._charged += amount
         self._level = level
 
-    def refund(self, amount: float, now: float) -> None:
+    def refund(self, amount: float, *, now: float) -> None:
         """Give back ``amount`` cost units: actual usage was below the estimate.
         The level never rises above ``burst``."""
         if not 0.0 <= amount <= MAX_AMOUNT:
@@ -281,7 +281,7 @@ class TokenBucket:
         self._refunded += level - self._level
         self._level = level
 
-    def statistics(self, now: float) -> BucketStatistics:
+    def statistics(self, *, now: float) -> BucketStatistics:
         """A frozen snapshot at ``now`` (monotonic seconds)."""
         check_now(now)
         return BucketStatistics(

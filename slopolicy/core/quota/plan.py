@@ -63,7 +63,7 @@ def check_cap(where: str, cap: int | None) -> int | None:
     return cap
 
 
-def carry(old: TokenBucket | None, limits: Limits, now: float) -> TokenBucket:
+def carry(old: TokenBucket | None, limits: Limits, *, now: float) -> TokenBucket:
     """A bucket with new limits keeping the old level (clamped), so a tier
     change neither hands out a fresh burst nor erases debt (``now`` checked)."""
     rate, burst = limits
@@ -79,7 +79,7 @@ class TenantState:
 
     __slots__ = ("bucket", "in_flight", "lane_buckets", "lane_in_flight", "plan")
 
-    def __init__(self, plan: TierPlan, now: float) -> None:
+    def __init__(self, plan: TierPlan, *, now: float) -> None:
         self.plan = plan
         self.bucket = None if plan.bucket is None else TokenBucket(*plan.bucket, now=now)
         # Lane buckets are made at first use: an untouched bucket is full anyway.
@@ -87,21 +87,21 @@ class TenantState:
         self.in_flight = 0
         self.lane_in_flight: dict[str, int] = {}
 
-    def retier(self, plan: TierPlan, now: float) -> None:
+    def retier(self, plan: TierPlan, *, now: float) -> None:
         """Follow a tier change at ``now``, carrying bucket levels over."""
         if not plan.same_buckets(self.plan):
-            self.bucket = None if plan.bucket is None else carry(self.bucket, plan.bucket, now)
+            self.bucket = None if plan.bucket is None else carry(self.bucket, plan.bucket, now=now)
             lanes = {}
             for lane, limits in plan.lanes.items():
                 old = self.lane_buckets.get(lane)
                 if old is None and lane in self.plan.lanes:  # not used yet: full
                     old = TokenBucket(*self.plan.lanes[lane], now=now)
                 if old is not None:
-                    lanes[lane] = carry(old, limits, now)
+                    lanes[lane] = carry(old, limits, now=now)
             self.lane_buckets = lanes
         self.plan = plan
 
-    def lane_bucket(self, lane: str, now: float) -> TokenBucket | None:
+    def lane_bucket(self, lane: str, *, now: float) -> TokenBucket | None:
         """``lane``'s split bucket, made now if not used yet; None if unsplit."""
         bucket = self.lane_buckets.get(lane)
         if bucket is None:

@@ -31,7 +31,7 @@ REFUSAL_REASONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class QuotaRefusal:
     """Why a request was not admitted.
 
@@ -61,8 +61,8 @@ def over_burst_refusal(tenant: str, plan: TierPlan, lane: str, cost: float) -> Q
     else:
         where, burst = f" in lane {lane!r}", plan.lanes[lane][1]
     return QuotaRefusal(
-        Reason.COST_OVER_BURST,
-        f"a cost of {_num(cost)} cost units exceeds the burst of {_num(burst)} cost units "
+        reason=Reason.COST_OVER_BURST,
+        message=f"a cost of {_num(cost)} cost units exceeds the burst of {_num(burst)} cost units "
         f"for tenant {tenant!r}{where}, so it can never be admitted",
     )
 
@@ -79,7 +79,7 @@ def concurrency_refusal(
             f"tenant {tenant!r} has {in_flight} requests in flight in lane {lane!r}; "
             f"the lane's limit is {cap}"
         )
-    return QuotaRefusal(Reason.CONCURRENCY_LIMITED, message)
+    return QuotaRefusal(reason=Reason.CONCURRENCY_LIMITED, message=message)
 
 
 def rate_refusal(
@@ -96,11 +96,11 @@ def rate_refusal(
     until it could grant it."""
     where = "" if lane is None else f" in lane {lane!r}"
     return QuotaRefusal(
-        Reason.RATE_LIMITED,
-        f"tenant {tenant!r} is over its quota{where} of {_num(rate)} cost units/s "
+        reason=Reason.RATE_LIMITED,
+        message=f"tenant {tenant!r} is over its quota{where} of {_num(rate)} cost units/s "
         f"with a burst of {_num(burst)}: {_num(cost)} cost units requested, "
         f"{_num(level)} available; retry in {wait:.3g} s",
-        wait,
+        retry_after=wait,
     )
 
 
@@ -118,7 +118,7 @@ def check_slots(tenant: str, state: TenantState, lane: str) -> QuotaRefusal | No
 
 
 def check_limits(
-    tenant: str, state: TenantState, lane: str, cost: float, now: float
+    tenant: str, state: TenantState, lane: str, cost: float, *, now: float
 ) -> QuotaRefusal | None:
     """The first limit ``cost`` would break for a tracked tenant, or None."""
     refusal = check_slots(tenant, state, lane)

@@ -131,7 +131,7 @@ class TenantQuotas:
         return self._max
 
     def acquire(
-        self, tenant: str, tier: TierSpec, lane: str, cost: float, now: float
+        self, tenant: str, tier: TierSpec, lane: str, cost: float, *, now: float
     ) -> Lease | QuotaRefusal:
         """Admit one request of ``cost`` cost units for ``tenant`` in ``lane`` at
         ``now`` (monotonic seconds), or say why not.
@@ -157,7 +157,7 @@ class TenantQuotas:
             plan = self._plan(tier)
         state = self._tenants.get(tenant)
         if state is not None and state.plan is not plan:
-            state.retier(plan, now)
+            state.retier(plan, now=now)
         limits = plan.lanes.get(lane)
         taken = False  # the cost already taken by the check
         if cost > (plan.max_cost if limits is None else limits[1]):
@@ -165,7 +165,7 @@ class TenantQuotas:
         elif state is None:
             refusal = None if len(self._tenants) < self._max else self._make_room()
         elif state.plan.lanes:  # split buckets: check both before taking from either
-            refusal = check_limits(tenant, state, lane, cost, now)
+            refusal = check_limits(tenant, state, lane, cost, now=now)
         else:  # one bucket at most: its own _try_acquire checks and takes
             refusal = check_slots(tenant, state, lane)
             if refusal is None and state.bucket is not None:
@@ -189,7 +189,7 @@ class TenantQuotas:
             return refusal
         if state is None:
             # A new tenant has full buckets and nothing in flight: no limit can refuse it.
-            state = self._tenants[tenant] = TenantState(plan, now)
+            state = self._tenants[tenant] = TenantState(plan, now=now)
         elif state.in_flight == 0:
             del self._idle[tenant]
         if taken:
@@ -208,10 +208,10 @@ class TenantQuotas:
     def _make_room(self) -> QuotaRefusal | None:
         if not self._idle:
             return QuotaRefusal(
-                Reason.TENANT_TABLE_FULL,
-                f"the tenant table is full: all {self._max:,} tracked tenants hold leases",
-                None,
-                503,
+                reason=Reason.TENANT_TABLE_FULL,
+                message=f"the tenant table is full: all {self._max:,} tracked tenants hold leases",
+                retry_after=None,
+                http_status=503,
             )
         victim, _ = self._idle.popitem(last=False)
         del self._tenants[victim]
@@ -222,7 +222,7 @@ class TenantQuotas:
         if state.bucket is not None:
             granted = state.bucket._try_acquire(cost, now)
             assert granted == 0.0, "checked by _check"
-        bucket = state.lane_bucket(lane, now)
+        bucket = state.lane_bucket(lane, now=now)
         if bucket is not None:
             granted = bucket._try_acquire(cost, now)
             assert granted == 0.0, "checked by _check"
@@ -238,7 +238,7 @@ class TenantQuotas:
     def _foreign(self, action: str) -> UsageError:
         return UsageError(f"cannot {action} a lease this TenantQuotas did not grant")
 
-    def settle(self, lease: Lease, actual_cost: float, now: float) -> None:
+    def settle(self, lease: Lease, actual_cost: float, *, now: float) -> None:
         """Reconcile ``lease``'s estimate with ``actual_cost`` (cost units) at ``now``:
         refund or charge the difference on the same buckets. Settle before
         :meth:`release`; settling again reconciles against the last settle."""
@@ -267,7 +267,7 @@ class TenantQuotas:
         now) and ``actual_cost`` on ``state``'s buckets for ``lane``."""
         difference = actual_cost - cost
         if difference:
-            for bucket in (state.bucket, state.lane_bucket(lane, now)):
+            for bucket in (state.bucket, state.lane_bucket(lane, now=now)):
                 if bucket is None:
                     continue
                 if difference > 0:
@@ -275,7 +275,7 @@ class TenantQuotas:
                 else:
                     bucket._refund(-difference, now)
 
-    def release(self, lease: Lease, now: float) -> bool:
+    def release(self, lease: Lease, *, now: float) -> bool:
         """Give back ``lease``'s concurrency slots. True the first time; later
         calls return False and change nothing. Cost is not refunded (settle does).
         ``now`` (monotonic seconds) is unused by this in-memory table."""
@@ -311,7 +311,7 @@ class TenantQuotas:
             refusals=MappingProxyType(dict(self._refusals)),
         )
 
-    def tenant(self, tenant: str, now: float) -> TenantStatistics | None:
+    def tenant(self, tenant: str, *, now: float) -> TenantStatistics | None:
         """A frozen snapshot of ``tenant`` at ``now``, or None if it is not tracked.
         A lane bucket not used yet is reported full."""
         check_now(now)
@@ -319,7 +319,9 @@ class TenantQuotas:
         if state is None:
             return None
         lanes = {
-            lane: (state.lane_buckets.get(lane) or TokenBucket(*limits, now=now)).statistics(now)
+            lane: (state.lane_buckets.get(lane) or TokenBucket(*limits, now=now)).statistics(
+                now=now
+            )
             for lane, limits in state.plan.lanes.items()
         }
         return TenantStatistics(
@@ -327,6 +329,6 @@ class TenantQuotas:
             tier=state.plan.tier.name,
             in_flight=state.in_flight,
             lane_in_flight=MappingProxyType(dict(state.lane_in_flight)),
-            bucket=None if state.bucket is None else state.bucket.statistics(now),
+            bucket=None if state.bucket is None else state.bucket.statistics(now=now),
             lane_buckets=MappingProxyType(lanes),
         )

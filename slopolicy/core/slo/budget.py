@@ -130,18 +130,18 @@ class LatencyBudget:
             STAGE_METRICS, STAGE_FIELDS, window_s=window_s, slices=slices, alpha=alpha
         )
 
-    def record(self, ttft: float | None, stages: Mapping[str, float], now: float) -> None:
+    def record(self, ttft: float | None, stages: Mapping[str, float], *, now: float) -> None:
         """Count one request's TTFT and stage seconds (from ``Finished``) at ``now``."""
         check_stages(stages)
         if ttft is not None and not (ttft >= 0 and ttft <= MAX_AMOUNT):
             raise UsageError(f"ttft must be a finite number >= 0, got {shown(ttft)}")
         check_now(now)
-        add_stages(self._window.current(now), 0, 0, ttft, stages, self.slow_after)
+        add_stages(self._window.current(now=now), 0, 0, ttft, stages, self.slow_after)
 
-    def breakdown(self, now: float) -> Breakdown:
+    def breakdown(self, *, now: float) -> Breakdown:
         """The split over the window at ``now``."""
         check_now(now)
-        return stage_breakdown(self._window, 0, 0, self.slow_after, now)
+        return stage_breakdown(self._window, 0, 0, self.slow_after, now=now)
 
 
 #: Sketches (one per stage) and sums a stage split takes in a :class:`SlidingSketches`.
@@ -173,15 +173,15 @@ def add_stages(
 
 
 def stage_breakdown(
-    window: SlidingSketches, metric: int, field: int, slow_after: float | None, now: float
+    window: SlidingSketches, metric: int, field: int, slow_after: float | None, *, now: float
 ) -> Breakdown:
     """The :class:`Breakdown` of the stages kept at ``metric``/``field`` in ``window``."""
-    sums = window.totals(now)[field : field + STAGE_FIELDS]
+    sums = window.totals(now=now)[field : field + STAGE_FIELDS]
     shares, other = _shares(sums, 0)
     slow_shares, slow_other = _shares(sums, _SLOW)
     stages = []
     for index, stage in enumerate(STAGES):
-        sketch = window.sketch(metric + index, now)
+        sketch = window.sketch(metric + index, now=now)
         p50, p95, p99 = sketch.quantiles((0.5, 0.95, 0.99))
         stages.append(
             StageShare(stage, sketch.count, p50, p95, p99, shares[index], slow_shares[index])

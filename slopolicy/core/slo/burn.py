@@ -171,7 +171,7 @@ class BurnWindows:
         """The window lengths kept, seconds, shortest first."""
         return tuple(self._windows)
 
-    def record(self, now: float, verdicts: Sequence[bool | None]) -> None:
+    def record(self, *, now: float, verdicts: Sequence[bool | None]) -> None:
         """Count one request's verdicts (one per goal) at ``now`` (monotonic seconds)."""
         if len(verdicts) != len(self._goals):
             raise UsageError(f"expected {len(self._goals)} verdicts, got {len(verdicts)}")
@@ -188,7 +188,7 @@ class BurnWindows:
             self._add(self._pending, verdicts)
             return
         for window in self._windows.values():
-            self._add(window.bucket(now), verdicts)
+            self._add(window.bucket(now=now), verdicts)
 
     @staticmethod
     def _add(counts: list[float], verdicts: Sequence[bool | None]) -> None:
@@ -203,13 +203,13 @@ class BurnWindows:
             return
         pending = self._pending
         for window in self._windows.values():
-            bucket = window.bucket(self._pending_at)
+            bucket = window.bucket(now=self._pending_at)
             for index, value in enumerate(pending):
                 bucket[index] += value
         self._pending = [0.0] * len(pending)
         self._pending_slice = None
 
-    def rates(self, now: float) -> tuple[BurnRate, ...]:
+    def rates(self, *, now: float) -> tuple[BurnRate, ...]:
         """Every objective's burn over every window, objective by objective."""
         check_now(now)
         return self._rates(now)
@@ -217,14 +217,14 @@ class BurnWindows:
     def _rates(self, now: float) -> tuple[BurnRate, ...]:
         """:meth:`rates` at a checked ``now``."""
         self._flush()
-        per_window = {w: counts.totals(now) for w, counts in self._windows.items()}
+        per_window = {w: counts.totals(now=now) for w, counts in self._windows.items()}
         return tuple(
             BurnRate(objective, w, goal, int(totals[2 * i]), int(totals[2 * i + 1]))
             for i, (objective, goal) in enumerate(self._goals)
             for w, totals in per_window.items()
         )
 
-    def alerts(self, now: float) -> tuple[Alert, ...]:
+    def alerts(self, *, now: float) -> tuple[Alert, ...]:
         """The rules firing at ``now``, for each objective, in rule order."""
         check_now(now)
         return self._alerts(now)

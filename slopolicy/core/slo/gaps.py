@@ -53,7 +53,7 @@ class GapWindow:
         """Nominal window length, seconds."""
         return self._window.window_s
 
-    def record(self, gap: float, now: float) -> None:
+    def record(self, gap: float, *, now: float) -> None:
         """Count one gap of ``gap`` seconds (finite, >= 0) at ``now`` (monotonic
         seconds); raises :class:`UsageError`, changing nothing, on a bad one."""
         if not (gap >= 0 and gap <= MAX_AMOUNT):
@@ -63,7 +63,7 @@ class GapWindow:
 
     def _add(self, gap: float, now: float) -> None:
         """:meth:`record` of a checked gap at a checked ``now`` (the policy's own)."""
-        piece = self._window.current(now)
+        piece = self._window.current(now=now)
         pending = piece.pending[0]
         pending.append(gap)
         if gap >= self.stall_s:
@@ -75,22 +75,22 @@ class GapWindow:
         """Forget every gap."""
         self._window.clear()
 
-    def quantile(self, q: float, now: float) -> float | None:
+    def quantile(self, q: float, *, now: float) -> float | None:
         """The ``q`` quantile of the gaps in the window at ``now`` (``None``: none)."""
         check_now(now)
-        return self._window.sketch(0, now).quantile(q)
+        return self._window.sketch(0, now=now).quantile(q)
 
-    def summary(self, now: float) -> Summary | None:
+    def summary(self, *, now: float) -> Summary | None:
         """Count, mean, p50/p95/p99 and largest gap in the window (``None``: none)."""
         check_now(now)
-        return Summary.of(self._window.sketch(0, now))
+        return Summary.of(self._window.sketch(0, now=now))
 
-    def count(self, now: float) -> int:
+    def count(self, *, now: float) -> int:
         """Gaps in the window at ``now``."""
         check_now(now)
-        return self._window.count(0, now)
+        return self._window.count(0, now=now)
 
-    def stalls(self, now: float) -> int:
+    def stalls(self, *, now: float) -> int:
         """Stalls (gaps >= ``stall_s``) in the window at ``now``."""
         check_now(now)
-        return int(self._window.totals(now)[_STALLS])
+        return int(self._window.totals(now=now)[_STALLS])

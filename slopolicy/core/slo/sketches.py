@@ -134,7 +134,7 @@ class SlidingSketches:
         """Slice width, seconds."""
         return self._ring.width
 
-    def current(self, now: float) -> Slice:
+    def current(self, *, now: float) -> Slice:
         """The slice for ``now`` (monotonic seconds; earlier counts as the latest
         seen), for the caller to add to (O(1) amortized)."""
         if -math.inf < now < self._piece_end:  # the latest slice (earlier: clamped to it)
@@ -142,7 +142,7 @@ class SlidingSketches:
             assert piece is not None
             return piece
         ring = self._ring
-        piece = self._piece = ring.current(now)
+        piece = self._piece = ring.current(now=now)
         self._piece_end = (math.floor(ring.latest / ring.width) + 1) * ring.width
         return piece
 
@@ -153,47 +153,47 @@ class SlidingSketches:
         self._cache_epoch = None
         self._piece, self._piece_end = None, -math.inf
 
-    def sketch(self, metric: int, now: float) -> QuantileSketch:
+    def sketch(self, metric: int, *, now: float) -> QuantileSketch:
         """A new sketch holding every value of ``metric`` in the window at ``now``."""
         now = self._see(now)
-        epoch = self._ring.epoch(now)
+        epoch = self._ring.epoch(now=now)
         if self._cache_epoch != epoch:
             self._cache = [None] * self.metrics
             self._cache_epoch = epoch
         closed = self._cache[metric]
         if closed is None:
             closed = self._empty()
-            for slot_epoch, piece in self._ring.live(now):
+            for slot_epoch, piece in self._ring.live(now=now):
                 if slot_epoch != epoch:
                     closed.merge(piece.sketch(metric))
             self._cache[metric] = closed
         merged = closed.copy()
-        for slot_epoch, piece in self._ring.live(now):
+        for slot_epoch, piece in self._ring.live(now=now):
             if slot_epoch == epoch:
                 merged.merge(piece.sketch(metric))
         return merged
 
-    def count(self, metric: int, now: float) -> int:
+    def count(self, metric: int, *, now: float) -> int:
         """Values of ``metric`` in the window at ``now``."""
         now = self._see(now)
-        return sum(piece.sketch(metric).count for _, piece in self._ring.live(now))
+        return sum(piece.sketch(metric).count for _, piece in self._ring.live(now=now))
 
-    def totals(self, now: float) -> list[float]:
+    def totals(self, *, now: float) -> list[float]:
         """Each sum over the live slices at ``now``."""
         totals = [0.0] * self.fields
-        for _, piece in self._ring.live(self._see(now)):
+        for _, piece in self._ring.live(now=self._see(now)):
             for index, value in enumerate(piece.sums):
                 totals[index] += value
         return totals
 
-    def start(self, now: float) -> float:
+    def start(self, *, now: float) -> float:
         """When the window at ``now`` begins, seconds (see :meth:`SlidingRing.start`)."""
-        return self._ring.start(self._see(now))
+        return self._ring.start(now=self._see(now))
 
     def _see(self, now: float) -> float:
         """Advance the ring to ``now`` for a read; the latest seen. A read that
         moves past the cached slice ends it (a later record must not land there)."""
-        latest = self._ring.see(now)
+        latest = self._ring.see(now=now)
         if latest >= self._piece_end:
             self._piece, self._piece_end = None, -math.inf
         return latest
@@ -239,27 +239,27 @@ class SlidingQuantiles:
         """Slice width, seconds."""
         return self._window.width
 
-    def record(self, value: float, now: float) -> None:
+    def record(self, value: float, *, now: float) -> None:
         """Record ``value`` (finite, >= 0) at ``now`` (monotonic seconds). O(1) amortized."""
         if not (value >= 0 and value <= MAX_AMOUNT):
             raise UsageError(f"a quantile sketch takes finite values >= 0, got {shown(value)}")
         check_now(now)
-        self._window.current(now).sketch(0).add(value)
+        self._window.current(now=now).sketch(0).add(value)
 
-    def sketch(self, now: float) -> QuantileSketch:
+    def sketch(self, *, now: float) -> QuantileSketch:
         """A new sketch holding every value in the window at ``now``."""
         check_now(now)
-        return self._window.sketch(0, now)
+        return self._window.sketch(0, now=now)
 
-    def quantile(self, q: float, now: float) -> float | None:
+    def quantile(self, q: float, *, now: float) -> float | None:
         """The ``q`` quantile over the window (``None`` when empty)."""
-        return self.sketch(now).quantile(q)
+        return self.sketch(now=now).quantile(q)
 
-    def quantiles(self, qs: Sequence[float], now: float) -> tuple[float | None, ...]:
+    def quantiles(self, qs: Sequence[float], *, now: float) -> tuple[float | None, ...]:
         """Several quantiles over the window, merging the slices once."""
-        return self.sketch(now).quantiles(qs)
+        return self.sketch(now=now).quantiles(qs)
 
-    def count(self, now: float) -> int:
+    def count(self, *, now: float) -> int:
         """Values in the window at ``now``."""
         check_now(now)
-        return self._window.count(0, now)
+        return self._window.count(0, now=now)

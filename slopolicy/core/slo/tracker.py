@@ -164,7 +164,7 @@ class SLOTracker:
         self._start = None
         self._latest = -math.inf
 
-    def record(self, finished: Finished, now: float) -> None:
+    def record(self, finished: Finished, *, now: float) -> None:
         """Count one finished request at ``now``; a ``REJECTED`` one as :meth:`record_rejected`.
 
         Raises :class:`UsageError`, changing nothing, if a timing is negative or
@@ -172,7 +172,7 @@ class SLOTracker:
         """
         if finished.outcome is Outcome.REJECTED:
             check_finished(finished)
-            self.record_rejected(now)
+            self.record_rejected(now=now)
             return
         self._add(self._judge(finished), self._see(now))
 
@@ -203,7 +203,7 @@ class SLOTracker:
         ``now`` (the caller checked it)."""
         now = self._advance(now)
         finished = judged.finished
-        piece = self._window.current(now)
+        piece = self._window.current(now=now)
         sums, pending = piece.sums, piece.pending
         sums[judged.index] += 1.0
         sums[_SPEND] += judged.cost
@@ -230,7 +230,7 @@ class SLOTracker:
             assert judged.verdicts is not None  # judged by a tracker with burn windows
             self._burn._record(now, judged.verdicts)  # one verdict per goal, by _judge
 
-    def record_gap(self, gap: float, now: float) -> bool:
+    def record_gap(self, gap: float, *, now: float) -> bool:
         """Count one gap of ``gap`` seconds between two chunks of a stream at
         ``now``; whether it is above the ``tbt_p99`` target (a slow gap, to
         count in the request's ``Finished.slow_gaps``). Raises
@@ -249,7 +249,7 @@ class SLOTracker:
         count its own checked gaps in directly (one call per chunk)."""
         return self._gaps
 
-    def record_rejected(self, now: float) -> None:
+    def record_rejected(self, *, now: float) -> None:
         """Count one request the policy refused (it never produced a ``Finished``)."""
         check_now(now)
         self._record_rejected(now)
@@ -257,16 +257,16 @@ class SLOTracker:
     def _record_rejected(self, now: float) -> None:
         """:meth:`record_rejected` at a checked ``now``."""
         now = self._advance(now)
-        self._window.current(now).sums[_INDEX[Outcome.REJECTED]] += 1.0
+        self._window.current(now=now).sums[_INDEX[Outcome.REJECTED]] += 1.0
         if self._burn is not None and self.rejected_are_errors:
             verdicts: list[bool | None] = [None] * len(self._objectives)
             verdicts[0] = True  # success comes first
             self._burn._record(now, verdicts)
 
-    def snapshot(self, now: float) -> SLOSnapshot:
+    def snapshot(self, *, now: float) -> SLOSnapshot:
         """A frozen view of the window (and burn windows) at ``now``."""
         now = self._see(now)
-        sums = self._window.totals(now)
+        sums = self._window.totals(now=now)
         window = self._window
         gaps = self._gaps
         return SLOSnapshot(
@@ -275,7 +275,7 @@ class SLOTracker:
             tenant=self.tenant,
             targets=self.targets,
             window_s=window.window_s,
-            span_s=self.span(now),
+            span_s=self.span(now=now),
             completed=int(sums[_INDEX[Outcome.COMPLETED]]),
             failed=int(sums[_INDEX[Outcome.FAILED]]),
             expired=int(sums[_INDEX[Outcome.EXPIRED]]),
@@ -284,51 +284,51 @@ class SLOTracker:
             attained=int(sums[_ATTAINED]),
             spend=sums[_SPEND],
             output_tokens=int(sums[_OUTPUT]),
-            ttft=Summary.of(window.sketch(_TTFT, now)),
-            tpot=Summary.of(window.sketch(_TPOT, now)),
-            queue_wait=Summary.of(window.sketch(_QUEUE, now)),
-            e2e=Summary.of(window.sketch(_E2E, now)),
-            prompt_tokens=Summary.of(window.sketch(_PROMPT, now)),
-            breakdown=self.breakdown(now),
-            burn_rates=self.burn_rates(now),
-            alerts=self.alerts(now),
+            ttft=Summary.of(window.sketch(_TTFT, now=now)),
+            tpot=Summary.of(window.sketch(_TPOT, now=now)),
+            queue_wait=Summary.of(window.sketch(_QUEUE, now=now)),
+            e2e=Summary.of(window.sketch(_E2E, now=now)),
+            prompt_tokens=Summary.of(window.sketch(_PROMPT, now=now)),
+            breakdown=self.breakdown(now=now),
+            burn_rates=self.burn_rates(now=now),
+            alerts=self.alerts(now=now),
             rejected_are_errors=self.rejected_are_errors,
-            tbt=None if gaps is None else gaps.summary(now),
-            tbt_stalls=0 if gaps is None else gaps.stalls(now),
+            tbt=None if gaps is None else gaps.summary(now=now),
+            tbt_stalls=0 if gaps is None else gaps.stalls(now=now),
         )
 
-    def quantile(self, metric: str, q: float, now: float) -> float | None:
+    def quantile(self, metric: str, q: float, *, now: float) -> float | None:
         """One quantile of one metric over the window, without a full snapshot:
         ``metric`` is ``ttft``, ``tpot``, ``queue_wait``, ``e2e``, ``tbt``
         (seconds; ``tbt`` on trackers that keep it) or ``prompt_tokens``;
         ``None`` when the window holds no values."""
         if metric == "tbt" and self._gaps is not None:
-            return self._gaps.quantile(q, self._see(now))
+            return self._gaps.quantile(q, now=self._see(now))
         index = _METRICS.get(metric)
         if index is None:
             names = sorted([*_METRICS, "tbt"] if self._gaps is not None else _METRICS)
             raise UsageError(f"metric must be one of {names}, not {metric!r}")
-        return self._window.sketch(index, self._see(now)).quantile(q)
+        return self._window.sketch(index, now=self._see(now)).quantile(q)
 
-    def span(self, now: float) -> float:
+    def span(self, *, now: float) -> float:
         """Seconds the short window covers at ``now`` (the rates' divisor, >= one slice)."""
         now = self._see(now)
         assert self._start is not None  # set by _see
-        begin = max(self._window.start(now), self._start)
+        begin = max(self._window.start(now=now), self._start)
         return max(now - begin, self._window.width)
 
-    def breakdown(self, now: float) -> Breakdown | None:
+    def breakdown(self, *, now: float) -> Breakdown | None:
         """The TTFT budget split at ``now``, or ``None`` when not kept."""
         if not self._breakdown:
             return None
         now = self._see(now)
-        return stage_breakdown(self._window, _STAGES, _COUNTS, self.targets.ttft_target, now)
+        return stage_breakdown(self._window, _STAGES, _COUNTS, self.targets.ttft_target, now=now)
 
-    def burn_rates(self, now: float) -> tuple[BurnRate, ...]:
+    def burn_rates(self, *, now: float) -> tuple[BurnRate, ...]:
         """Burn rate of each objective over each window at ``now`` (empty when off)."""
         return () if self._burn is None else self._burn._rates(self._see(now))
 
-    def alerts(self, now: float) -> tuple[Alert, ...]:
+    def alerts(self, *, now: float) -> tuple[Alert, ...]:
         """The multi-window burn-rate alerts at ``now`` (see :mod:`slopolicy.core.slo.burn`)."""
         return () if self._burn is None else self._burn._alerts(self._see(now))
 

@@ -131,19 +131,19 @@ class TrackerSet:
         reused for another tenant of the lane."""
         self._fold()
         tracker = self._tenants.get((lane, tenant))
-        return None if tracker is None else tracker.snapshot(now)
+        return None if tracker is None else tracker.snapshot(now=now)
 
     def tenants(self) -> Iterator[tuple[tuple[str, str], SLOTracker]]:
         """``((lane, tenant), tracker)`` pairs, least recently used first."""
         self._fold()
         return iter(list(self._tenants.items()))
 
-    def record(self, finished: Finished, now: float) -> None:
+    def record(self, finished: Finished, *, now: float) -> None:
         """Count ``finished`` in its lane's tracker and its tenant's (O(1) amortized)."""
         lane = self.lane(finished.lane)
         check_now(now)
         if finished.outcome is Outcome.REJECTED:
-            lane.record(finished, now)  # validates before anything changes
+            lane.record(finished, now=now)  # validates before anything changes
             self._record_rejected_tenant(finished.lane, finished.tenant, now)
             return
         # A tenant's tracker shares its lane's targets and cost model, so the
@@ -181,7 +181,7 @@ class TrackerSet:
         if tenant is not None:
             tenant._add(judged, now)
 
-    def record_rejected(self, lane: str, tenant: str | None, now: float) -> None:
+    def record_rejected(self, lane: str, tenant: str | None, *, now: float) -> None:
         """Count a request refused before it ran, in ``lane`` (and ``tenant``'s tracker)."""
         check_now(now)
         self._record_rejected(lane, tenant, now)
@@ -192,12 +192,12 @@ class TrackerSet:
         if tenant is not None:
             self._record_rejected_tenant(lane, tenant, now)
 
-    def snapshots(self, now: float, *, tenants: bool = True) -> tuple[SLOSnapshot, ...]:
+    def snapshots(self, *, now: float, tenants: bool = True) -> tuple[SLOSnapshot, ...]:
         """Every lane's snapshot, then (when ``tenants``) every tenant's, at ``now``."""
         self._fold()
-        found = [tracker.snapshot(now) for tracker in self._lanes.values()]
+        found = [tracker.snapshot(now=now) for tracker in self._lanes.values()]
         if tenants:
-            found.extend(tracker.snapshot(now) for tracker in self._tenants.values())
+            found.extend(tracker.snapshot(now=now) for tracker in self._tenants.values())
         return tuple(found)
 
     def _record_rejected_tenant(self, lane: str, tenant: str, now: float) -> None:

@@ -82,17 +82,17 @@ class SlidingRing(Generic[T]):
         self._epochs = [None] * self.slices
         self._latest = -math.inf
 
-    def see(self, now: float) -> float:
+    def see(self, *, now: float) -> float:
         """Advance to ``now`` (checked) and return the effective time (the latest seen)."""
         if now > self._latest:
             self._latest = now
         return self._latest
 
-    def epoch(self, now: float) -> int:
+    def epoch(self, *, now: float) -> int:
         """The slice index of ``now`` (after clamping to the latest seen)."""
-        return math.floor(self.see(now) / self.width)
+        return math.floor(self.see(now=now) / self.width)
 
-    def current(self, now: float) -> T:
+    def current(self, *, now: float) -> T:
         """The slot for ``now``'s slice, emptied first if it held an expired slice."""
         # Inlined see() and epoch(): this runs several times per recorded request.
         latest = self._latest
@@ -109,9 +109,9 @@ class SlidingRing(Generic[T]):
         self._epochs[index] = epoch
         return slot
 
-    def live(self, now: float) -> Iterator[tuple[int, T]]:
+    def live(self, *, now: float) -> Iterator[tuple[int, T]]:
         """``(epoch, slot)`` for each live slice at ``now``, oldest first."""
-        current = self.epoch(now)
+        current = self.epoch(now=now)
         oldest = current - self.slices + 1
         found = [
             (epoch, slot)
@@ -121,9 +121,9 @@ class SlidingRing(Generic[T]):
         found.sort(key=lambda pair: pair[0])
         return iter(found)
 
-    def start(self, now: float) -> float:
+    def start(self, *, now: float) -> float:
         """When the window at ``now`` begins: the start of its oldest live slice (seconds)."""
-        return (self.epoch(now) - self.slices + 1) * self.width
+        return (self.epoch(now=now) - self.slices + 1) * self.width
 
 
 class SlidingCounts:
@@ -158,25 +158,25 @@ class SlidingCounts:
         """The latest ``now`` seen (``-inf`` before any)."""
         return self._ring.latest
 
-    def bucket(self, now: float) -> list[float]:
+    def bucket(self, *, now: float) -> list[float]:
         """The current slice's sums, for the caller to add to in place (O(1) amortized)."""
-        return self._ring.current(now)
+        return self._ring.current(now=now)
 
-    def add(self, now: float, field: int, amount: float = 1.0) -> None:
+    def add(self, *, now: float, field: int, amount: float = 1.0) -> None:
         """Add ``amount`` to ``field`` at time ``now``."""
-        self._ring.current(now)[field] += amount
+        self._ring.current(now=now)[field] += amount
 
-    def totals(self, now: float) -> list[float]:
+    def totals(self, *, now: float) -> list[float]:
         """Each field summed over the live slices at ``now``."""
         sums = [0.0] * self.fields
-        for _, values in self._ring.live(now):
+        for _, values in self._ring.live(now=now):
             for index, value in enumerate(values):
                 sums[index] += value
         return sums
 
-    def start(self, now: float) -> float:
+    def start(self, *, now: float) -> float:
         """When the window at ``now`` begins, seconds (see :meth:`SlidingRing.start`)."""
-        return self._ring.start(now)
+        return self._ring.start(now=now)
 
 
 def _zero(values: list[float]) -> None:

@@ -21,7 +21,7 @@ class TaskOutcome(enum.Enum):
     __hash__ = object.__hash__
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskEnded:
     """A task that ended: times in monotonic seconds; ``turns`` counts its
     completed turns and ``why`` says what ended it (``completed``, ``deadline``,
@@ -57,7 +57,7 @@ class TaskBudget:
     tool_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskRefusal:
     """Why a turn may not be admitted: a reason, a sentence, and its HTTP status."""
 

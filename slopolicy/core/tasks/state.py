@@ -44,7 +44,7 @@ class TaskState:
         "waiting",
     )
 
-    def __init__(self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO, now: float) -> None:
+    def __init__(self, ref: TaskRef, tenant: str, lane: str, slo: TaskSLO, *, now: float) -> None:
         self.id = ref.id
         self.tenant = tenant
         self.lane = lane
@@ -73,19 +73,23 @@ def task_deadline(ref: TaskRef, slo: TaskSLO, start: float) -> float | None:
 def lost_refusal(ref: TaskRef) -> TaskRefusal:
     """The refusal of a turn of a task past its deadline."""
     return TaskRefusal(
-        Reason.TASK_DEADLINE_LOST,
-        f"task {ref.id!r} has passed its deadline; turn {ref.turn} cannot make it complete",
-        408,
+        reason=Reason.TASK_DEADLINE_LOST,
+        message=f"task {ref.id!r} has passed its deadline; turn {ref.turn} cannot make it complete",
+        http_status=408,
     )
 
 
 def foreign_refusal(task_id: str) -> TaskRefusal:
     """The refusal of a turn or tool call naming another tenant's task."""
-    return TaskRefusal(Reason.TASK_OUT_OF_ORDER, f"task {task_id!r} belongs to another tenant", 409)
+    return TaskRefusal(
+        reason=Reason.TASK_OUT_OF_ORDER,
+        message=f"task {task_id!r} belongs to another tenant",
+        http_status=409,
+    )
 
 
 def new_task_refusal(
-    ref: TaskRef, lane: str, slo: TaskSLO | None, active: int, waiting: int, now: float
+    ref: TaskRef, lane: str, slo: TaskSLO | None, active: int, waiting: int, *, now: float
 ) -> TaskRefusal | None:
     """Why the turn ``ref`` may not start a task in ``lane`` at ``now``, with
     ``active`` tasks under way there and ``waiting`` of their turns queued."""
@@ -97,14 +101,17 @@ def new_task_refusal(
     cap = None if slo is None else slo.max_tasks
     if cap is not None and active >= cap:
         return TaskRefusal(
-            Reason.TASK_LIMIT,
-            f"lane {lane!r} has {cap:,} tasks under way; new tasks wait for them",
-            503,
+            reason=Reason.TASK_LIMIT,
+            message=f"lane {lane!r} has {cap:,} tasks under way; new tasks wait for them",
+            http_status=503,
         )
     if slo is not None and slo.hold_new and waiting:
         return TaskRefusal(
-            Reason.TASK_LIMIT,
-            f"{waiting:,} turns of tasks under way wait in lane {lane!r}; new tasks wait for them",
-            503,
+            reason=Reason.TASK_LIMIT,
+            message=(
+                f"{waiting:,} turns of tasks under way wait in lane {lane!r};"
+                " new tasks wait for them"
+            ),
+            http_status=503,
         )
     return None

@@ -113,7 +113,7 @@ class TaskTable:
         ``lane`` (the host's tool calls), a moving average; ``None`` before any."""
         return self._gaps.get(lane)
 
-    def deadline(self, ref: TaskRef, slo: TaskSLO | None, now: float) -> float | None:
+    def deadline(self, ref: TaskRef, slo: TaskSLO | None, *, now: float) -> float | None:
         """The deadline of ``ref``'s task (monotonic seconds): its own if it is
         under way, else the one it would get if admitted at ``now``."""
         task = self._tasks.get(ref.id)
@@ -121,7 +121,7 @@ class TaskTable:
             return task.deadline
         return task_deadline(ref, slo or NO_SLO, now)
 
-    def budget(self, ref: TaskRef, now: float) -> TaskBudget:
+    def budget(self, ref: TaskRef, *, now: float) -> TaskBudget:
         """What is left of ``ref``'s task's time at ``now``, for this turn, and
         the tool time it has spent (:meth:`tool_used`)."""
         task = self._tasks.get(ref.id)
@@ -133,7 +133,7 @@ class TaskTable:
 
     # -- tool calls between turns -------------------------------------------------
 
-    def tool_check(self, task_id: str, tenant: str, now: float) -> TaskRefusal | None:
+    def tool_check(self, task_id: str, tenant: str, *, now: float) -> TaskRefusal | None:
         """Why ``tenant``'s tool call for task ``task_id`` may not start at
         ``now``, or ``None``. A read. A task past its deadline refuses it
         (``task_deadline_lost``, 408: it cannot finish), as does another
@@ -146,9 +146,12 @@ class TaskTable:
             return foreign_refusal(task_id)
         if task.deadline is not None and now >= task.deadline:
             return TaskRefusal(
-                Reason.TASK_DEADLINE_LOST,
-                f"task {task_id!r} has passed its deadline; its tool calls cannot help it finish",
-                408,
+                reason=Reason.TASK_DEADLINE_LOST,
+                message=(
+                    f"task {task_id!r} has passed its deadline;"
+                    " its tool calls cannot help it finish"
+                ),
+                http_status=408,
             )
         return None
 
@@ -159,7 +162,7 @@ class TaskTable:
         task = self._tasks.get(task_id)
         return None if task is None else task.deadline
 
-    def tool_used(self, task_id: str, seconds: float, now: float) -> None:
+    def tool_used(self, task_id: str, seconds: float, *, now: float) -> None:
         """Count ``seconds`` (>= 0) of a tool call that ended at ``now`` against
         task ``task_id`` (its :meth:`budget`'s ``tool_s``). A task between turns
         is not idle while it calls tools: its idle timer restarts at ``now``.
@@ -179,8 +182,8 @@ class TaskTable:
         tenant: str,
         lane: str,
         slo: TaskSLO | None,
-        now: float,
         *,
+        now: float,
         turn_time: float | None = None,
     ) -> TaskRefusal | None:
         """Why the turn ``ref`` may not be admitted at ``now``, or ``None``. A read.
@@ -193,14 +196,14 @@ class TaskTable:
         refusal = self._check(ref, tenant, lane, slo, now)
         if refusal is not None or turn_time is None:
             return refusal
-        left, deadline = ref.turns_left, self.deadline(ref, slo, now)
+        left, deadline = ref.turns_left, self.deadline(ref, slo, now=now)
         gaps = 0.0 if left is None else (left - 1) * self._gaps.get(lane, 0.0)
         if left is not None and deadline is not None and now + left * turn_time + gaps > deadline:
             return TaskRefusal(
-                Reason.TASK_DEADLINE_LOST,
-                f"task {ref.id!r} cannot finish its {left} turns left by its deadline "
+                reason=Reason.TASK_DEADLINE_LOST,
+                message=f"task {ref.id!r} cannot finish its {left} turns left by its deadline "
                 f"at {turn_time:.3g} s a turn",
-                408,
+                http_status=408,
             )
         return None
 
@@ -215,27 +218,29 @@ class TaskTable:
                 if deadline is not None and now >= deadline:
                     return lost_refusal(ref)
                 return TaskRefusal(
-                    Reason.TASK_OUT_OF_ORDER,
-                    f"task {ref.id!r} has already ended ({outcome.value}); start a new task id",
-                    409,
+                    reason=Reason.TASK_OUT_OF_ORDER,
+                    message=(
+                        f"task {ref.id!r} has already ended ({outcome.value}); start a new task id"
+                    ),
+                    http_status=409,
                 )
-            return new_task_refusal(ref, lane, slo, self.active(lane), self.waiting(lane), now)
+            return new_task_refusal(ref, lane, slo, self.active(lane), self.waiting(lane), now=now)
         if task.tenant != tenant:
             return foreign_refusal(ref.id)
         if task.deadline is not None and now >= task.deadline:
             return lost_refusal(ref)
         if task.live is not None:
             return TaskRefusal(
-                Reason.TASK_OUT_OF_ORDER,
-                f"turn {ref.turn} of task {ref.id!r} arrived while turn {task.live_turn} "
+                reason=Reason.TASK_OUT_OF_ORDER,
+                message=f"turn {ref.turn} of task {ref.id!r} arrived while turn {task.live_turn} "
                 "is still queued or running",
-                409,
+                http_status=409,
             )
         if ref.turn != task.next_turn:  # every turn, in order: none skipped, none again
             return TaskRefusal(
-                Reason.TASK_OUT_OF_ORDER,
-                f"task {ref.id!r} expects turn {task.next_turn} next, not turn {ref.turn}",
-                409,
+                reason=Reason.TASK_OUT_OF_ORDER,
+                message=f"task {ref.id!r} expects turn {task.next_turn} next, not turn {ref.turn}",
+                http_status=409,
             )
         return None
 
@@ -261,6 +266,7 @@ class TaskTable:
         tenant: str,
         lane: str,
         slo: TaskSLO | None,
+        *,
         now: float,
     ) -> list[TaskEnded]:
         """The turn ``ref`` (request ``request_id``) was admitted, after
@@ -271,7 +277,7 @@ class TaskTable:
         if task is None:
             while len(self._tasks) >= self._max_tasks:
                 made_room.append(self._evict(now))
-            task = TaskState(ref, tenant, lane, slo or NO_SLO, now)
+            task = TaskState(ref, tenant, lane, slo or NO_SLO, now=now)
             task.next_turn = ref.turn  # a task resumed here (another replica began it)
             self._tasks[ref.id] = task
             self._active[lane] = self._active.get(lane, 0) + 1
@@ -304,7 +310,7 @@ class TaskTable:
                 del self._waiting[task.lane]
 
     def turn_ended(
-        self, ref: TaskRef, request_id: str, outcome: Outcome, now: float
+        self, ref: TaskRef, request_id: str, outcome: Outcome, *, now: float
     ) -> TaskEnded | None:
         """The turn ``ref`` (request ``request_id``) ended in ``outcome``; the
         task's end, if that ended it. A turn the table does not hold (its task
@@ -338,7 +344,7 @@ class TaskTable:
             due = task.deadline
         heapq.heappush(self._due, (due, next(self._seq), task.id, task.version))
 
-    def lost(self, ref: TaskRef, now: float) -> TaskEnded | None:
+    def lost(self, ref: TaskRef, *, now: float) -> TaskEnded | None:
         """A turn of ``ref``'s task was refused because its deadline passed:
         the task, if still under way (with no live turn), has failed."""
         task = self._tasks.get(ref.id)
@@ -346,7 +352,7 @@ class TaskTable:
             return None
         return self._end(task, TaskOutcome.FAILED, "deadline", now)
 
-    def sweep(self, now: float) -> list[TaskEnded]:
+    def sweep(self, *, now: float) -> list[TaskEnded]:
         """End idle tasks whose idle timeout or deadline has passed by ``now``
         (``abandoned`` or ``failed``); amortized ``O(log n)`` per task."""
         ended: list[TaskEnded] = []
@@ -396,5 +402,12 @@ class TaskTable:
             if len(ended) > self._max_ended:
                 ended.popitem(last=False)
         return TaskEnded(
-            task.id, task.tenant, task.lane, outcome, why, task.started_at, now, task.turns
+            id=task.id,
+            tenant=task.tenant,
+            lane=task.lane,
+            outcome=outcome,
+            why=why,
+            started_at=task.started_at,
+            ended_at=now,
+            turns=task.turns,
         )

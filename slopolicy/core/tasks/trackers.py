@@ -73,16 +73,20 @@ class TaskTracker:
         """Count one ended task at its ``ended_at``."""
         if self._first is None:
             self._first = ended.ended_at
-        self._counts.add(ended.ended_at, _FIELDS[ended.outcome])
+        self._counts.add(now=ended.ended_at, field=_FIELDS[ended.outcome])
         if ended.outcome is TaskOutcome.COMPLETED:
-            self._e2e.record(ended.e2e, ended.ended_at)
+            self._e2e.record(ended.e2e, now=ended.ended_at)
 
-    def snapshot(self, now: float) -> TaskSnapshot:
+    def snapshot(self, *, now: float) -> TaskSnapshot:
         """The window at ``now`` (monotonic seconds)."""
-        completed, failed, abandoned = self._counts.totals(now)
-        p50, p95 = self._e2e.quantiles((0.5, 0.95), now)
+        completed, failed, abandoned = self._counts.totals(now=now)
+        p50, p95 = self._e2e.quantiles((0.5, 0.95), now=now)
         counts = self._counts
-        start = counts.start(now) if self._first is None else max(counts.start(now), self._first)
+        start = (
+            counts.start(now=now)
+            if self._first is None
+            else max(counts.start(now=now), self._first)
+        )
         return TaskSnapshot(
             self.lane,
             self.tenant,
@@ -153,11 +157,11 @@ class TaskTrackers:
         """The tracker of ``tenant`` in ``lane``, if kept."""
         return self._tenants.get((lane, tenant))
 
-    def snapshots(self, now: float, *, tenants: bool = True) -> tuple[TaskSnapshot, ...]:
+    def snapshots(self, *, now: float, tenants: bool = True) -> tuple[TaskSnapshot, ...]:
         """Every lane's snapshot, then (``tenants``) every kept tenant's."""
-        found = [tracker.snapshot(now) for tracker in self._lanes.values()]
+        found = [tracker.snapshot(now=now) for tracker in self._lanes.values()]
         if tenants:
-            found.extend(tracker.snapshot(now) for tracker in self._tenants.values())
+            found.extend(tracker.snapshot(now=now) for tracker in self._tenants.values())
         return tuple(found)
 
     def _make(self, lane: str, tenant: str | None) -> TaskTracker:

@@ -79,7 +79,7 @@ class ToolPool:
         if not isinstance(self._limits, ToolLimits):
             raise UsageError(f"limits must be ToolLimits, not {shown(limits)}")
         self._groups = {
-            name: Group(spec, self._limits, now) for name, spec in self._limits.tools.items()
+            name: Group(spec, self._limits, now=now) for name, spec in self._limits.tools.items()
         }
         self._tenants: dict[str, TenantCalls] = {}
         # Tenants kept idle for their rate buckets, oldest first (insertion order).
@@ -106,7 +106,7 @@ class ToolPool:
     # -- acquire -------------------------------------------------------------
 
     def acquire(
-        self, tenant: str, tool: str, now: float, *, timeout: float | None = None
+        self, tenant: str, tool: str, *, now: float, timeout: float | None = None
     ) -> ToolLease | ToolWaiting | ToolRefused:
         """Ask for a slot for ``tenant``'s call of ``tool`` at ``now``.
 
@@ -130,8 +130,8 @@ class ToolPool:
             )
         group = self._groups[spec.name]
         state = self._tenants.get(tenant)
-        buckets = buckets_for(group, tenant, now)
-        wait = max((bucket.time_until(1.0, now) for bucket in buckets), default=0.0)
+        buckets = buckets_for(group, tenant, now=now)
+        wait = max((bucket.time_until(1.0, now=now) for bucket in buckets), default=0.0)
         if wait > 0:
             return self._refused(
                 group, tenant, tool, Reason.RATE_LIMITED, 429,
@@ -235,7 +235,7 @@ class ToolPool:
 
     # -- release and withdraw ------------------------------------------------
 
-    def release(self, call: int, now: float, outcome: ToolOutcome) -> tuple[ToolLease, ...]:
+    def release(self, call: int, *, now: float, outcome: ToolOutcome) -> tuple[ToolLease, ...]:
         """Give back the slot of lease ``call`` at ``now``; ``outcome`` is how the
         call ended. Returns the waiting calls that start in the slots it freed."""
         if not isinstance(outcome, ToolOutcome):
@@ -259,8 +259,8 @@ class ToolPool:
         if outcome is not ToolOutcome.CANCELLED:  # a cancelled call says nothing of the tool
             timeout, error = outcome is ToolOutcome.TIMEOUT, outcome is ToolOutcome.ERROR
             ran = now - lease.started_at
-            group.rates.record(now, timeout=timeout, error=error, seconds=ran)
-            self._rates.record(now, timeout=timeout, error=error, seconds=ran)
+            group.rates.record(now=now, timeout=timeout, error=error, seconds=ran)
+            self._rates.record(now=now, timeout=timeout, error=error, seconds=ran)
         groups: Iterable[Group] = (group,)
         if self._limits.tenant_max_concurrency is not None and state.waiting:
             groups = self._groups.values()  # its own waiters for other tools may fit now
@@ -287,7 +287,7 @@ class ToolPool:
             started.append(self._grant(group, state, waiter, now))
         return started
 
-    def withdraw(self, call: int, now: float, *, expired: bool = False) -> None:
+    def withdraw(self, call: int, *, now: float, expired: bool = False) -> None:
         """Take waiting call ``call`` out of its queue at ``now`` (its caller gave
         up; ``expired``: its ``deadline`` passed, counted as refused ``expired``).
         Its rate tokens are given back."""
@@ -355,16 +355,16 @@ class ToolPool:
         """Calls waiting for one."""
         return len(self._waiters)
 
-    def signal(self, now: float) -> float | None:
+    def signal(self, *, now: float) -> float | None:
         """What the pool reports to the ladder's ``tool_timeout_rate`` trigger at
         ``now`` (see :attr:`ToolLimits.signal`), or ``None`` when it reports nothing."""
         kind = self._limits.signal
         if kind is None:
             return None
-        _, timeouts, errors = self._rates.rates(self._advance(now))
+        _, timeouts, errors = self._rates.rates(now=self._advance(now))
         return timeouts if kind == "timeouts" else min(1.0, timeouts + errors)
 
-    def risk(self, tools: Iterable[str], now: float) -> float:
+    def risk(self, tools: Iterable[str], *, now: float) -> float:
         """The ``tool_risk`` (0-1) of a request that leads to a call of each of
         ``tools`` (a name once per call, at most 1,024), from
         what those tools have cost in the window at ``now``; see
@@ -375,11 +375,14 @@ class ToolPool:
         calls = calls_per_tool(self._limits, tools)
         now = self._advance(now)
         return combined(
-            (tool_risk(self._groups[name].rates, self._groups[name].spec, self._limits, now), times)
+            (
+                tool_risk(self._groups[name].rates, self._groups[name].spec, self._limits, now=now),
+                times,
+            )
             for name, times in calls.items()
         )
 
-    def statistics(self, now: float) -> ToolPoolStatistics:
+    def statistics(self, *, now: float) -> ToolPoolStatistics:
         """A frozen snapshot at ``now`` (monotonic seconds)."""
         now = self._advance(now)
         return pool_statistics(
@@ -388,5 +391,5 @@ class ToolPool:
             len(self._leases),
             len(self._waiters),
             len(self._tenants),
-            now,
+            now=now,
         )

@@ -33,7 +33,7 @@ class RollingRates:
             counts.popleft()
         return slot
 
-    def record(self, now: float, *, timeout: bool, error: bool, seconds: float) -> None:
+    def record(self, *, now: float, timeout: bool, error: bool, seconds: float) -> None:
         """Count one call ended at ``now`` that ran ``seconds`` (>= 0)."""
         slot = self._trim(now)
         counts = self._counts
@@ -45,7 +45,7 @@ class RollingRates:
         last[3] += error
         last[4] += seconds
 
-    def totals(self, now: float) -> tuple[int, int, int, float]:
+    def totals(self, *, now: float) -> tuple[int, int, int, float]:
         """``(calls, timeouts, errors, seconds run)`` in the window at ``now``."""
         self._trim(now)
         calls = timeouts = errors = 0
@@ -57,8 +57,8 @@ class RollingRates:
             seconds += s
         return calls, timeouts, errors, seconds
 
-    def rates(self, now: float) -> tuple[int, float, float]:
+    def rates(self, *, now: float) -> tuple[int, float, float]:
         """``(calls, timeout rate, error rate)``; rates over ``max(calls, min_calls)``."""
-        calls, timeouts, errors, _ = self.totals(now)
+        calls, timeouts, errors, _ = self.totals(now=now)
         base = max(calls, self._min_calls)
         return calls, timeouts / base, errors / base

@@ -51,11 +51,11 @@ def calls_per_tool(limits: ToolLimits, tools: object) -> dict[str, int]:
     return calls
 
 
-def tool_risk(rates: RollingRates, spec: ToolSpec, limits: ToolLimits, now: float) -> float:
+def tool_risk(rates: RollingRates, spec: ToolSpec, limits: ToolLimits, *, now: float) -> float:
     """One tool's risk from its window at ``now``: the larger of its failure
     share and its time share (its ``timeout``, else ``limits.risk_horizon``,
     reading as 1)."""
-    calls, timeouts, errors, seconds = rates.totals(now)
+    calls, timeouts, errors, seconds = rates.totals(now=now)
     horizon = limits.risk_horizon if spec.timeout is None else spec.timeout
     base = max(calls, limits.min_calls)
     return min(1.0, max((timeouts + errors) / base, seconds / base / horizon))

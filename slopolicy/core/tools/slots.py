@@ -18,7 +18,7 @@ from slopolicy.core.tools.state import Group, TenantCalls
 __all__ = ("buckets_for", "fairest", "has_room", "pushed_out")
 
 
-def buckets_for(group: Group, tenant: str, now: float) -> tuple[TokenBucket, ...]:
+def buckets_for(group: Group, tenant: str, *, now: float) -> tuple[TokenBucket, ...]:
     """The rate buckets a call of ``tenant`` takes from at ``now`` (monotonic
     seconds). A tenant without one gets a new full one, kept only once a call
     takes from it."""

@@ -21,6 +21,7 @@ def pool_statistics(
     in_flight: int,
     waiting: int,
     tenants: int,
+    *,
     now: float,
 ) -> ToolPoolStatistics:
     """The snapshot at ``now`` (monotonic seconds) of a pool with ``groups``
@@ -28,7 +29,7 @@ def pool_statistics(
     ``waiting`` calls and ``tenants`` tenants in all."""
     tools = []
     for name, group in groups.items():
-        calls, timeouts, errors = group.rates.rates(now)
+        calls, timeouts, errors = group.rates.rates(now=now)
         tools.append(
             ToolStatistics(
                 name=name,
@@ -42,7 +43,7 @@ def pool_statistics(
                 error_rate=errors,
             )
         )
-    _, timeouts, errors = rates.rates(now)
+    _, timeouts, errors = rates.rates(now=now)
     return ToolPoolStatistics(
         tools=tuple(tools),
         in_flight=in_flight,

@@ -59,7 +59,7 @@ class Group:
         "waiting",
     )
 
-    def __init__(self, spec: ToolSpec, limits: ToolLimits, now: float) -> None:
+    def __init__(self, spec: ToolSpec, limits: ToolLimits, *, now: float) -> None:
         self.spec = spec
         self.in_flight = 0
         self.waiting = 0
