@@ -165,8 +165,8 @@ def _kv(config: PolicyConfig) -> str:
 def _engine(config: PolicyConfig) -> str:
     engine = config.engine
     running = f"Engine: at most {engine.max_running:,} requests running at once"
-    horizon = config.engine.prefill_horizon_s
-    if horizon:  # 0 or unset: no prefill gate
+    horizon = config.prefill_horizon()
+    if horizon is not None:
         running += f", {_seconds(horizon)} of prompt work handed ahead (at the measured rate)"
     pace = engine.build_pace()
     if pace is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -120,20 +120,27 @@ class EngineConfig(ConfigModel):
     ``dispatch_burst`` is how far ahead of the rate starts may run, in cost
     units (default: a tenth of a second at the rate).
 
-    ``prefill_horizon_s`` (seconds; unset or ``0``: off, the default) bounds
-    the prompt work handed to the engine ahead of it, per lane: starts wait
-    while the lane's prompts already started but not yet through prefill
-    would take longer than that at the prefill rate the policy measures (see
-    :mod:`slopolicy.core.queueing.prefill`). The engine is never left without
-    work, and the order of everything beyond the horizon stays the policy's
-    (fair across tenants) instead of the engine's FCFS queue. Off by default:
-    the rate it learns is a throughput at the load it saw and underestimates
-    the engine at low load, so on traffic the engine would have interleaved
-    itself it adds waits (``docs/policy.md`` has the figures).
+    ``prefill_horizon_s`` bounds the prompt work handed to the engine ahead
+    of a start: a request starts while the prompt tokens started and not yet
+    through prefill (its own lane's and the more interactive lanes') plus its
+    own fit in what the engine computes in that many seconds at the prefill
+    rate the policy learns from first tokens, or when nothing is ahead of it
+    (so the engine never idles while work waits). What is not handed over
+    waits in the policy's queues, in the policy's order (fair across tenants,
+    deadlines honoured), where a request that can no longer make its TTFT
+    target leaves before it takes engine time. ``"auto"`` (the default):
+    three quarters of the tightest ``tpot_p95_s`` among the lanes, so an
+    engine iteration's prompt chunk stays under every decoding request's
+    token-gap target; without TPOT targets, a quarter of the tightest TTFT
+    target; with neither, off. ``0`` or ``null``: off (the engine's own FCFS
+    queue orders everything released). See :mod:`slopolicy.core.queueing.ttft`.
+
+    ``max_running`` defaults to vLLM's default ``--max-num-seqs`` (256): set
+    it to your engine's own limit.
     """
 
-    max_running: Count = 128
-    prefill_horizon_s: Annotated[float, Field(ge=0, le=3600)] | None = None
+    max_running: Count = 256
+    prefill_horizon_s: Annotated[float, Field(ge=0, le=3600)] | Literal["auto"] | None = "auto"
     dispatch_rate: CostUnits | None = None
     dispatch_burst: Annotated[float, Field(ge=0, le=1e15)] | None = None
 

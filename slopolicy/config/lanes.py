@@ -131,6 +131,14 @@ class LaneConfig(ConfigModel):
             wait up to ``max_queue_wait_s``.
         task: the lane's objective for agent tasks (unset: tasks are tracked,
             with their own deadlines only).
+        max_interference: requests of the more urgent lanes (those listed
+            before this one, with a TTFT target) that one request of this
+            lane may be expected to make miss that target by its prefill
+            holding the engine; one expected to do more is deferred (503,
+            ``prefill_interference``). The cost is learned from the engine:
+            on one that interleaves long prompts with other work it is near 0
+            and nothing is deferred (see
+            :mod:`slopolicy.core.queueing.interference`). Unset: never deferred.
     """
 
     name: LaneName
@@ -148,6 +156,7 @@ class LaneConfig(ConfigModel):
     slo_deadline: bool = True
     task: LaneTaskSLO | None = None
     seat_reserve: Annotated[int, Field(ge=0, le=2**53)] = 0
+    max_interference: Annotated[float, Field(ge=0, le=1e9)] | None = 1.0
 
     def to_spec(self) -> LaneSpec:
         """The plain core value for this lane."""
@@ -166,4 +175,5 @@ class LaneConfig(ConfigModel):
             slo_deadline=self.slo_deadline,
             task=None if self.task is None else self.task.to_spec(),
             seat_reserve=self.seat_reserve,
+            max_interference=self.max_interference,
         )

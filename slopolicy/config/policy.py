@@ -22,6 +22,14 @@ from slopolicy.core.specs import LaneSpec, PolicySpec, TierTable
 
 __all__ = ("DEFAULT_LANES", "PolicyConfig")
 
+#: ``engine.prefill_horizon_s: auto``: the prompt work handed to the engine
+#: ahead of a start is what it computes in this share of the tightest TPOT
+#: target (an iteration's prompt chunk then leaves a quarter of the target to
+#: the decode work beside it), or, without TPOT targets, of the tightest TTFT
+#: target (the rest of it is the policy's to order).
+_TPOT_SHARE = 0.75
+_TTFT_SHARE = 0.25
+
 #: The documented default: chat, long-prompt work, and offline jobs.
 DEFAULT_LANES: tuple[LaneConfig, ...] = (
     LaneConfig(
@@ -188,9 +196,21 @@ class PolicyConfig(ConfigModel):
             watch_lane=self.ladder.watch_lane or names[0],
             evaluate_every=self.ladder.evaluate_every_s,
             signal_max_age=self.ladder.signal_max_age_s,
-            prefill_horizon=self.engine.prefill_horizon_s or None,
+            prefill_horizon=self.prefill_horizon(),
             tools=self.tools.to_limits(),
         )
+
+    def prefill_horizon(self) -> float | None:
+        """``engine.prefill_horizon_s`` in seconds, ``"auto"`` resolved
+        against the lanes' targets (see :class:`EngineConfig`); ``None``: off."""
+        horizon = self.engine.prefill_horizon_s
+        if horizon != "auto":
+            return horizon or None
+        tpot = [lane.slo.tpot_p95_s for lane in self.lanes if lane.slo.tpot_p95_s is not None]
+        if tpot:
+            return _TPOT_SHARE * min(tpot)
+        ttft = [t for lane in self.lanes if (t := lane.slo.ttft_target_s) is not None]
+        return _TTFT_SHARE * min(ttft) if ttft else None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> PolicyConfig:

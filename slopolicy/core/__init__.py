@@ -61,8 +61,6 @@ from slopolicy.core.policy import Policy as Policy
 from slopolicy.core.queueing.fairqueue import FairQueue as FairQueue
 from slopolicy.core.queueing.fairqueue import FairQueueStatistics as FairQueueStatistics
 from slopolicy.core.queueing.pacing import DispatchPace as DispatchPace
-from slopolicy.core.queueing.prefill import PrefillGate as PrefillGate
-from slopolicy.core.queueing.prefill import PrefillStatistics as PrefillStatistics
 from slopolicy.core.queueing.scheduler import LaneScheduler as LaneScheduler
 from slopolicy.core.quota.bucket import BucketStatistics as BucketStatistics
 from slopolicy.core.quota.bucket import TokenBucket as TokenBucket
@@ -175,8 +173,6 @@ __all__ = (
     "PolicySource",
     "PolicySpec",
     "PolicyStatistics",
-    "PrefillGate",
-    "PrefillStatistics",
     "Pressure",
     "QuantileSketch",
     "QuotaRefusal",

@@ -2,7 +2,7 @@
 
 Each dispatch evaluates the fallback ladder when due, sweeps idle tasks,
 expires overdue queued requests, then starts heads in fair order while seats,
-the dispatch rate, the prefill gates and the KV ledger allow; and it says when
+the dispatch rate, the prefill budget and the KV ledger allow; and it says when
 the next dispatch has work (:meth:`Dispatcher.next_wakeup`).
 """
 
@@ -14,7 +14,6 @@ from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.parts import Parts
-from slopolicy.core.queueing.prefill import PrefillGate
 
 __all__ = ("Dispatcher",)
 
@@ -29,7 +28,6 @@ class Dispatcher:
         "_health",
         "_kv",
         "_pace",
-        "_prefill",
         "_queues",
         "_router",
         "_seats",
@@ -47,7 +45,6 @@ class Dispatcher:
         self._first_tokens = parts.first_tokens
         self._tasks = parts.tasks
         self._pace = parts.pace
-        self._prefill = parts.prefill
 
     def dispatch(self, *, now: float, max_expired: int | None) -> Dispatch:
         """Expire overdue queued requests, then start every request that fits."""
@@ -93,29 +90,25 @@ class Dispatcher:
         if pace is not None and not pace._ready(now):
             return None  # the next start, whichever it is, waits for the rate
         queues, seats, health = self._queues, self._seats, self._health
+        first_tokens = self._first_tokens
         while True:  # again only when a lost head left: the candidates changed
             for lane, entry in queues._candidates():  # they change only through it
                 needed = seats.needed(lane, entry.request.sequences)
                 if health.paused(lane) or not seats.fits(lane, needed):
                     continue
-                gate = None if self._prefill is None else self._prefill[lane]
-                if gate is not None and not gate.ready(now=now):
-                    continue  # the engine has enough of this lane's prompts; their order stays ours
-                if self._first_tokens.lost(
-                    lane, entry.prompt_tokens, arrival=entry.arrival, now=now
-                ):
+                if first_tokens.lost(lane, entry.prompt_tokens, arrival=entry.arrival, now=now):
                     queues._pop(lane)
                     expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
                     break
+                if not first_tokens.admits(lane, entry.prompt_tokens):
+                    continue  # the engine has enough prompt work ahead; the rest waits in our order
                 if self._kv._reserve(entry.id, lane, entry.kv_blocks, now):
-                    self._start(lane, entry, gate, needed, now)
+                    self._start(lane, entry, needed, now)
                     return entry
             else:
                 return None
 
-    def _start(
-        self, lane: str, entry: Entry, gate: PrefillGate | None, seats: int, now: float
-    ) -> None:
+    def _start(self, lane: str, entry: Entry, seats: int, now: float) -> None:
         """Start ``entry``, the head of ``lane`` whose KV is now reserved, on ``seats`` seats."""
         self._queues._pop(lane)
         # Fair-queue counters are charged what is known to be served: the
@@ -125,9 +118,7 @@ class Dispatcher:
         self._queues._charge(lane, entry.tenant, prompt_cost, entry.weight)
         if self._pace is not None:
             self._pace._charge(entry.cost, now)
-        if gate is not None:
-            gate.started(entry.prompt_tokens, now=now)
-        entry.ahead = self._first_tokens.started(lane, entry.prompt_tokens)
+        self._first_tokens.started(entry.id, lane, entry.prompt_tokens, now=now)
         entry.phase = Phase.RUNNING
         entry.dispatched_at = now
         if entry.request.task is not None:
@@ -154,34 +145,17 @@ class Dispatcher:
 
     def can_start(self, *, now: float) -> bool:
         """Whether a dispatch at a checked ``now`` could start anything."""
-        pace, gates = self._pace, self._prefill
-        return (
-            not self._seats.full
-            and (pace is None or pace._ready(now))
-            and (gates is None or any(gate.ready(now=now) for gate in gates.values()))
-        )
+        pace = self._pace
+        return not self._seats.full and (pace is None or pace._ready(now))
 
     def next_start(self) -> float | None:
-        """When the dispatch rate or a prefill gate lets the next start, if either holds it."""
-        pace, gates, book = self._pace, self._prefill, self._book
-        if (
-            (pace is None and gates is None)
-            or len(book.entries) == book.running
-            or self._seats.full
-        ):
+        """When the dispatch rate lets the next start, if it holds it (the
+        prefill budget opens at a first token or an end, not at a time)."""
+        pace, book = self._pace, self._book
+        if pace is None or len(book.entries) == book.running or self._seats.full:
             return None
         at = book.now
-        ready = at if pace is None else pace._ready_at(at)
-        if gates is not None:  # the first lane with waiting work whose gate opens
-            # Only lanes their gate holds: a lane with an open gate and work
-            # still waiting after a dispatch is held by something else (its
-            # seats, KV), which must not hide when a held lane opens.
-            opens = [
-                gate.ready_at(now=at)
-                for lane, gate in gates.items()
-                if len(self._queues.queue(lane)) and not gate.ready(now=at)
-            ]
-            ready = max(ready, min(opens, default=at))
+        ready = pace._ready_at(at)
         return ready if ready > at else None
 
     def next_wakeup(self, *, now: float) -> float | None:

@@ -31,6 +31,7 @@ class Intake:
         "_book",
         "_deadlines",
         "_health",
+        "_interference",
         "_kv",
         "_lanes",
         "_queues",
@@ -46,6 +47,7 @@ class Intake:
         self._book = parts.book
         self._router = parts.router
         self._health = parts.health
+        self._interference = parts.interference
         self._kv = parts.kv
         self._reservations = parts.reservations
         self._quotas = parts.quotas
@@ -191,6 +193,21 @@ class Intake:
         if worst > most:
             message = f"needs {worst:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
             return refusal(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
+        harm = self._interference.refuses(lane.name, prompt, now)
+        if harm is not None:
+            message = (
+                f"its {prompt:,}-token prefill would hold the engine long enough to make about "
+                f"{harm:.1f} requests of the more urgent lanes miss their TTFT target "
+                f"(lane {lane.name!r} allows {lane.max_interference:g})"
+            )
+            return refusal(
+                decision,
+                Reason.PREFILL_INTERFERENCE,
+                message,
+                lane.defer_retry_after,
+                503,
+                "interference",
+            )
         needed, reserved_output = reservations.plan(
             lane.name, prompt, request.max_new_tokens, request.sequences, worst=worst
         )
@@ -257,6 +274,7 @@ class Intake:
             decision = dataclasses.replace(decision, displaced=displaced)
         book.entries[request.id] = entry
         self._deadlines.add(entry, lane_deadline)
+        self._interference.arrived(lane.name, now)
         if task is not None:
             book.tasks_ended(
                 tasks.admitted(task, request.id, request.tenant, lane.name, task_slo, now=now)

@@ -101,7 +101,6 @@ class Entry:
     """The policy's record of one live request (mutable, internal)."""
 
     __slots__ = (
-        "ahead",
         "arrival",
         "charged_output",
         "cost",
@@ -157,8 +156,6 @@ class Entry:
         self.last_token_at: float | None = None
         self.output_tokens = 0
         self.charged_output = 0
-        # Prompt tokens ahead of its first token when it started (its own included).
-        self.ahead = 0
         self.gaps = 0  # gaps between chunks of output (TBT)
         self.slow_gaps = 0  # of them above the lane's tbt_p99 target
 

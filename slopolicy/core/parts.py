@@ -17,8 +17,8 @@ from slopolicy.core.kv import KVReservation
 from slopolicy.core.lifecycle import Entry
 from slopolicy.core.queueing.counters import check_weight
 from slopolicy.core.queueing.deadlines import Deadlines
+from slopolicy.core.queueing.interference import PrefillInterference
 from slopolicy.core.queueing.pacing import DispatchPace
-from slopolicy.core.queueing.prefill import PrefillGate
 from slopolicy.core.queueing.scheduler import LaneScheduler
 from slopolicy.core.queueing.seats import Seats
 from slopolicy.core.queueing.ttft import FirstTokenCheck
@@ -52,8 +52,8 @@ class Parts:
     queues: LaneScheduler[Entry]
     seats: Seats
     pace: DispatchPace | None
-    prefill: dict[str, PrefillGate] | None
     first_tokens: FirstTokenCheck
+    interference: PrefillInterference
     tasks: TaskTable
     deadlines: Deadlines
     book: Book
@@ -83,11 +83,6 @@ class Parts:
         kv = KVReservation(spec.kv_blocks, spec.kv_block_size, reserves)
         quantile = spec.kv_output_quantile
         forecast = None if quantile is None else OutputForecast(lanes, quantile=quantile)
-        horizon = spec.prefill_horizon
-        # Per lane, so work of one lane never holds another's starts back: an
-        # engine that honours priorities computes the more urgent lane's
-        # prompts first anyway.
-        prefill = None if horizon is None else {name: PrefillGate(horizon) for name in lanes}
         slo_bounds: dict[str, float] = {}
         # The TTFT targets of those lanes: a request that cannot have its first
         # token by arrival + target (per the engine's learned TTFT) leaves then.
@@ -99,6 +94,21 @@ class Parts:
                 slo_bounds[lane.name] = bound
                 if targets.ttft_target is not None:
                     ttft_bounds[lane.name] = bound
+        first_tokens = FirstTokenCheck(lanes, ttft_bounds, horizon=spec.prefill_horizon)
+        interference = PrefillInterference(
+            lanes,
+            {
+                lane.name: t
+                for lane in specs
+                if (t := spec.targets.get(lane.name, SLOTargets()).ttft_target) is not None
+            },
+            first_tokens,
+            {
+                lane.name: lane.max_interference
+                for lane in specs
+                if lane.max_interference is not None
+            },
+        )
         quotas, tasks = TenantQuotas(max_tenants=spec.max_tenants), TaskTable()
         book = Book(
             health=health,
@@ -121,8 +131,8 @@ class Parts:
                 {lane.name: lane.seat_reserve for lane in specs},
             ),
             pace=spec.pace,
-            prefill=prefill,
-            first_tokens=FirstTokenCheck(lanes, ttft_bounds),
+            first_tokens=first_tokens,
+            interference=interference,
             tasks=tasks,
             deadlines=Deadlines(lanes),
             book=book,

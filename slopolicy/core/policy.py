@@ -95,10 +95,8 @@ class Policy:
         self.seats = parts.seats
         #: Paces starts to a rate in cost units per second, or ``None``.
         self.pace = parts.pace
-        #: Each lane's prefill gate (``None``: no gates). Per lane, so work of
-        #: one lane never holds another's starts back.
-        self.prefill = parts.prefill
-        #: The engine's TTFT per lane, and the prompts ahead of a start.
+        #: The engine's TTFT per lane, the prompts ahead of a start, and the
+        #: prefill budget (``engine.prefill_horizon_s``) those prompts are held to.
         self.first_tokens = parts.first_tokens
         #: Agent tasks under way (requests with a ``task``), and how they ended.
         self.tasks = parts.tasks
@@ -231,19 +229,19 @@ class Policy:
         return self._dispatcher.can_start(now=now)
 
     def next_start(self) -> float | None:
-        """When the dispatch rate (``engine.dispatch_rate``) or the prefill
-        gate (``engine.prefill_horizon_s``) lets the next queued request start
-        (monotonic seconds), if one of them is what holds it back now;
-        ``None`` when neither does, with nothing queued, or with the engine
-        full (a finish dispatches then). A first token may open the prefill
-        gate earlier. Call :meth:`dispatch` at that time."""
+        """When the dispatch rate (``engine.dispatch_rate``) lets the next
+        queued request start (monotonic seconds), if it is what holds it back
+        now; ``None`` when it does not, with nothing queued, or with the
+        engine full (a finish dispatches then). The prefill budget
+        (``engine.prefill_horizon_s``) opens at a first token or an end,
+        never at a time: dispatch after those. Call :meth:`dispatch` at that time."""
         return self._dispatcher.next_start()
 
     def next_wakeup(self, *, now: float) -> float | None:
         """When a :meth:`dispatch` next has work if no other call comes first
         (monotonic seconds, never before ``now`` or the latest ``now`` seen),
         as aioquic's ``get_timer()``: the earliest of the next queue deadline
-        (:meth:`next_deadline`), the next paced or prefill-gated start
+        (:meth:`next_deadline`), the next paced start
         (:meth:`next_start`) and the next ladder evaluation; ``None`` when none
         is pending. Before then a dispatch starts, expires and evaluates
         nothing, provided the caller dispatched after its last other call (as

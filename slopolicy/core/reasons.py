@@ -45,6 +45,10 @@ class Reason(enum.Enum):
     TASK_DEADLINE_LOST = "task_deadline_lost"
     TASK_OUT_OF_ORDER = "task_out_of_order"
     TASK_LIMIT = "task_limit"
+    # A prompt whose prefill would hold the engine long enough to make more
+    # requests of the more urgent lanes miss their TTFT target than the lane
+    # allows (503, retry later: the harm falls as those lanes quieten).
+    PREFILL_INTERFERENCE = "prefill_interference"
 
     __hash__ = object.__hash__  # singletons compared by identity: hash at C speed
 

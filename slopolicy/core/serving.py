@@ -25,7 +25,6 @@ class Serving:
         "_health",
         "_kv",
         "_pace",
-        "_prefill",
         "_queues",
         "_reservations",
         "_router",
@@ -42,7 +41,6 @@ class Serving:
         self._seats = parts.seats
         self._first_tokens = parts.first_tokens
         self._pace = parts.pace
-        self._prefill = parts.prefill
 
     def first_token(self, request_id: str, *, now: float) -> None:
         """The first output token of a started request arrived."""
@@ -54,12 +52,7 @@ class Serving:
 
     def _first(self, entry: Entry, now: float) -> None:
         entry.first_token_at = now
-        if self._prefill is not None:
-            self._prefill[entry.lane].first_token(entry.prompt_tokens, now=now)
-        assert entry.dispatched_at is not None  # running
-        self._first_tokens.first_token(
-            entry.lane, entry.prompt_tokens, ahead=entry.ahead, seconds=now - entry.dispatched_at
-        )
+        self._first_tokens.first_token(entry.id, now=now)
 
     def mark(self, request_id: str, stage: str, *, now: float) -> None:
         """A TTFT stage (``"schedule"`` or ``"prefill"``) of a started request ended."""
@@ -109,9 +102,7 @@ class Serving:
         if end is Outcome.COMPLETED:
             self._reservations.completed(entry)
         if entry.first_token_at is None:
-            if self._prefill is not None:
-                self._prefill[entry.lane].left(entry.prompt_tokens, now=now)
-            self._first_tokens.left(entry.lane, entry.prompt_tokens)
+            self._first_tokens.left(entry.id)
         book.settle(entry, cost, now=now)
         if self._pace is not None:
             self._pace.settle(entry.cost, cost)

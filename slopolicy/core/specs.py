@@ -102,6 +102,9 @@ class LaneSpec:
             prefills can take.
         seat_reserve: running seats only this lane may take (see
             :mod:`slopolicy.core.queueing.seats`).
+        max_interference: requests of the earlier lanes one request may be
+            expected to make miss their TTFT target by its prefill (``None``:
+            no bound; see :mod:`slopolicy.core.queueing.interference`).
         slo_deadline: a queued request leaves (``expired``) once it has waited
             its lane's latency target (TTFT, else e2e), when it can only miss.
         task: the lane's task objective (``None``: tasks are tracked, with no
@@ -122,6 +125,7 @@ class LaneSpec:
     slo_deadline: bool = False
     task: TaskSLO | None = None
     seat_reserve: int = 0
+    max_interference: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -373,13 +373,13 @@ class Gate:
         return finished
 
     def _prefilled(self, now: float) -> None:
-        """A started request's first token came: the prefill gate may open now,
-        or sooner than the timer was set for (without gates nothing changes)."""
-        if self._waiters and self.policy.prefill is not None:
+        """A started request's first token came: the prefill budget may have
+        room now."""
+        if self._waiters:
             self._hand_on(now)
 
     def _hand_on(self, now: float) -> None:
-        """A seat, or a prefill gate, may have opened at ``now``: start what can,
+        """A seat, or the prefill budget, may have opened at ``now``: start what can,
         else tell the timer (a paced start's settled cost may have moved it)."""
         if self.policy.can_start(now=now):
             self._dispatch(now)

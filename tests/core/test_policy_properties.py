@@ -60,7 +60,7 @@ _CONFIG = PolicyConfig.from_dict(
         },
         "tenants": {"t3": "tiny"},
         "kv": {"num_blocks": 150, "block_size": 16},
-        # The prefill gate on: starts held back while a lane's prompts are computed.
+        # The prefill budget on: starts held back while prompts ahead are computed.
         "engine": {"max_running": 3, "prefill_horizon_s": 0.5},
     }
 )
@@ -229,23 +229,19 @@ class PolicyLifecycle(RuleBasedStateMachine):
             # Held back by the rate: a caller knows when to come back.
             assert (policy.next_start() is not None) == (queued > 0)
             return
-        gates = policy.prefill
-        held = False
+        first_tokens = policy.first_tokens
         for lane, entry in policy._queues.candidates():
             if not policy.seats.fits(lane, policy.seats.needed(lane, entry.request.sequences)):
                 continue  # its seats are taken (the lane's cap, other lanes' reserves)
-            gate = None if gates is None else gates[lane]
-            if gate is not None and not gate.ready(now=self.now):
-                # Held back by its lane's prefill gate: the engine has that
-                # lane's prompt work ahead (it is not idle).
-                assert gate.uncomputed > 0
-                held = True
+            if not first_tokens.admits(lane, entry.prompt_tokens):
+                # Held back by the prefill budget: the engine has prompt work
+                # ahead of it (it is not idle), and a first token or an end
+                # (which the driver dispatches after) opens it.
+                assert first_tokens.ahead(lane) > 0
                 continue
             assert policy.kv.free_blocks(lane) < entry.kv_blocks, (
                 f"{entry.id} in {lane} fits but waits"
             )
-        if held:  # a caller knows when to come back
-            assert policy.next_start() is not None
 
     @invariant()
     def phases_match(self) -> None:

@@ -1,5 +1,5 @@
-"""The prefill gate: the backlog it counts, the rate it learns, when it opens;
-and the policy's SLO deadlines built on it."""
+"""The prefill budget: what it counts, when it holds a start back, how
+``engine.prefill_horizon_s`` resolves; and the policy's SLO deadlines built on it."""
 
 from __future__ import annotations
 
@@ -12,132 +12,166 @@ from hypothesis import strategies as st
 from slopolicy import Policy, PolicyConfig, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.outcome import Outcome
-from slopolicy.core.queueing.prefill import PrefillGate
+from slopolicy.core.queueing.ttft import FirstTokenCheck
 
+_LANES = ("chat", "docs", "batch")
 _STEP = st.tuples(
-    st.sampled_from(["start", "first", "left", "wait"]),
+    st.sampled_from(["start", "first", "left"]),
+    st.sampled_from(_LANES),
     st.integers(1, 20_000),
-    st.floats(0.0, 2.0),
 )
 
 
-@given(st.lists(_STEP, max_size=60), st.floats(0.01, 2.0))
-def test_the_backlog_is_what_was_started_and_not_through_prefill(
-    steps: list[tuple[str, int, float]], horizon: float
+def _fitted(check: FirstTokenCheck, rate: float) -> None:
+    """32 observations at ``rate`` tokens per second, from nothing ahead."""
+    for k in range(32):
+        tokens = 500 + 500 * (k % 4)
+        check.models["chat"].observe(tokens, tokens / rate)
+
+
+@given(st.lists(_STEP, max_size=60), st.floats(0.01, 2.0), st.sampled_from([None, 900.0, 4e4]))
+def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
+    steps: list[tuple[str, str, int]], horizon: float, rate: float | None
 ) -> None:
-    gate = PrefillGate(horizon)
-    outstanding: list[int] = []
-    now = 0.0
-    for action, tokens, dt in steps:
-        now += dt
+    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0}, horizon=horizon)
+    if rate is not None:
+        _fitted(check, rate)
+    outstanding: list[tuple[str, str, int]] = []
+    for n, (action, lane, tokens) in enumerate(steps):
         if action == "start":
-            gate.started(tokens, now=now)
-            outstanding.append(tokens)
-        elif action in ("first", "left") and outstanding:
-            done = outstanding.pop(0)
-            (gate.first_token if action == "first" else gate.left)(done, now=now)
-        assert gate.backlog == sum(outstanding)
-        assert 0 <= gate.uncomputed <= gate.backlog
-        assert gate.rate is None or (gate.rate > 0 and math.isfinite(gate.rate))
-        # Work conserving: with nothing left to compute, anything may start.
-        if gate.uncomputed == 0:
-            assert gate.ready(now=now)
-        # The time it names is one at which a start may go, if nothing else
-        # happens first (time then moves on to it).
-        at = gate.ready_at(now=now)
-        assert at >= now
-        assert gate.ready(now=at)
-        now = at
+            check.started(f"r{n}", lane, tokens, now=float(n))
+            outstanding.append((f"r{n}", lane, tokens))
+        elif outstanding:
+            done = outstanding.pop(0)[0]
+            if action == "first":
+                check.first_token(done, now=float(n))
+            else:
+                check.left(done)
+        budget = check.budget()
+        assert (budget is None) == (rate is None)
+        engine = check.models["chat"]  # the first lane's: the one the budget reads
+        for i, name in enumerate(_LANES):
+            # A lane's prompts and the more interactive lanes' are ahead of it.
+            ahead_of = [t for _, lane_, t in outstanding if _LANES.index(lane_) <= i]
+            assert check.ahead(name) == sum(ahead_of)
+            for prompt in (1, 5_000, 1_000_000):
+                admits = check.admits(name, prompt)
+                if budget is None or not ahead_of:
+                    assert admits  # nothing to wait for: the engine never idles (invariant 4)
+                else:  # the engine's time for what is ahead and this prompt, within the horizon
+                    assert engine.rate is not None
+                    squares = sum(float(t) ** 2 for t in (*ahead_of, prompt))
+                    seconds = (sum(ahead_of) + prompt) / engine.rate
+                    seconds += engine.quadratic * squares / 1e6
+                    assert admits == (seconds <= horizon * (1 + 1e-9)) or math.isclose(
+                        seconds, horizon, rel_tol=1e-9
+                    )
 
 
-@pytest.mark.parametrize("rate", [900.0, 40_000.0])
-def test_it_learns_the_prefill_rate_of_a_serial_engine(rate: float) -> None:
-    gate = PrefillGate(0.1)
-    now = 0.0
-    for k in range(200):  # prompts of 500..1500 tokens, computed one after the other
-        tokens = 500 + (k * 37) % 1000
-        gate.started(tokens, now=now)
-        now += tokens / rate
-        gate.first_token(tokens, now=now)
-        now += 0.5  # idle gaps do not count
-    assert gate.rate == pytest.approx(rate, rel=0.01)
+def test_the_budget_is_the_horizon_at_the_learned_rate() -> None:
+    check = FirstTokenCheck(_LANES, {"chat": 0.5}, horizon=0.1)
+    assert check.budget() is None  # nothing learned: nothing held back
+    check.started("huge", "chat", 10**9, now=0.0)
+    assert check.admits("chat", 10**9)
+    _fitted(check, 40_000.0)
+    assert check.budget() == pytest.approx(4_000.0)
+    assert not check.admits("chat", 1)  # a billion tokens are ahead
+    assert check.admits("docs", 1) is False  # ...and ahead of the later lanes too
+    assert FirstTokenCheck(_LANES, {"chat": 0.5}).budget() is None  # no horizon: no budget
 
 
-def test_a_long_prompt_holds_the_next_start_for_about_one_horizon() -> None:
-    gate = PrefillGate(0.1)
-    gate.started(1000, now=0.0)
-    gate.first_token(1000, now=1.0)  # 1,000 tokens/s once the window is full...
-    gate.started(1000, now=1.0)
-    gate.first_token(1000, now=2.0)
-    assert gate.rate == pytest.approx(1000.0)
-    gate.started(50_000, now=2.0)  # ...then a 50k prompt: counts as one budget (100 tokens)
-    assert gate.ready(now=2.0)  # at the budget, not past it
-    gate.started(10, now=2.0)
-    assert not gate.ready(now=2.0)
-    assert gate.ready_at(now=2.0) == pytest.approx(2.01, abs=1e-6)  # 10 tokens at 1,000/s
-    assert gate.ready(now=2.011)
-    assert gate.backlog == 50_010
+@pytest.mark.parametrize("horizon", [0.0, -1.0, float("inf"), float("nan")])
+def test_a_bad_horizon_is_refused(horizon: float) -> None:
+    with pytest.raises(ValueError, match="horizon"):
+        FirstTokenCheck(_LANES, {}, horizon=horizon)
 
 
-def _policy(**engine: object) -> Policy:
-    return Policy(
-        PolicyConfig.from_dict(
-            {
-                "lanes": [
-                    {
-                        "name": "chat",
-                        "slo": {"ttft_p95_s": 1.0},
-                        "max_queue_wait_s": 30.0,
-                        "queue_capacity": 64,
-                    }
-                ],
-                "engine": {"max_running": 64, **engine},
-                "ladder": {"enabled": False},
-            }
-        ),
-        counter=HeuristicCounter(),
+def _config(**engine: object) -> PolicyConfig:
+    return PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {
+                    "name": "chat",
+                    "slo": {"ttft_p95_s": 1.0},
+                    "max_queue_wait_s": 30.0,
+                    "queue_capacity": 64,
+                }
+            ],
+            "engine": {"max_running": 64, **engine},
+            "ladder": {"enabled": False},
+        }
     )
 
 
-def _gated() -> Policy:
-    return _policy(prefill_horizon_s=0.5)
+@pytest.mark.parametrize(
+    ("lanes", "engine", "horizon"),
+    [
+        (None, {}, 0.075),  # the default lanes: 3/4 of interactive's 0.1 s TPOT target
+        ([{"name": "a", "slo": {"ttft_p95_s": 2.0}}], {}, 0.5),  # 1/4 of the TTFT target
+        ([{"name": "a", "slo": {"e2e_p95_s": 60.0}}], {}, None),  # neither: off
+        (None, {"prefill_horizon_s": 0.3}, 0.3),
+        (None, {"prefill_horizon_s": 0}, None),
+        (None, {"prefill_horizon_s": None}, None),
+    ],
+)
+def test_the_horizon_resolves_against_the_lanes_targets(
+    lanes: list[dict[str, object]] | None, engine: dict[str, object], horizon: float | None
+) -> None:
+    data: dict[str, object] = {"engine": engine}
+    if lanes is not None:
+        data["lanes"] = lanes
+    config = PolicyConfig.from_dict(data)
+    assert config.prefill_horizon() == (None if horizon is None else pytest.approx(horizon))
+    policy = Policy(config, counter=HeuristicCounter())
+    assert policy.first_tokens.horizon == (None if horizon is None else pytest.approx(horizon))
 
 
 def _learn(policy: Policy, rate: float, now: float = 0.0) -> float:
-    """Serve two 300-token prompts at ``rate`` tokens/s; the time after."""
-    for k in range(2):
+    """32 prompts of 100 to 400 tokens through prefill at ``rate`` tokens per
+    second, one at a time; the time after."""
+    for k in range(32):
+        tokens = 100 * (1 + k % 4)
         assert policy.submit(
-            Request(id=f"warm{k}", tenant="w", prompt_tokens=300), now=now
+            Request(id=f"warm{k}", tenant="w", prompt_tokens=tokens), now=now
         ).accepted
         (started,) = policy.dispatch(now=now)
-        now += 300 / rate
+        now += tokens / rate
         policy.first_token(started.id, now=now)
         policy.finish(started.id, now=now, output_tokens=1)
-    assert policy.prefill is not None
-    assert policy.prefill["chat"].rate == pytest.approx(rate)
+    assert policy.first_tokens.models["chat"].rate == pytest.approx(rate)
     return now
 
 
-def test_the_gate_is_off_unless_a_horizon_is_set() -> None:
-    assert _policy().prefill is None
-    assert _policy(prefill_horizon_s=0).prefill is None
-    policy = _policy(prefill_horizon_s=0.5)
-    assert policy.prefill is not None
-    assert set(policy.prefill) == {"chat"}
-    assert policy.prefill["chat"].horizon == 0.5
+def test_a_start_waits_for_a_first_token_when_the_budget_is_full() -> None:
+    policy = Policy(_config(prefill_horizon_s=0.5), counter=HeuristicCounter())
+    now = _learn(policy, 1000.0)  # a budget of 500 tokens
+    for name, tokens in (("a", 300), ("c", 150), ("b", 100)):
+        policy.submit(Request(id=name, tenant="t", prompt_tokens=tokens), now=now)
+    assert [s.id for s in policy.dispatch(now=now).started] == ["a", "c"]
+    assert policy.next_start() is None  # no time opens it: a first token or an end does
+    assert [s.id for s in policy.dispatch(now=now + 0.1).started] == []
+    policy.first_token("a", now=now + 0.3)
+    assert [s.id for s in policy.dispatch(now=now + 0.3).started] == ["b"]
+
+
+def test_a_prompt_larger_than_the_budget_starts_alone() -> None:
+    policy = Policy(_config(prefill_horizon_s=0.5), counter=HeuristicCounter())
+    now = _learn(policy, 1000.0)
+    policy.submit(Request(id="big", tenant="t", prompt_tokens=800), now=now)  # 0.8 s of 1
+    policy.submit(Request(id="small", tenant="t", prompt_tokens=10), now=now)
+    assert [s.id for s in policy.dispatch(now=now).started] == ["big"]
+    policy.finish("big", now=now + 0.5, outcome="failed", output_tokens=0)
+    assert [s.id for s in policy.dispatch(now=now + 0.5).started] == ["small"]
 
 
 def test_a_queued_request_leaves_when_its_ttft_target_is_lost() -> None:
-    policy = _gated()
+    policy = Policy(_config(prefill_horizon_s=0.5), counter=HeuristicCounter())
     now = _learn(policy, 1000.0)
-    # Two prompts fill the gate's 500-token budget (0.5 s at the rate): the
-    # next start waits while they are computed.
-    for name, tokens in (("a", 800), ("c", 400)):
+    for name, tokens in (("a", 300), ("c", 150)):
         policy.submit(Request(id=name, tenant="t", prompt_tokens=tokens), now=now)
         assert len(policy.dispatch(now=now).started) == 1
-    policy.submit(Request(id="b", tenant="t", prompt_tokens=200), now=now)
+    policy.submit(Request(id="b", tenant="t", prompt_tokens=100), now=now)
     assert len(policy.dispatch(now=now).started) == 0
-    assert policy.next_start() == pytest.approx(now + 0.4)
     # Its 1 s TTFT target, not the lane's 30 s wait bound, is its deadline.
     assert policy.next_deadline() == pytest.approx(now + 1.0)
     result = policy.dispatch(now=now + 1.01)
@@ -157,8 +191,8 @@ def test_without_slo_deadlines_the_lane_wait_bound_applies() -> None:
         counter=HeuristicCounter(),
     )
     now = _learn(policy, 1000.0)
-    policy.submit(Request(id="a", tenant="t", prompt_tokens=800), now=now)
-    policy.submit(Request(id="c", tenant="t", prompt_tokens=400), now=now)
-    policy.submit(Request(id="b", tenant="t", prompt_tokens=200), now=now)
+    policy.submit(Request(id="a", tenant="t", prompt_tokens=300), now=now)
+    policy.submit(Request(id="c", tenant="t", prompt_tokens=150), now=now)
+    policy.submit(Request(id="b", tenant="t", prompt_tokens=100), now=now)
     assert len(policy.dispatch(now=now).started) == 2
     assert policy.next_deadline() == pytest.approx(now + 60.0)  # the lane's default wait bound

@@ -1,6 +1,6 @@
 """``Policy.next_wakeup`` is never late: until it, a dispatch changes nothing.
 
-The lifecycle machines of ``test_policy_properties`` (prefill gates and the
+The lifecycle machines of ``test_policy_properties`` (the prefill budget and the
 ladder on; the paced one with ``engine.dispatch_rate``) with one more rule: a
 driver's dispatch, then a dispatch at some time before the wake-up it was
 given (the clock moved on that far) must start, expire and evaluate nothing.
@@ -17,7 +17,7 @@ from hypothesis.stateful import rule
 from slopolicy import Policy, PolicyConfig, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.health.signals import EngineSignals
-from tests.core.test_policy_properties import _CONFIG, PacedPolicyLifecycle, PolicyLifecycle
+from tests.core.test_policy_properties import PacedPolicyLifecycle, PolicyLifecycle
 
 
 class _NeverLate(PolicyLifecycle):
@@ -49,7 +49,7 @@ class _NeverLate(PolicyLifecycle):
 
 
 class WakeupLifecycle(_NeverLate):
-    """Prefill gates and the fallback ladder: deadlines, gated starts, evaluations."""
+    """The prefill budget and the fallback ladder: deadlines, held starts, evaluations."""
 
 
 class PacedWakeupLifecycle(_NeverLate, PacedPolicyLifecycle):
@@ -83,30 +83,3 @@ def test_the_wakeup_is_the_earliest_timer() -> None:
     off = config.model_copy(update={"ladder": config.ladder.model_copy(update={"enabled": False})})
     no_ladder = Policy(off, counter=HeuristicCounter())
     assert no_ladder.next_wakeup(now=0.0) is None
-
-
-def test_a_lane_its_gate_holds_is_timed_even_beside_a_lane_held_by_its_seats() -> None:
-    # Found by TestWakeupLifecycle: heavy waits for its one seat with its gate
-    # open; interactive waits for its gate. The open gate must not hide when
-    # interactive's opens, or a caller sleeping until next_start never wakes.
-    policy = Policy(_CONFIG, counter=HeuristicCounter())
-
-    def submit(name: str, prompt: int, now: float, lane: str | None = None) -> None:
-        request = Request(id=name, tenant="t0", prompt_tokens=prompt, max_new_tokens=1, lane=lane)
-        policy.submit(request, now=now)
-
-    submit("r1", 0, 0.0, "heavy")
-    submit("r2", 1, 0.0)
-    submit("r3", 1, 0.0)
-    assert {s.id for s in policy.dispatch(now=0.0).started} == {"r1", "r2", "r3"}
-    policy.tokens("r3", 0, now=1.0)
-    submit("r4", 0, 1.0)  # interactive
-    submit("r5", 401, 1.0)  # over interactive's prompt cap: heavy
-    policy.cancel("r3", now=1.0)
-    assert not policy.dispatch(now=1.0).started
-    assert policy.prefill is not None
-    assert not policy.prefill["interactive"].ready(now=1.0)
-    opens = policy.next_start()
-    assert opens is not None
-    assert opens > 1.0
-    assert [s.id for s in policy.dispatch(now=opens).started] == ["r4"]

@@ -24,7 +24,9 @@ def _policy() -> Policy:
             "slo": {"ttft_p95_s": 0.55},
         }
     ]
-    policy = Policy(config(lanes=lanes, engine={"max_running": 64}), counter=HeuristicCounter())
+    # The prefill budget off: this is the TTFT check alone.
+    engine = {"max_running": 64, "prefill_horizon_s": 0}
+    policy = Policy(config(lanes=lanes, engine=engine), counter=HeuristicCounter())
     # The lane's engine TTFT as 32 earlier requests saw it: 10,000 prompt tokens a second.
     model = policy.first_tokens.models["interactive"]
     for i in range(32):

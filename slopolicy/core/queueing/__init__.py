@@ -1,5 +1,5 @@
 """Who goes next: fair queues per lane, the lane scheduler, deadlines, dispatch
-pacing and the prefill gate.
+pacing, and the engine TTFT model with its prefill budget.
 
 A thin face: the public names of this wing, re-exported from its modules.
 """
@@ -9,8 +9,6 @@ from __future__ import annotations
 from slopolicy.core.queueing.fairqueue import FairQueue as FairQueue
 from slopolicy.core.queueing.fairqueue import FairQueueStatistics as FairQueueStatistics
 from slopolicy.core.queueing.pacing import DispatchPace as DispatchPace
-from slopolicy.core.queueing.prefill import PrefillGate as PrefillGate
-from slopolicy.core.queueing.prefill import PrefillStatistics as PrefillStatistics
 from slopolicy.core.queueing.scheduler import LaneScheduler as LaneScheduler
 
 __all__ = (
@@ -18,6 +16,4 @@ __all__ = (
     "FairQueue",
     "FairQueueStatistics",
     "LaneScheduler",
-    "PrefillGate",
-    "PrefillStatistics",
 )

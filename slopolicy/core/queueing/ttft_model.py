@@ -1,0 +1,201 @@
+"""The engine's time to a first token, as a function of the prompt work around a start.
+
+:class:`FirstTokenModel` fits, by exponentially weighted least squares over
+started requests' observed dispatch-to-first-token times,
+
+    engine TTFT = floor + ahead / rate + quadratic · squares + blocking · shadow
+
+- ``ahead``: prompt tokens the engine computes before this request's first
+  token (the prompts handed over before it and not yet through prefill,
+  its own included; see :mod:`slopolicy.core.queueing.ttft`);
+- ``squares``: the sum of those prompts' squared lengths, in millions of
+  tokens². Attention makes a prompt's prefill grow with its square (each
+  token attends to those before it), which a rate alone reads as a slower
+  engine for long prompts and a faster one for short;
+- ``shadow``: seconds of prefill the *later* lanes' prompts in prefill have
+  left, each as its own lane's model puts it (its prefill time less the
+  time since it started). An engine that honours priorities still finishes
+  a running prefill first, and one without a cap on a request's chunk per
+  iteration (vLLM's default ``long_prefill_token_threshold`` 0) gives a
+  long prompt whole iterations, so a request started beside it waits for
+  it. ``blocking`` (a share, 0 to about 1) measures how much: near 1 on
+  such an engine, near 0 on one that interleaves long prompts with other
+  work.
+
+Terms the data cannot support (no squares or no shadow varies, or a fitted
+coefficient below 0) are left out and the rest refitted, so a lane that
+never started in another's shadow fits the others alone. It needs no engine
+profile: every term follows the engine as decode load, prompt mix and
+hardware change. Sans-IO: callers pass observed seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+__all__ = ("FirstTokenModel",)
+
+#: Squared prompt lengths are counted in millions of tokens², which keeps
+#: every sum the fit keeps within a few orders of magnitude of the others.
+SQUARES_UNIT = 1e6
+
+# Regressors, by index into the fit's sums: ahead, squares, shadow.
+_AHEAD, _SQUARES, _SHADOW = 0, 1, 2
+_OPTIONAL = (_SQUARES, _SHADOW)
+
+
+class FirstTokenModel:
+    """Engine TTFT from the prompt work around a start, fitted online (see the module).
+
+    Args:
+        half_life: observations after which an old one weighs half.
+        min_samples: observations before the model answers.
+    """
+
+    __slots__ = (
+        "_decay",
+        "_n",
+        "_sums",
+        "blocking",
+        "floor",
+        "min_samples",
+        "quadratic",
+        "r2",
+        "rate",
+        "spread",
+    )
+
+    def __init__(self, *, half_life: float = 256.0, min_samples: int = 32) -> None:
+        if not (isinstance(half_life, int | float) and 1 <= half_life < float("inf")):
+            raise ValueError(f"half_life must be a finite number >= 1, got {half_life!r}")
+        if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 2:
+            raise ValueError(f"min_samples must be an int >= 2, got {min_samples!r}")
+        self._decay = 0.5 ** (1.0 / half_life)
+        self.min_samples = min_samples
+        #: The fitted floor (seconds), rate (prompt tokens per second),
+        #: quadratic (seconds per million tokens² of squared prompts) and
+        #: blocking (the share of later lanes' prefill left that holds a start
+        #: up, 0 to about 1); the
+        #: standard deviation of the fit's residuals (seconds) and its R².
+        #: ``None``/0 until ``min_samples`` observations of different sizes
+        #: give a positive rate.
+        self.floor: float | None = None
+        self.rate: float | None = None
+        self.quadratic = 0.0
+        self.blocking = 0.0
+        self.spread = 0.0
+        self.r2 = 0.0
+        self._n = 0
+        # Weighted sums: [w, Σx_j (3), Σy, Σx_j·x_k (upper triangle, 6), Σx_j·y (3), Σy²].
+        self._sums = [0.0] * 15
+
+    def observe(
+        self, ahead: int, seconds: float, *, squares: float = 0.0, shadow: float = 0.0
+    ) -> None:
+        """A request started with ``ahead`` prompt tokens ahead of its first
+        token (its own included), whose squared lengths sum to ``squares``
+        (tokens²), and ``shadow`` seconds of later lanes' prefill left, had
+        it ``seconds`` after it was handed over."""
+        if seconds < 0:
+            return
+        d, s = self._decay, self._sums
+        x = (float(ahead), squares / SQUARES_UNIT, shadow)
+        y = seconds
+        terms = (
+            1.0,
+            *x,
+            y,
+            *(x[j] * x[k] for j in range(3) for k in range(j, 3)),
+            *(xj * y for xj in x),
+            y * y,
+        )
+        for i, term in enumerate(terms):
+            s[i] = d * s[i] + term
+        self._n += 1
+        if self._n >= self.min_samples:
+            self._fit()
+
+    def expected(self, ahead: int, *, squares: float = 0.0, shadow: float = 0.0) -> float | None:
+        """The engine TTFT expected of a request started now with ``ahead``
+        tokens ahead (its own included), ``squares`` their squared lengths
+        summed (tokens²) and ``shadow`` seconds of later lanes' prefill left,
+        in seconds; ``None`` while the model is not fitted."""
+        rate, floor = self.rate, self.floor
+        if rate is None or floor is None:
+            return None
+        return (
+            floor + ahead / rate + self.quadratic * squares / SQUARES_UNIT + self.blocking * shadow
+        )
+
+    def optimistic(self, ahead: int, *, squares: float = 0.0, shadow: float = 0.0) -> float | None:
+        """:meth:`expected` less one standard deviation of the residuals: a
+        TTFT the engine beats about one time in six (``None``: not fitted)."""
+        expected = self.expected(ahead, squares=squares, shadow=shadow)
+        return None if expected is None else expected - self.spread
+
+    def prefill(self, prompt_tokens: int) -> float | None:
+        """Seconds the engine takes to a first token for one prompt of
+        ``prompt_tokens`` with nothing else ahead (``None``: not fitted)."""
+        return self.expected(prompt_tokens, squares=float(prompt_tokens) ** 2)
+
+    def _fit(self) -> None:
+        s = self._sums
+        w = s[0]
+        mean = [s[1 + j] / w for j in range(3)]
+        mean_y = s[4] / w
+        pairs = iter(s[5:11])
+        cov = [[0.0] * 3 for _ in range(3)]
+        for j in range(3):
+            for k in range(j, 3):
+                cov[j][k] = cov[k][j] = next(pairs) / w - mean[j] * mean[k]
+        cov_y = [s[11 + j] / w - mean[j] * mean_y for j in range(3)]
+        var_y = s[14] / w - mean_y * mean_y
+        # A regressor must vary (a relative spread of 1% at least) to mean
+        # anything; without ahead varying the last fit stays.
+        varies = [cov[j][j] > (0.01 * mean[j]) ** 2 for j in range(3)]
+        if not varies[_AHEAD] or var_y <= 0:
+            return
+        usable = [j for j in _OPTIONAL if varies[j]]
+        for count in range(len(usable), -1, -1):
+            for extra in combinations(usable, count):
+                terms = (_AHEAD, *extra)
+                # Solved on standardized regressors (a correlation matrix),
+                # so terms of very different magnitudes compare fairly.
+                sd = {j: math.sqrt(cov[j][j]) for j in terms}
+                found = _solve(
+                    [[cov[j][k] / (sd[j] * sd[k]) for k in terms] for j in terms],
+                    [cov_y[j] / sd[j] for j in terms],
+                )
+                if found is None or found[0] <= 0 or any(b < 0 for b in found[1:]):
+                    continue
+                coef = {j: b / sd[j] for j, b in zip(terms, found, strict=True)}
+                explained = sum(b * cov_y[j] for j, b in coef.items())
+                self.rate = 1.0 / coef[_AHEAD]
+                self.quadratic = coef.get(_SQUARES, 0.0)
+                self.blocking = coef.get(_SHADOW, 0.0)
+                self.floor = max(0.0, mean_y - sum(b * mean[j] for j, b in coef.items()))
+                self.r2 = min(1.0, explained / var_y)
+                self.spread = math.sqrt(max(0.0, var_y - explained))
+                return
+
+
+def _solve(matrix: list[list[float]], vector: list[float]) -> list[float] | None:
+    """``matrix⁻¹ · vector`` for a correlation matrix of up to 3x3 by
+    Gaussian elimination; ``None`` when it is (nearly) singular: regressors
+    so correlated that their coefficients cannot be told apart."""
+    n = len(vector)
+    a = [[*row, value] for row, value in zip(matrix, vector, strict=True)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) <= 1e-6:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for row in range(col + 1, n):
+            factor = a[row][col] / a[col][col]
+            for k in range(col, n + 1):
+                a[row][k] -= factor * a[col][k]
+    out = [0.0] * n
+    for row in range(n - 1, -1, -1):
+        out[row] = (a[row][n] - sum(a[row][k] * out[k] for k in range(row + 1, n))) / a[row][row]
+    return out

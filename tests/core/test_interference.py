@@ -1,0 +1,134 @@
+"""The harm a long prompt's prefill does to the more urgent lanes, and the
+requests deferred for it: priced from what the engine does, never on an
+engine that interleaves long prompts with other work."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slopolicy import PolicyConfig
+from slopolicy.core.queueing.interference import ArrivalRate, PrefillInterference
+from slopolicy.core.queueing.ttft import FirstTokenCheck
+from slopolicy.sim import EngineSpec, LogNormal, Poisson, Stream, Tenants, build_workload, profile
+from slopolicy.sim.comparison import evaluate
+from slopolicy.sim.ours import PolicyScheduler
+from slopolicy.sim.records import SimOutcome
+
+_LANES = ("chat", "docs")
+
+
+def test_an_arrival_rate_follows_a_steady_stream_and_decays_when_quiet() -> None:
+    rate = ArrivalRate(window=10.0)
+    for k in range(2000):  # 4 per second for 500 s
+        rate.arrived(now=k / 4)
+    assert rate.rate(now=500.0) == pytest.approx(4.0, rel=0.02)
+    assert rate.rate(now=510.0) == pytest.approx(rate.rate(now=500.0) / math.e, rel=1e-9)
+    assert rate.rate(now=499.0) == rate.rate(now=499.75)  # before the last arrival: its value
+
+
+@given(st.lists(st.floats(0, 1e6), max_size=50))
+def test_an_arrival_rate_is_never_negative_nor_infinite(times: list[float]) -> None:
+    rate = ArrivalRate()
+    for at in times:
+        rate.arrived(now=at)
+        assert 0 <= rate.rate(now=at) < math.inf
+
+
+def _check(blocking: float) -> FirstTokenCheck:
+    """Chat (0.5 s target) and docs, both fitted: docs prefill at 50,000
+    tokens per second; a chat started in the shadow of docs' prefill waits
+    ``blocking`` of what is left of it."""
+    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0})
+    docs, chat = check.models["docs"], check.models["chat"]
+    for k in range(64):
+        doc = 10_000 + 1000 * (k % 8)
+        docs.observe(doc, 0.01 + doc / 50_000)
+        prompt, shadow = 500 + 100 * (k % 5), 0.2 * (k % 3)
+        chat.observe(prompt, 0.02 + prompt / 50_000 + blocking * shadow, shadow=shadow)
+    return check
+
+
+def test_the_harm_is_the_urgent_lane_s_arrivals_in_the_time_the_prefill_holds_it() -> None:
+    check = _check(1.0)
+    interference = PrefillInterference(_LANES, {"chat": 0.5}, check, {"docs": 1.0})
+    for k in range(300):  # chat at 2 per second for 150 s
+        interference.arrived("chat", now=k / 2)
+    rate = interference.rates["chat"].rate(now=150.0)
+    floor = check.models["chat"].floor
+    assert floor is not None
+    assert check.models["chat"].blocking == pytest.approx(1.0)
+    # A 100k-token document: 2.01 s of prefill, all of it holding chat up.
+    held = 0.01 + 100_000 / 50_000 - (0.5 - floor)
+    assert interference.harm("docs", 100_000, now=150.0) == pytest.approx(rate * held)
+    assert interference.refuses("docs", 100_000, now=150.0) == pytest.approx(rate * held)
+    # Short enough to fit in chat's slack: no harm at all.
+    assert interference.harm("docs", 10_000, now=150.0) == 0.0
+    assert interference.refuses("docs", 10_000, now=150.0) is None
+    # Nothing is ahead of the first lane: it is never deferred.
+    assert interference.refuses("chat", 10**6, now=150.0) is None
+
+
+def test_an_engine_that_interleaves_is_never_priced() -> None:
+    check = _check(0.0)
+    interference = PrefillInterference(_LANES, {"chat": 0.5}, check, {"docs": 1.0})
+    for k in range(3000):
+        interference.arrived("chat", now=k / 20)
+    assert check.models["chat"].blocking == 0.0
+    assert interference.harm("docs", 10**6, now=150.0) == 0.0
+
+
+def test_a_quiet_urgent_lane_prices_nothing_and_a_lane_without_a_limit_is_never_deferred() -> None:
+    check = _check(1.0)
+    quiet = PrefillInterference(_LANES, {"chat": 0.5}, check, {"docs": 1.0})
+    assert quiet.refuses("docs", 10**6, now=0.0) is None  # no chat has arrived
+    unlimited = PrefillInterference(_LANES, {"chat": 0.5}, check, {})
+    for k in range(3000):
+        unlimited.arrived("chat", now=k / 20)
+    assert unlimited.harm("docs", 100_000, now=150.0) > 1
+    assert unlimited.refuses("docs", 100_000, now=150.0) is None
+
+
+def _mixed(seconds: float) -> object:
+    chat = Stream(
+        "chat",
+        Poisson(1.2),
+        LogNormal(600, 0.8, 16, 6000),
+        LogNormal(120, 0.6, 8, 512),
+        Tenants.numbered("chat-", 4),
+        max_new_tokens=512,
+    )
+    docs = Stream(
+        "docs",
+        Poisson(0.4),
+        LogNormal(20_000, 0.7, 9000, 100_000),
+        LogNormal(100, 0.5, 8, 512),
+        Tenants.numbered("docs-", 2),
+        max_new_tokens=512,
+    )
+    return build_workload([chat, docs], duration=seconds, seed=3, name="mixed")
+
+
+@pytest.mark.parametrize(("threshold", "deferred"), [(0, True), (1024, False)])
+def test_long_prompts_are_deferred_only_where_their_prefill_holds_chat_up(
+    threshold: int, deferred: bool
+) -> None:
+    """The same traffic on vLLM's default (a running prefill takes whole
+    iterations) and with ``long_prefill_token_threshold`` 1,024 (chat
+    interleaves): the policy learns which engine it is in front of."""
+    engine = EngineSpec(profile("llama3-8b/h100"), long_prefill_token_threshold=threshold)
+    workload = _mixed(240.0)
+    config = PolicyConfig()
+    result, _ = evaluate(PolicyScheduler(config), workload, engine, config)  # type: ignore[arg-type]
+    refused = [
+        r
+        for r in result.records
+        if r.outcome is SimOutcome.REJECTED and r.reason == "prefill_interference"
+    ]
+    assert bool(refused) == deferred
+    if deferred:
+        assert min(r.request.prompt_tokens for r in refused) > 20_000
+        assert all(r.lane == "heavy" for r in refused)
