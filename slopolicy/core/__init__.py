@@ -32,9 +32,9 @@ from slopolicy.core.health.health import Health as Health
 from slopolicy.core.health.signals import DecodeBaseline as DecodeBaseline
 from slopolicy.core.health.signals import EngineSignals as EngineSignals
 from slopolicy.core.health.signals import SignalBoard as SignalBoard
-from slopolicy.core.kv import KVReservation as KVReservation
-from slopolicy.core.kv import KVStatistics as KVStatistics
-from slopolicy.core.kv_peak import peak_fits as peak_fits
+from slopolicy.core.kv.ledger import KVReservation as KVReservation
+from slopolicy.core.kv.ledger import KVStatistics as KVStatistics
+from slopolicy.core.kv.peak import peak_fits as peak_fits
 from slopolicy.core.ladder.events import LadderCause as LadderCause
 from slopolicy.core.ladder.events import LadderDirection as LadderDirection
 from slopolicy.core.ladder.events import LadderEvent as LadderEvent

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slopolicy.core.book import Book
 from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.health.health import Health
-from slopolicy.core.kv import KVReservation
+from slopolicy.core.kv.ledger import KVReservation
 from slopolicy.core.lifecycle import Entry
+from slopolicy.core.policy.book import Book
+from slopolicy.core.policy.reservations import Reservations
 from slopolicy.core.queueing.counters import check_weight
 from slopolicy.core.queueing.deadlines import Deadlines
 from slopolicy.core.queueing.pacing import DispatchPace
@@ -23,7 +24,6 @@ from slopolicy.core.queueing.scheduler import LaneScheduler
 from slopolicy.core.queueing.seats import Seats
 from slopolicy.core.queueing.ttft import FirstTokenCheck
 from slopolicy.core.quota.tenants import TenantQuotas
-from slopolicy.core.reservations import Reservations
 from slopolicy.core.router import LaneRouter
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel

@@ -29,24 +29,24 @@ from collections.abc import Callable, Sequence
 from slopolicy.core.checks import check_now
 from slopolicy.core.cost.tokens import TokenCounter
 from slopolicy.core.decisions import Admit, Decision, Demote, Reason
-from slopolicy.core.dispatcher import Dispatcher
 from slopolicy.core.health.findings import Finding
 from slopolicy.core.health.signals import EngineSignals, check_signals
-from slopolicy.core.intake import Intake
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.lifecycle import Dispatch, PolicyStatistics
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.parts import Parts
+from slopolicy.core.policy.dispatcher import Dispatcher
+from slopolicy.core.policy.intake import Intake
+from slopolicy.core.policy.parts import Parts
+from slopolicy.core.policy.serving import Serving
 from slopolicy.core.request import Request
 from slopolicy.core.router import RoutingRule
-from slopolicy.core.serving import Serving
 from slopolicy.core.slo.tracker import CostModel
 from slopolicy.core.specs import PolicySource, PolicySpec
 from slopolicy.core.tasks.trackers import TaskTrackers
 from slopolicy.errors import UsageError
 
-__all__ = ("Policy", "PolicySource", "PolicySpec")
+__all__ = ("Policy",)
 
 
 class Policy:
@@ -58,10 +58,10 @@ class Policy:
     prompt-compression hook, and ``cost_model`` prices finished requests for
     the cost-per-success figures (default: cost units).
 
-    The work is done by collaborators sharing one :class:`~slopolicy.core.book.Book`
-    of live requests: the submit path (:class:`~slopolicy.core.intake.Intake`),
-    the dispatcher (:class:`~slopolicy.core.dispatcher.Dispatcher`) and the
-    running path (:class:`~slopolicy.core.serving.Serving`); each public
+    The work is done by collaborators sharing one :class:`~slopolicy.core.policy.book.Book`
+    of live requests: the submit path (:class:`~slopolicy.core.policy.intake.Intake`),
+    the dispatcher (:class:`~slopolicy.core.policy.dispatcher.Dispatcher`) and the
+    running path (:class:`~slopolicy.core.policy.serving.Serving`); each public
     method checks its arguments and calls one of them.
     """
 
