@@ -135,7 +135,7 @@ class Gate:
         )
         self._telemetry = recorder_for(telemetry, self.policy)
         self._records = EndRecords(
-            estimator=self.policy.router.estimator,
+            estimator=self.policy.estimator,
             quota=self._quota,
             telemetry=self._telemetry,
             log=arrival_log,

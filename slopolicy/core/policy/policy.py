@@ -23,10 +23,10 @@ are charged the prompt's cost at dispatch and output tokens as they arrive.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 from slopolicy.core.checks import check_now
+from slopolicy.core.cost.estimator import CostEstimator
 from slopolicy.core.cost.tokens import TokenCounter
 from slopolicy.core.decisions import Admit, Decision, Demote, Reason
 from slopolicy.core.health.findings import Finding
@@ -42,7 +42,8 @@ from slopolicy.core.policy.serving import Serving
 from slopolicy.core.request import Request
 from slopolicy.core.router import RoutingRule
 from slopolicy.core.slo.tracker import CostModel
-from slopolicy.core.specs import PolicySource, PolicySpec
+from slopolicy.core.slo.tracker_set import TrackerSet
+from slopolicy.core.specs import PolicySource, PolicySpec, TierTable
 from slopolicy.core.tasks.trackers import TaskTrackers
 from slopolicy.errors import UsageError
 
@@ -108,6 +109,7 @@ class Policy:
         self._deadlines = parts.deadlines
         self._book = parts.book
         self._entries = parts.book.entries
+        self._parts = parts
         self._intake = Intake(parts)
         self._dispatcher = Dispatcher(parts)
         self._serving = Serving(parts)
@@ -346,6 +348,21 @@ class Policy:
         return self._book.task_trackers
 
     @property
+    def slo_trackers(self) -> TrackerSet:
+        """The SLO trackers: each lane's and tenant's finished requests."""
+        return self.health.trackers
+
+    @property
+    def estimator(self) -> CostEstimator:
+        """What counts prompts and prices requests in cost units (its ``weights``)."""
+        return self.router.estimator
+
+    @property
+    def tiers(self) -> TierTable:
+        """The tiers by name, and which tier each known tenant has."""
+        return self.router.tiers
+
+    @property
     def _now(self) -> float:
         """The latest ``now`` seen (monotonic seconds; ``-inf`` before any)."""
         return self._book.now
@@ -365,13 +382,9 @@ class Policy:
     @property
     def ladder_settle_time(self) -> float | None:
         """Seconds of constant ladder inputs after which the fallback ladder has
-        made every move it will (at most ``top`` moves, each within
-        ``max(dwell, cooldown)`` plus one evaluation period of the last), or
-        ``None`` without a ladder."""
-        ladder, every = self.health.ladder, self.health.evaluate_every
-        if ladder is None:
-            return None
-        return ladder.top * (max(ladder.dwell, ladder.cooldown) + every) + every
+        made every move it will, or ``None`` without a ladder (see
+        :attr:`Health.settle_time <slopolicy.core.health.health.Health.settle_time>`)."""
+        return self.health.settle_time
 
     def statistics(self, *, now: float | None = None) -> PolicyStatistics:
         """A frozen snapshot of queues, running requests, outcomes and ledgers;
@@ -381,18 +394,4 @@ class Policy:
         if now is not None:
             check_now(now)
         book = self._book
-        at = book.now if now is None else max(now, book.now)
-        state, _ = self.health.overload()
-        ladder = self.health.ladder
-        return PolicyStatistics(
-            book.submitted,
-            {name: len(self._queues.queue(name)) for name in self.lanes},
-            book.running,
-            dict(book.outcomes),
-            self.kv.statistics(),
-            self.quotas.statistics(),
-            state,
-            0 if ladder is None else ladder.level,
-            None if self.pace is None else 0.0 if at == -math.inf else self.pace._backlog(at),
-            self.health.tbt_p99(now=book.now),
-        )
+        return self._parts.statistics(book.now if now is None else max(now, book.now))
