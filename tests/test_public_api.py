@@ -18,6 +18,7 @@ import slopolicy.core.ladder
 import slopolicy.core.policy
 import slopolicy.core.queueing
 import slopolicy.core.quota
+import slopolicy.core.routing
 import slopolicy.core.slo
 import slopolicy.core.tasks
 import slopolicy.core.tools
@@ -41,6 +42,7 @@ PACKAGE = Path(slopolicy.__file__).parent
         slopolicy.core.policy,
         slopolicy.core.queueing,
         slopolicy.core.quota,
+        slopolicy.core.routing,
         slopolicy.core.slo,
         slopolicy.core.tasks,
         slopolicy.core.tools,

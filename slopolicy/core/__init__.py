@@ -74,10 +74,10 @@ from slopolicy.core.quota.tenants import TenantStatistics as TenantStatistics
 from slopolicy.core.reasons import Reason as Reason
 from slopolicy.core.request import Message as Message
 from slopolicy.core.request import Request as Request
-from slopolicy.core.router import LaneRouter as LaneRouter
-from slopolicy.core.router import RouteContext as RouteContext
-from slopolicy.core.router import RoutingRule as RoutingRule
-from slopolicy.core.router import Verdict as Verdict
+from slopolicy.core.routing.router import LaneRouter as LaneRouter
+from slopolicy.core.routing.rules import RouteContext as RouteContext
+from slopolicy.core.routing.rules import RoutingRule as RoutingRule
+from slopolicy.core.routing.rules import Verdict as Verdict
 from slopolicy.core.slo.budget import Breakdown as Breakdown
 from slopolicy.core.slo.budget import LatencyBudget as LatencyBudget
 from slopolicy.core.slo.budget import StageShare as StageShare

@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # the policy's parts, named in annotations only: they import 
     from slopolicy.core.ladder.ladder import FallbackLadder
     from slopolicy.core.queueing.pacing import DispatchPace
     from slopolicy.core.request import Request
-    from slopolicy.core.router import LaneRouter, RoutingRule
+    from slopolicy.core.routing.router import LaneRouter
+    from slopolicy.core.routing.rules import RoutingRule
     from slopolicy.core.slo.targets import SLOTargets
     from slopolicy.core.tools.limits import ToolLimits
 

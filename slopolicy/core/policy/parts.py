@@ -25,7 +25,7 @@ from slopolicy.core.queueing.scheduler import LaneScheduler
 from slopolicy.core.queueing.seats import Seats
 from slopolicy.core.queueing.ttft import FirstTokenCheck
 from slopolicy.core.quota.tenants import TenantQuotas
-from slopolicy.core.router import LaneRouter
+from slopolicy.core.routing.router import LaneRouter
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel
 from slopolicy.core.specs import PolicySpec

@@ -40,7 +40,7 @@ from slopolicy.core.policy.intake import Intake
 from slopolicy.core.policy.parts import Parts
 from slopolicy.core.policy.serving import Serving
 from slopolicy.core.request import Request
-from slopolicy.core.router import RoutingRule
+from slopolicy.core.routing.rules import RoutingRule
 from slopolicy.core.slo.tracker import CostModel
 from slopolicy.core.slo.tracker_set import TrackerSet
 from slopolicy.core.specs import PolicySource, PolicySpec, TierTable
