@@ -57,7 +57,7 @@ class NullPolicy(Policy):
         super().__init__(_bench_config(max_running, 1), counter=HeuristicCounter())
         self._fifo: deque[Request] = deque()
 
-    def submit(self, request: Request, now: float) -> Decision:
+    def submit(self, request: Request, *, now: float) -> Decision:
         self._fifo.append(request)
         return Admit(
             lane="chat",
@@ -68,7 +68,7 @@ class NullPolicy(Policy):
             message="admitted",
         )
 
-    def dispatch(self, now: float, *, max_expired: int | None = None) -> Dispatch:
+    def dispatch(self, *, now: float, max_expired: int | None = None) -> Dispatch:
         started: list[Started] = []
         fifo = self._fifo
         while self._book.running < self.max_running and fifo:
@@ -89,6 +89,7 @@ class NullPolicy(Policy):
     def finish(
         self,
         request_id: str,
+        *,
         now: float,
         outcome: Outcome | str = Outcome.COMPLETED,
         output_tokens: int | None = None,

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from slopolicy import Policy, PolicyConfig
 from slopolicy.core.cost.tokens import HeuristicCounter
-from slopolicy.core.router import RouteContext, Verdict
+from slopolicy.core.routing import RouteContext, Verdict
 from slopolicy.sim import EngineSpec, PolicyScheduler, Workload, evaluate, profile
 from slopolicy.testing import assert_no_leaks
 from slopolicy.testing.strategies import workloads

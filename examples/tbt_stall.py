@@ -36,7 +36,7 @@ def main() -> None:
     policy = Policy(CONFIG)
     stream(policy, "smooth", 0.0, stall_at=None)
     stream(policy, "stalled", 5.0, stall_at=50)
-    snapshot = policy.health.trackers.lane("chat").snapshot(now=10.0)
+    snapshot = policy.slo_trackers.lane("chat").snapshot(now=10.0)
     assert snapshot.tbt is not None
     print(f"attained {snapshot.attained} of {snapshot.completed}")
     print(f"TBT p99 {snapshot.tbt.p99 * 1000:.0f} ms, max {snapshot.tbt.max:.2f} s")

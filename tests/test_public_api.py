@@ -11,6 +11,17 @@ import pytest
 import slopolicy
 import slopolicy.config
 import slopolicy.core
+import slopolicy.core.cost
+import slopolicy.core.health
+import slopolicy.core.kv
+import slopolicy.core.ladder
+import slopolicy.core.policy
+import slopolicy.core.queueing
+import slopolicy.core.quota
+import slopolicy.core.routing
+import slopolicy.core.slo
+import slopolicy.core.tasks
+import slopolicy.core.tools
 import slopolicy.runtime
 import slopolicy.sim
 import slopolicy.telemetry
@@ -23,6 +34,18 @@ PACKAGE = Path(slopolicy.__file__).parent
     [
         slopolicy,
         slopolicy.core,
+        # each wing of the core: a thin face
+        slopolicy.core.cost,
+        slopolicy.core.health,
+        slopolicy.core.kv,
+        slopolicy.core.ladder,
+        slopolicy.core.policy,
+        slopolicy.core.queueing,
+        slopolicy.core.quota,
+        slopolicy.core.routing,
+        slopolicy.core.slo,
+        slopolicy.core.tasks,
+        slopolicy.core.tools,
         slopolicy.config,
         slopolicy.runtime,
         slopolicy.sim,
@@ -88,7 +111,11 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "core").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "core").rglob("*.py")),  # every wing's modules too
+    ids=lambda p: str(p.relative_to(PACKAGE / "core")),
+)
 def test_the_core_imports_only_the_stdlib_tiktoken_and_itself(path: Path) -> None:
     allowed_roots = set(sys.stdlib_module_names) | {"tiktoken"}
     for name in _imports(path):

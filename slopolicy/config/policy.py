@@ -17,7 +17,7 @@ from slopolicy.config.tools import ToolsConfig
 from slopolicy.core.cost.estimator import CostEstimator
 from slopolicy.core.cost.tokens import TokenCounter
 from slopolicy.core.request import Request
-from slopolicy.core.router import LaneRouter, RoutingRule
+from slopolicy.core.routing import LaneRouter, RoutingRule
 from slopolicy.core.specs import LaneSpec, PolicySpec, TierTable
 
 __all__ = ("DEFAULT_LANES", "PolicyConfig")

@@ -32,9 +32,9 @@ from slopolicy.core.health.health import Health as Health
 from slopolicy.core.health.signals import DecodeBaseline as DecodeBaseline
 from slopolicy.core.health.signals import EngineSignals as EngineSignals
 from slopolicy.core.health.signals import SignalBoard as SignalBoard
-from slopolicy.core.kv import KVReservation as KVReservation
-from slopolicy.core.kv import KVStatistics as KVStatistics
-from slopolicy.core.kv_peak import peak_fits as peak_fits
+from slopolicy.core.kv.ledger import KVReservation as KVReservation
+from slopolicy.core.kv.ledger import KVStatistics as KVStatistics
+from slopolicy.core.kv.peak import peak_fits as peak_fits
 from slopolicy.core.ladder.events import LadderCause as LadderCause
 from slopolicy.core.ladder.events import LadderDirection as LadderDirection
 from slopolicy.core.ladder.events import LadderEvent as LadderEvent
@@ -72,10 +72,10 @@ from slopolicy.core.quota.tenants import TenantStatistics as TenantStatistics
 from slopolicy.core.reasons import Reason as Reason
 from slopolicy.core.request import Message as Message
 from slopolicy.core.request import Request as Request
-from slopolicy.core.router import LaneRouter as LaneRouter
-from slopolicy.core.router import RouteContext as RouteContext
-from slopolicy.core.router import RoutingRule as RoutingRule
-from slopolicy.core.router import Verdict as Verdict
+from slopolicy.core.routing.router import LaneRouter as LaneRouter
+from slopolicy.core.routing.rules import RouteContext as RouteContext
+from slopolicy.core.routing.rules import RoutingRule as RoutingRule
+from slopolicy.core.routing.rules import Verdict as Verdict
 from slopolicy.core.slo.budget import Breakdown as Breakdown
 from slopolicy.core.slo.budget import LatencyBudget as LatencyBudget
 from slopolicy.core.slo.budget import StageShare as StageShare

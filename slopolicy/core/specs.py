@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # the policy's parts, named in annotations only: they import 
     from slopolicy.core.ladder.ladder import FallbackLadder
     from slopolicy.core.queueing.pacing import DispatchPace
     from slopolicy.core.request import Request
-    from slopolicy.core.router import LaneRouter, RoutingRule
+    from slopolicy.core.routing.router import LaneRouter
+    from slopolicy.core.routing.rules import RoutingRule
     from slopolicy.core.slo.targets import SLOTargets
     from slopolicy.core.tools.limits import ToolLimits
 
@@ -229,9 +230,10 @@ class PolicySpec:
         evaluate_every: seconds between automatic ladder evaluations in dispatch.
         signal_max_age: seconds after which an engine signal is stale.
         max_tracked_tenants: per-tenant SLO trackers kept.
-        prefill_horizon: seconds of prefill backlog the engine is handed
-            ahead (:class:`~slopolicy.core.queueing.prefill.PrefillGate`), or ``None``
-            for no gate.
+        prefill_horizon: seconds of prompt work the engine is handed ahead of
+            a start (the prefill budget of
+            :class:`~slopolicy.core.queueing.ttft.FirstTokenCheck`), or ``None``
+            for no budget.
         tools: the limits of the tool pool (:attr:`Policy.tools`); ``None``
             limits nothing.
     """

@@ -135,7 +135,7 @@ class Gate:
         )
         self._telemetry = recorder_for(telemetry, self.policy)
         self._records = EndRecords(
-            estimator=self.policy.router.estimator,
+            estimator=self.policy.estimator,
             quota=self._quota,
             telemetry=self._telemetry,
             log=arrival_log,
@@ -395,7 +395,6 @@ class Gate:
 
     def statistics(self) -> GateStatistics:
         """A frozen snapshot of the gate and its policy."""
-        now = self.clock() if self._state == "open" else None
-        return GateStatistics(
-            len(self._waiters), self._state == "open", self.policy.statistics(now=now)
-        )
+        is_open = self._state == "open"
+        policy = self.policy.statistics(now=self.clock() if is_open else None)
+        return GateStatistics(len(self._waiters), is_open, policy)

@@ -81,7 +81,7 @@ class StoreQuota:
         decision = policy.prepare(request, now=clock())
         if not isinstance(decision, (Admit, Demote)):
             return decision
-        tier = policy.router.tiers.get(decision.tier)
+        tier = policy.tiers.get(decision.tier)
         assert tier is not None  # the router only names tiers it knows
         self._leases[request.id] = None
         try:

@@ -53,7 +53,7 @@ class GaugeSource:
         self.published = Readings(
             now,
             policy.statistics(now=now),
-            policy.health.trackers.snapshots(now=now, tenants=False),
+            policy.slo_trackers.snapshots(now=now, tenants=False),
             policy.task_trackers.snapshots(now=now, tenants=False),
         )
 
@@ -66,7 +66,7 @@ class GaugeSource:
 
     def lanes(self) -> tuple[SLOSnapshot, ...]:
         """Every lane's SLO snapshot: live on its loop, else the last published."""
-        trackers = self.policy.health.trackers
+        trackers = self.policy.slo_trackers
         return self._read(lambda now: trackers.snapshots(now=now, tenants=False), _lanes_of)
 
     def tasks(self) -> tuple[TaskSnapshot, ...]:

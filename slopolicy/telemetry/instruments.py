@@ -1,11 +1,12 @@
-"""The instruments, made once per meter provider, and the gauges' callbacks.
+"""The instruments, made once per meter provider.
 
 Instruments are shared by every :class:`~slopolicy.telemetry.Telemetry` on
 the same meter provider. The SDK identifies an instrument by name, kind, unit
 and description and hands a second registration the first one, dropping the
 second one's callbacks, so observable gauges registered per ``Telemetry``
 would silently report only the first gate. Here each provider gets one set of
-instruments whose callbacks walk every attached :class:`GaugeSource`.
+instruments whose callbacks walk every attached :class:`GaugeSource` (the
+observable ones are the table of :mod:`slopolicy.telemetry.observed`).
 
 Thread safety: readers may collect from their own thread (the SDK's
 ``PeriodicExportingMetricReader``, the Prometheus HTTP server), while the
@@ -20,16 +21,14 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 
 from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
+from opentelemetry.metrics import Meter, MeterProvider
 
-from slopolicy.core.ladder.overload import OverloadState
-from slopolicy.core.lifecycle import PolicyStatistics
-from slopolicy.core.tasks.trackers import TaskSnapshot
 from slopolicy.telemetry import names as n
 from slopolicy.telemetry.gauge_source import GaugeSource, Readings
+from slopolicy.telemetry.observed import OBSERVED, Attached, Observer
 
 __all__ = ("GaugeSource", "Instruments", "Readings", "instruments_for")
 
@@ -185,72 +184,20 @@ class Instruments:
         self.sources: tuple[GaugeSource, ...] = ()
         # Bound methods would keep this object (and the policies attached to
         # it) alive from the provider; the callbacks reach it weakly instead.
-        this = weakref.ref(self)
-        observe = _Observer(this)
-        meter.create_observable_gauge(
-            n.KV_UTILIZATION,
-            [observe.kv_utilization],
-            unit="1",
-            description="Fraction of the KV block pool in use: the policy's ledger, and "
-            "the engine's own report while it is fresh.",
-        )
-        meter.create_observable_up_down_counter(
-            n.KV_USAGE,
-            [observe.kv_usage],
-            unit="{block}",
-            description="KV blocks the policy's ledger holds, by lane.",
-        )
-        meter.create_observable_up_down_counter(
-            n.QUEUE_SIZE,
-            [observe.queue_size],
-            unit="{request}",
-            description="Requests waiting in each lane's queue.",
-        )
-        meter.create_observable_gauge(
-            n.OVERLOAD_STATE,
-            [observe.overload_state],
-            unit="1",
-            description="1 for the current overload state, 0 for the others.",
-        )
-        meter.create_observable_gauge(
-            n.LADDER_LEVEL,
-            [observe.ladder_level],
-            unit="1",
-            description="The fallback ladder's level: 0 is normal, k means rungs 1..k are on.",
-        )
-        meter.create_observable_gauge(
-            n.SLO_ATTAINMENT,
-            [observe.attainment],
-            unit="1",
-            description="Share of eligible requests over the SLO window that completed "
-            "within every target of their lane.",
-        )
-        meter.create_observable_gauge(
-            n.SLO_GOODPUT,
-            [observe.goodput],
-            unit="{request}/s",
-            description="Requests per second over the SLO window that attained their lane's SLO.",
-        )
-        meter.create_observable_gauge(
-            n.TASK_COMPLETION,
-            [observe.task_completion],
-            unit="1",
-            description="Share of agent tasks that ended in the task window (ten minutes) "
-            "that completed: every turn, by the task's deadline.",
-        )
-        meter.create_observable_gauge(
-            n.TASK_DURATION_P95,
-            [observe.task_duration],
-            unit="s",
-            description="p95 of completed agent tasks' end-to-end time in the task window.",
-        )
-        meter.create_observable_gauge(
-            n.DISPATCH_BACKLOG,
-            [observe.dispatch_backlog],
-            unit="{cost}",
-            description="Cost units started ahead of the engine's dispatch rate: at most "
-            "the burst (plus one request) while it paces; only with a dispatch rate set.",
-        )
+        this: weakref.ref[Attached] = weakref.ref(self)
+        observe = Observer(this)
+        for spec in OBSERVED:
+            create = (
+                meter.create_observable_gauge
+                if spec.kind == "gauge"
+                else meter.create_observable_up_down_counter
+            )
+            create(
+                spec.name,
+                [partial(spec.read, observe)],
+                unit=spec.unit,
+                description=spec.description,
+            )
 
     def attach(self, source: GaugeSource) -> None:
         """Report ``source`` in the gauges (a gate opened)."""
@@ -261,86 +208,6 @@ class Instruments:
         """Stop reporting ``source`` (its gate closed)."""
         with _LOCK:
             self.sources = tuple(item for item in self.sources if item is not source)
-
-
-class _Observer:
-    """The gauges' callbacks. Each reads only what it reports: on the loop
-    thread that is the live policy, and the SLO snapshots cost a millisecond
-    or so per lane."""
-
-    __slots__ = ("_instruments",)
-
-    def __init__(self, instruments: weakref.ref[Instruments]) -> None:
-        self._instruments = instruments
-
-    def _sources(self) -> tuple[GaugeSource, ...]:
-        instruments = self._instruments()
-        return () if instruments is None else instruments.sources
-
-    def _statistics(self) -> Iterator[tuple[GaugeSource, PolicyStatistics]]:
-        for source in self._sources():
-            statistics = source.statistics()
-            if statistics is not None:
-                yield source, statistics
-
-    def kv_utilization(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source, statistics in self._statistics():
-            kv = statistics.kv
-            ledger = {**source.attributes, n.KV_SOURCE: "ledger"}
-            yield Observation(kv.used_blocks / kv.num_blocks, ledger)
-            if kv.engine_used_blocks is not None:
-                engine = {**source.attributes, n.KV_SOURCE: "engine"}
-                yield Observation(kv.engine_used_blocks / kv.num_blocks, engine)
-
-    def kv_usage(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source, statistics in self._statistics():
-            used = statistics.kv.used_by_lane
-            for lane in statistics.queued:  # every lane, holding blocks or not
-                yield Observation(used.get(lane, 0), {**source.attributes, n.LANE: lane})
-
-    def queue_size(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source, statistics in self._statistics():
-            for lane, waiting in statistics.queued.items():
-                yield Observation(waiting, {**source.attributes, n.LANE: lane})
-
-    def overload_state(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source, statistics in self._statistics():
-            for state in OverloadState:
-                value = 1 if state is statistics.overload else 0
-                yield Observation(value, {**source.attributes, n.STATE: state.value})
-
-    def ladder_level(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source, statistics in self._statistics():
-            yield Observation(statistics.ladder_level, source.attributes)
-
-    def dispatch_backlog(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source, statistics in self._statistics():
-            if statistics.dispatch_backlog is not None:
-                yield Observation(statistics.dispatch_backlog, source.attributes)
-
-    def attainment(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source in self._sources():
-            for lane in source.lanes():
-                if lane.attainment is not None:  # nothing eligible in the window: no value
-                    yield Observation(lane.attainment, {**source.attributes, n.LANE: lane.lane})
-
-    def task_completion(self, options: CallbackOptions) -> Iterable[Observation]:
-        return self._per_task_lane(lambda lane: lane.completion_rate)
-
-    def task_duration(self, options: CallbackOptions) -> Iterable[Observation]:
-        return self._per_task_lane(lambda lane: lane.e2e_p95)
-
-    def _per_task_lane(self, read: Callable[[TaskSnapshot], float | None]) -> Iterator[Observation]:
-        for source in self._sources():
-            for lane in source.tasks():
-                value = read(lane)
-                if value is not None:  # no task ended (completed) in the window: no value
-                    yield Observation(value, {**source.attributes, n.LANE: lane.lane})
-
-    def goodput(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source in self._sources():
-            for lane in source.lanes():
-                yield Observation(lane.goodput, {**source.attributes, n.LANE: lane.lane})
 
 
 _LOCK = threading.Lock()

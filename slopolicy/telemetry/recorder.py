@@ -98,7 +98,7 @@ class Recorder:
         self._sets = telemetry.sets
         self._tracer = telemetry.tracer
         self._flights: dict[str, _Flight] = {}
-        trackers = policy.health.trackers
+        trackers = policy.slo_trackers
         self._stall_s = {
             lane: trackers.lane(lane).targets.stall_threshold for lane in trackers.lanes
         }

@@ -114,7 +114,7 @@ class _Driver:
         self.gap = 0.0
 
     async def client(self, tenant: str, requests: int, concurrency: int) -> None:
-        weights = self.gate.policy.router.estimator.weights
+        weights = self.gate.policy.estimator.weights
         prompt = self.prompts[tenant]
         while self.issued < requests:
             self.issued += 1
@@ -181,7 +181,7 @@ async def run_load(
     counted as clients resume rather than in dispatch order.
     """
     policy = gate.policy
-    weights = policy.router.estimator.weights
+    weights = policy.estimator.weights
     driver = _Driver(gate, prompts, output_tokens, service, seed)
     tenants = list(prompts)
     start = anyio.current_time()

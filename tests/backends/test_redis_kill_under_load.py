@@ -133,7 +133,7 @@ async def test_redis_killed_and_restarted_under_load(
             peek: Any = other._client
             assert await peek.zcard(keys.leases) == 0
             clock.advance(TTL)  # and a ttl later, nothing of the run is left
-            tier = policy.router.tiers.get("default")
+            tier = policy.tiers.get("default")
             assert tier is not None
             lease = granted(await other.acquire("t", tier, "interactive", 1.0))
             assert await other.release(lease)

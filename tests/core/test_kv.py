@@ -13,7 +13,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from slopolicy.core.kv import KVReservation, KVStatistics
+from slopolicy.core.kv.ledger import KVReservation, KVStatistics
 from slopolicy.errors import UsageError
 
 _LANES = ("interactive", "heavy", "background")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slopolicy.core.kv_peak import peak_fits
+from slopolicy.core.kv.peak import peak_fits
 from slopolicy.errors import UsageError
 
 _RUNNING = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 40)), max_size=8)

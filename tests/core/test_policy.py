@@ -340,7 +340,7 @@ def test_a_flood_of_tenant_ids_keeps_every_per_tenant_table_bounded() -> None:
         for started in policy.dispatch(now=now):
             policy.finish(started.id, now=now, output_tokens=1)
     assert policy.statistics().quotas.tenants <= 500
-    assert policy.health.trackers.tenant_count <= 1024
+    assert policy.slo_trackers.tenant_count <= 1024
     assert policy._queues.queue("interactive").statistics().idle_counters <= 10_000
 
 

@@ -126,7 +126,7 @@ def test_the_displaced_request_ends_refused_and_gives_everything_back() -> None:
     assert stats.queued == {"chat": 3}
     assert stats.outcomes[Outcome.REJECTED] == 2
     assert stats.quotas.in_flight == 4  # f0, f1, b0 and the engine's
-    snapshot = policy.health.trackers.lane("chat").snapshot(now=2.0)
+    snapshot = policy.slo_trackers.lane("chat").snapshot(now=2.0)
     assert snapshot.rejected == 2
 
 

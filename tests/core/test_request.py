@@ -189,7 +189,7 @@ def test_any_numeric_field_builds_a_request_that_scores_and_routes_or_is_invalid
         assert field in values or (field == "prompt" and "prompt_tokens" in values)
         return
     policy = Policy(PolicyConfig(), counter=HeuristicCounter())
-    estimate = policy.router.estimator.estimate(request)
+    estimate = policy.estimator.estimate(request)
     assert math.isfinite(estimate.cost)
     decision = policy.submit(request, now=now)
     for started in policy.dispatch(now=now):

@@ -18,7 +18,7 @@ from slopolicy import (
     Verdict,
 )
 from slopolicy.core.cost.tokens import HeuristicCounter
-from slopolicy.core.router import RouteContext
+from slopolicy.core.routing import RouteContext
 from slopolicy.core.specs import LaneSpec, OverBudget, TierSpec, TierTable
 from slopolicy.testing.strategies import policy_configs, requests
 

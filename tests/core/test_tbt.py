@@ -173,7 +173,7 @@ def test_the_policy_measures_gaps_between_chunks_and_judges_them() -> None:
     assert finished.tpot < 0.15
     smooth = _stream(policy, "smooth", [4.0, 4.05, 4.1], [1, 1, 1])
     assert (smooth.gaps, smooth.slow_gaps) == (2, 0)
-    snapshot = policy.health.trackers.lane("chat").snapshot(now=4.1)
+    snapshot = policy.slo_trackers.lane("chat").snapshot(now=4.1)
     assert snapshot.completed == 2
     assert snapshot.attained == 1  # the stalled one missed its TBT target
     assert snapshot.tbt_stalls == 1  # the stall threshold is the target
@@ -190,7 +190,7 @@ def test_without_a_target_gaps_are_measured_and_judge_nothing() -> None:
     policy = _policy(tbt_p99_s=None)
     finished = _stream(policy, "stalled", [1.0, 1.05, 3.05], [1, 1, 1])
     assert (finished.gaps, finished.slow_gaps) == (2, 0)
-    snapshot = policy.health.trackers.lane("chat").snapshot(now=3.05)
+    snapshot = policy.slo_trackers.lane("chat").snapshot(now=3.05)
     assert snapshot.attained == 1
     assert snapshot.tbt_stalls == 1  # 2 s >= the default 0.2 s
     assert snapshot.tbt_p99_fraction is None

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slopolicy import Outcome, Policy, PolicyConfig, Request
+from slopolicy.core.cost.ranks import RecentRank
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.queueing.ttft import FirstTokenModel
-from slopolicy.core.ranks import RecentRank
 
 
 @given(

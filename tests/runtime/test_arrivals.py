@@ -264,4 +264,4 @@ async def test_a_refused_request_is_tokenized_once(
             # The router's count, carried by the decision: none again for the log.
             assert recording.calls == estimate_calls(refused, HeuristicCounter())
     (record,) = [record for record in records if record.id == "r"]
-    assert record.prompt_tokens == target.router.estimator.prompt_tokens(refused).tokens
+    assert record.prompt_tokens == target.estimator.prompt_tokens(refused).tokens

@@ -47,7 +47,7 @@ async def test_a_long_gap_mid_stream_is_a_stall_and_a_tbt_miss() -> None:
     assert (smooth.gaps, smooth.slow_gaps) == (9, 0)
     assert stalled.tpot is not None
     assert stalled.tpot < 0.1
-    snapshot = p.health.trackers.lane("interactive").snapshot(now=now)
+    snapshot = p.slo_trackers.lane("interactive").snapshot(now=now)
     assert snapshot.completed == 2
     assert snapshot.attained == 1  # the stall missed the TBT target
     assert snapshot.tbt_stalls == 1
@@ -66,7 +66,7 @@ async def test_without_a_tbt_target_the_stall_is_counted_and_misses_nothing() ->
             async for _ in ticket.track(engine.stream(ticket.request)):
                 pass
         now = anyio.current_time()
-    snapshot = p.health.trackers.lane("interactive").snapshot(now=now)
+    snapshot = p.slo_trackers.lane("interactive").snapshot(now=now)
     assert snapshot.attained == snapshot.completed == 1
     assert snapshot.tbt_stalls == 1  # 0.52 s >= the default 0.2 s
     assert p.statistics().tbt_p99["interactive"] == pytest.approx(0.02, rel=0.01)

@@ -76,7 +76,7 @@ async def _run(otel: Otel) -> tuple[dict[str, Metric], Script]:
         metrics = otel.metrics()  # collected on the gate's loop: the gauges read it live
         now = anyio.current_time()
         script.lanes = {
-            s.lane: s for s in gate.policy.health.trackers.snapshots(now=now, tenants=False)
+            s.lane: s for s in gate.policy.slo_trackers.snapshots(now=now, tenants=False)
         }
         return metrics, script
     finally:
@@ -314,6 +314,6 @@ async def test_a_refusal_records_the_routers_count_and_counts_nothing_again(
             with pytest.raises(Rejected):
                 await gate.admit(refused)
             assert recording.calls == estimate_calls(refused, HeuristicCounter())
-    tokens = target.router.estimator.prompt_tokens(refused).tokens
+    tokens = target.estimator.prompt_tokens(refused).tokens
     prompts = otel.metrics()[n.PROMPT_TOKENS].histogram(slopolicy__decision=decision)
     assert (prompts.count, prompts.sum) == (1, tokens)

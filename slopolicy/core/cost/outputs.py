@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from slopolicy.core.checks import check_count, is_number, shown
-from slopolicy.core.ranks import RecentRank
+from slopolicy.core.cost.ranks import RecentRank
 from slopolicy.errors import UsageError
 
 __all__ = ("OutputForecast",)

@@ -219,6 +219,17 @@ class Health:
             rung.admission(lane) is AdmissionAction.PAUSE for rung in self.ladder.active_rungs
         )
 
+    @property
+    def settle_time(self) -> float | None:
+        """Seconds of constant ladder inputs after which the fallback ladder has
+        made every move it will (at most ``top`` moves, each within
+        ``max(dwell, cooldown)`` plus one evaluation period of the last), or
+        ``None`` without a ladder."""
+        ladder, every = self.ladder, self.evaluate_every
+        if ladder is None:
+            return None
+        return ladder.top * (max(ladder.dwell, ladder.cooldown) + every) + every
+
     def overload(self) -> tuple[OverloadState, str]:
         """The overload state and why."""
         if self.ladder is None:

@@ -1,4 +1,4 @@
-"""The task table's state: one task under way, its deadline, and the lost-deadline refusal.
+"""The task table's state: one task under way, its deadline, and each refusal it gives.
 
 Plain records the :class:`~slopolicy.core.tasks.table.TaskTable` owns and
 changes; nothing here checks its arguments (the table's caller did).
@@ -8,16 +8,20 @@ from __future__ import annotations
 
 from slopolicy.core.reasons import Reason
 from slopolicy.core.specs import TaskSLO
-from slopolicy.core.tasks.records import TaskRefusal
+from slopolicy.core.tasks.records import TaskOutcome, TaskRefusal
 from slopolicy.core.tasks.ref import TaskRef
 
 __all__ = (
     "NO_SLO",
     "TaskState",
+    "ended_refusal",
     "foreign_refusal",
+    "late_tool_refusal",
     "lost_refusal",
     "new_task_refusal",
+    "slow_task_refusal",
     "task_deadline",
+    "turn_order_refusal",
 )
 
 #: The task SLO of a lane without one: the task's own deadline only.
@@ -77,6 +81,48 @@ def lost_refusal(ref: TaskRef) -> TaskRefusal:
         message=f"task {ref.id!r} has passed its deadline; turn {ref.turn} cannot make it complete",
         http_status=408,
     )
+
+
+def late_tool_refusal(task_id: str) -> TaskRefusal:
+    """The refusal of a tool call for a task past its deadline."""
+    return TaskRefusal(
+        reason=Reason.TASK_DEADLINE_LOST,
+        message=f"task {task_id!r} has passed its deadline; its tool calls cannot help it finish",
+        http_status=408,
+    )
+
+
+def slow_task_refusal(ref: TaskRef, left: int, turn_time: float) -> TaskRefusal:
+    """The refusal of a turn whose task cannot finish its ``left`` turns by its
+    deadline at ``turn_time`` seconds a turn."""
+    return TaskRefusal(
+        reason=Reason.TASK_DEADLINE_LOST,
+        message=f"task {ref.id!r} cannot finish its {left} turns left by its deadline "
+        f"at {turn_time:.3g} s a turn",
+        http_status=408,
+    )
+
+
+def ended_refusal(ref: TaskRef, outcome: TaskOutcome) -> TaskRefusal:
+    """The refusal of a turn of a task that has ended (``outcome``)."""
+    return TaskRefusal(
+        reason=Reason.TASK_OUT_OF_ORDER,
+        message=f"task {ref.id!r} has already ended ({outcome.value}); start a new task id",
+        http_status=409,
+    )
+
+
+def turn_order_refusal(ref: TaskRef, task: TaskState) -> TaskRefusal:
+    """The refusal of a turn out of ``task``'s order: while another of its
+    turns is live, or not the next one."""
+    if task.live is not None:
+        message = (
+            f"turn {ref.turn} of task {ref.id!r} arrived while turn {task.live_turn} "
+            "is still queued or running"
+        )
+    else:
+        message = f"task {ref.id!r} expects turn {task.next_turn} next, not turn {ref.turn}"
+    return TaskRefusal(reason=Reason.TASK_OUT_OF_ORDER, message=message, http_status=409)
 
 
 def foreign_refusal(task_id: str) -> TaskRefusal:

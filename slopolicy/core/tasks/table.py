@@ -29,7 +29,6 @@ from collections import OrderedDict
 
 from slopolicy.core.checks import MAX_NOW, is_number, shown
 from slopolicy.core.outcome import Outcome
-from slopolicy.core.reasons import Reason
 from slopolicy.core.specs import TaskSLO
 from slopolicy.core.tasks.records import (
     TaskBudget,
@@ -42,10 +41,14 @@ from slopolicy.core.tasks.ref import TaskRef
 from slopolicy.core.tasks.state import (
     NO_SLO,
     TaskState,
+    ended_refusal,
     foreign_refusal,
+    late_tool_refusal,
     lost_refusal,
     new_task_refusal,
+    slow_task_refusal,
     task_deadline,
+    turn_order_refusal,
 )
 from slopolicy.errors import UsageError
 
@@ -145,14 +148,7 @@ class TaskTable:
         if task.tenant != tenant:
             return foreign_refusal(task_id)
         if task.deadline is not None and now >= task.deadline:
-            return TaskRefusal(
-                reason=Reason.TASK_DEADLINE_LOST,
-                message=(
-                    f"task {task_id!r} has passed its deadline;"
-                    " its tool calls cannot help it finish"
-                ),
-                http_status=408,
-            )
+            return late_tool_refusal(task_id)
         return None
 
     def tool_deadline(self, task_id: str) -> float | None:
@@ -199,12 +195,7 @@ class TaskTable:
         left, deadline = ref.turns_left, self.deadline(ref, slo, now=now)
         gaps = 0.0 if left is None else (left - 1) * self._gaps.get(lane, 0.0)
         if left is not None and deadline is not None and now + left * turn_time + gaps > deadline:
-            return TaskRefusal(
-                reason=Reason.TASK_DEADLINE_LOST,
-                message=f"task {ref.id!r} cannot finish its {left} turns left by its deadline "
-                f"at {turn_time:.3g} s a turn",
-                http_status=408,
-            )
+            return slow_task_refusal(ref, left, turn_time)
         return None
 
     def _check(
@@ -217,31 +208,15 @@ class TaskTable:
                 outcome, deadline = ended
                 if deadline is not None and now >= deadline:
                     return lost_refusal(ref)
-                return TaskRefusal(
-                    reason=Reason.TASK_OUT_OF_ORDER,
-                    message=(
-                        f"task {ref.id!r} has already ended ({outcome.value}); start a new task id"
-                    ),
-                    http_status=409,
-                )
+                return ended_refusal(ref, outcome)
             return new_task_refusal(ref, lane, slo, self.active(lane), self.waiting(lane), now=now)
         if task.tenant != tenant:
             return foreign_refusal(ref.id)
         if task.deadline is not None and now >= task.deadline:
             return lost_refusal(ref)
-        if task.live is not None:
-            return TaskRefusal(
-                reason=Reason.TASK_OUT_OF_ORDER,
-                message=f"turn {ref.turn} of task {ref.id!r} arrived while turn {task.live_turn} "
-                "is still queued or running",
-                http_status=409,
-            )
-        if ref.turn != task.next_turn:  # every turn, in order: none skipped, none again
-            return TaskRefusal(
-                reason=Reason.TASK_OUT_OF_ORDER,
-                message=f"task {ref.id!r} expects turn {task.next_turn} next, not turn {ref.turn}",
-                http_status=409,
-            )
+        if task.live is not None or ref.turn != task.next_turn:
+            # Every turn, in order: none while another is live, none skipped, none again.
+            return turn_order_refusal(ref, task)
         return None
 
     def statistics(self) -> TaskStatistics:

@@ -16,7 +16,7 @@ import math
 
 from slopolicy.config import PolicyConfig
 from slopolicy.core.cost.tokens import HeuristicCounter
-from slopolicy.core.router import LaneRouter
+from slopolicy.core.routing import LaneRouter
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling

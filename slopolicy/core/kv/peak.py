@@ -1,6 +1,6 @@
 """The peak check of SIMULATOR.md: whether running requests' KV ever outgrows the pool.
 
-Unlike the ledger of :class:`~slopolicy.core.kv.KVReservation` (O(1) per
+Unlike the ledger of :class:`~slopolicy.core.kv.ledger.KVReservation` (O(1) per
 dispatch, from the request alone), it needs every running request's current
 length and remaining budget, and sorts them: O(n log n), for the simulator and
 for callers that track per-token progress.

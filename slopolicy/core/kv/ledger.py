@@ -13,7 +13,7 @@ preemption; the Policy reserves the prompt plus a forecast of the answer
 as the answer passes it, because ceilings are often ten times the answers and
 a ledger of ceilings holds the pool idle. Either way a reservation is O(1) per
 dispatch, needs nothing but the request, and releases exactly what it took.
-The peak check of SIMULATOR.md (:func:`~slopolicy.core.kv_peak.peak_fits`)
+The peak check of SIMULATOR.md (:func:`~slopolicy.core.kv.peak.peak_fits`)
 admits more still (requests finish at different times) but needs every
 running request's current length and remaining budget at each dispatch, and
 sorts them: O(n log n), fed by per-token progress the core does not otherwise

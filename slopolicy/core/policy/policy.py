@@ -23,30 +23,31 @@ are charged the prompt's cost at dispatch and output tokens as they arrive.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 from slopolicy.core.checks import check_now
+from slopolicy.core.cost.estimator import CostEstimator
 from slopolicy.core.cost.tokens import TokenCounter
 from slopolicy.core.decisions import Admit, Decision, Demote, Reason
-from slopolicy.core.dispatcher import Dispatcher
 from slopolicy.core.health.findings import Finding
 from slopolicy.core.health.signals import EngineSignals, check_signals
-from slopolicy.core.intake import Intake
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.lifecycle import Dispatch, PolicyStatistics
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.parts import Parts
+from slopolicy.core.policy.dispatcher import Dispatcher
+from slopolicy.core.policy.intake import Intake
+from slopolicy.core.policy.parts import Parts
+from slopolicy.core.policy.serving import Serving
 from slopolicy.core.request import Request
-from slopolicy.core.router import RoutingRule
-from slopolicy.core.serving import Serving
+from slopolicy.core.routing.rules import RoutingRule
 from slopolicy.core.slo.tracker import CostModel
-from slopolicy.core.specs import PolicySource, PolicySpec
+from slopolicy.core.slo.tracker_set import TrackerSet
+from slopolicy.core.specs import PolicySource, PolicySpec, TierTable
 from slopolicy.core.tasks.trackers import TaskTrackers
 from slopolicy.errors import UsageError
 
-__all__ = ("Policy", "PolicySource", "PolicySpec")
+__all__ = ("Policy",)
 
 
 class Policy:
@@ -58,10 +59,10 @@ class Policy:
     prompt-compression hook, and ``cost_model`` prices finished requests for
     the cost-per-success figures (default: cost units).
 
-    The work is done by collaborators sharing one :class:`~slopolicy.core.book.Book`
-    of live requests: the submit path (:class:`~slopolicy.core.intake.Intake`),
-    the dispatcher (:class:`~slopolicy.core.dispatcher.Dispatcher`) and the
-    running path (:class:`~slopolicy.core.serving.Serving`); each public
+    The work is done by collaborators sharing one :class:`~slopolicy.core.policy.book.Book`
+    of live requests: the submit path (:class:`~slopolicy.core.policy.intake.Intake`),
+    the dispatcher (:class:`~slopolicy.core.policy.dispatcher.Dispatcher`) and the
+    running path (:class:`~slopolicy.core.policy.serving.Serving`); each public
     method checks its arguments and calls one of them.
     """
 
@@ -106,6 +107,7 @@ class Policy:
         self._deadlines = parts.deadlines
         self._book = parts.book
         self._entries = parts.book.entries
+        self._parts = parts
         self._intake = Intake(parts)
         self._dispatcher = Dispatcher(parts)
         self._serving = Serving(parts)
@@ -344,6 +346,21 @@ class Policy:
         return self._book.task_trackers
 
     @property
+    def slo_trackers(self) -> TrackerSet:
+        """The SLO trackers: each lane's and tenant's finished requests."""
+        return self.health.trackers
+
+    @property
+    def estimator(self) -> CostEstimator:
+        """What counts prompts and prices requests in cost units (its ``weights``)."""
+        return self.router.estimator
+
+    @property
+    def tiers(self) -> TierTable:
+        """The tiers by name, and which tier each known tenant has."""
+        return self.router.tiers
+
+    @property
     def _now(self) -> float:
         """The latest ``now`` seen (monotonic seconds; ``-inf`` before any)."""
         return self._book.now
@@ -363,13 +380,9 @@ class Policy:
     @property
     def ladder_settle_time(self) -> float | None:
         """Seconds of constant ladder inputs after which the fallback ladder has
-        made every move it will (at most ``top`` moves, each within
-        ``max(dwell, cooldown)`` plus one evaluation period of the last), or
-        ``None`` without a ladder."""
-        ladder, every = self.health.ladder, self.health.evaluate_every
-        if ladder is None:
-            return None
-        return ladder.top * (max(ladder.dwell, ladder.cooldown) + every) + every
+        made every move it will, or ``None`` without a ladder (see
+        :attr:`Health.settle_time <slopolicy.core.health.health.Health.settle_time>`)."""
+        return self.health.settle_time
 
     def statistics(self, *, now: float | None = None) -> PolicyStatistics:
         """A frozen snapshot of queues, running requests, outcomes and ledgers;
@@ -379,18 +392,4 @@ class Policy:
         if now is not None:
             check_now(now)
         book = self._book
-        at = book.now if now is None else max(now, book.now)
-        state, _ = self.health.overload()
-        ladder = self.health.ladder
-        return PolicyStatistics(
-            book.submitted,
-            {name: len(self._queues.queue(name)) for name in self.lanes},
-            book.running,
-            dict(book.outcomes),
-            self.kv.statistics(),
-            self.quotas.statistics(),
-            state,
-            0 if ladder is None else ladder.level,
-            None if self.pace is None else 0.0 if at == -math.inf else self.pace._backlog(at),
-            self.health.tbt_p99(now=book.now),
-        )
+        return self._parts.statistics(book.now if now is None else max(now, book.now))

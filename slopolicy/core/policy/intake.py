@@ -16,7 +16,7 @@ from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Displaced, 
 from slopolicy.core.ladder.rungs import AdmissionAction
 from slopolicy.core.lifecycle import Entry
 from slopolicy.core.outcome import Outcome
-from slopolicy.core.parts import Parts
+from slopolicy.core.policy.parts import Parts
 from slopolicy.core.request import Request
 from slopolicy.core.specs import LaneSpec, TaskSLO
 from slopolicy.errors import UsageError

@@ -6,14 +6,14 @@ own ``max_new_tokens``; without a forecast, its worst case. An answer that
 runs past its reservation grows it as its tokens arrive, to twice what it
 reserved or, where that does not fit, to what it holds plus a block; where
 neither fits the reservation stays, and the engine's own KV reading (see
-:class:`~slopolicy.core.kv.KVReservation`) still bounds new starts. Completed
+:class:`~slopolicy.core.kv.ledger.KVReservation`) still bounds new starts. Completed
 answers feed the forecast.
 """
 
 from __future__ import annotations
 
 from slopolicy.core.cost.outputs import OutputForecast
-from slopolicy.core.kv import KVReservation
+from slopolicy.core.kv.ledger import KVReservation
 from slopolicy.core.lifecycle import Entry
 
 __all__ = ("Reservations",)

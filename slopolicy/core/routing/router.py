@@ -17,86 +17,17 @@ never lands in a more interactive lane. Every decision lists the steps taken.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 
 from slopolicy.core.cost.estimator import CostEstimator, TokenEstimate
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Reason, Reject, Step
 from slopolicy.core.request import Request
+from slopolicy.core.routing.rules import RouteContext, RoutingRule, Verdict, VerdictKind, rule_name
 from slopolicy.core.specs import LaneSpec, OverBudget, TierSpec, TierTable
 from slopolicy.errors import RoutingError, UsageError
 
-__all__ = ("LaneRouter", "RouteContext", "RoutingRule", "Verdict", "VerdictKind")
-
-
-class VerdictKind(enum.Enum):
-    """What a rule wants done with the request in the current lane."""
-
-    DEMOTE = "demote"
-    DEFER = "defer"
-    REJECT = "reject"
-    REWRITE = "rewrite"
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A rule's answer. Build one with the class methods."""
-
-    kind: VerdictKind
-    note: str
-    reason: Reason = Reason.RULE
-    retry_after: float | None = None
-    http_status: int | None = None
-    request: Request | None = None
-    required: bool = True
-
-    @classmethod
-    def demote(cls, note: str, *, reason: Reason = Reason.RULE, required: bool = True) -> Verdict:
-        """Move to the next lower lane. With ``required=False`` the request stays
-        when there is none; otherwise it is rejected."""
-        return cls(VerdictKind.DEMOTE, note, reason, required=required)
-
-    @classmethod
-    def defer(
-        cls, note: str, retry_after: float, *, reason: Reason = Reason.RULE, http_status: int = 503
-    ) -> Verdict:
-        """Answer "not now, retry after ``retry_after`` seconds"."""
-        return cls(
-            VerdictKind.DEFER, note, reason, retry_after=retry_after, http_status=http_status
-        )
-
-    @classmethod
-    def reject(cls, note: str, *, reason: Reason = Reason.RULE, http_status: int = 403) -> Verdict:
-        """Refuse the request as it stands."""
-        return cls(VerdictKind.REJECT, note, reason, http_status=http_status)
-
-    @classmethod
-    def rewrite(cls, request: Request, note: str) -> Verdict:
-        """Continue with ``request`` instead (same prompt; limits or features changed)."""
-        return cls(VerdictKind.REWRITE, note, request=request)
-
-
-@dataclass(frozen=True, slots=True)
-class RouteContext:
-    """What a rule sees in one lane.
-
-    ``request`` has this lane's transforms applied; ``original`` is as
-    submitted. ``cost`` is in cost units; ``lower_lane`` is where a demotion
-    would go (``None`` in the last lane the tier may use).
-    """
-
-    request: Request
-    original: Request
-    lane: LaneSpec
-    tier: TierSpec
-    prompt: TokenEstimate
-    cost: float
-    lower_lane: str | None
-
-
-#: A custom rule: return a :class:`Verdict`, or ``None`` to let the request pass.
-RoutingRule = Callable[[RouteContext], "Verdict | None"]
+__all__ = ("LaneRouter",)
 
 
 class LaneRouter:
@@ -128,7 +59,7 @@ class LaneRouter:
             if unknown:
                 raise UsageError(f"tier {tier.name!r} names unknown lanes {sorted(unknown)}")
         self.rules = tuple(rules)
-        custom = [(_rule_name(rule), rule) for rule in self.rules]
+        custom = [(rule_name(rule), rule) for rule in self.rules]
         if type(self).check is not LaneRouter.check:
             custom.append((f"{type(self).__name__}.check", self.check))
         self._custom: tuple[tuple[str, RoutingRule], ...] = tuple(custom)
@@ -399,7 +330,3 @@ def _estimate_step(tokens: int, exact: bool, rel_stderr: float, method: str) -> 
     return Step(
         "estimate", None, "~{:,} prompt tokens (+-{:.1%}, {})", (tokens, rel_stderr, method)
     )
-
-
-def _rule_name(rule: RoutingRule) -> str:
-    return getattr(rule, "__name__", type(rule).__name__)

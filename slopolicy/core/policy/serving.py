@@ -10,7 +10,7 @@ from __future__ import annotations
 from slopolicy.core.checks import check_count
 from slopolicy.core.lifecycle import Entry, Phase
 from slopolicy.core.outcome import Finished, Outcome, ending
-from slopolicy.core.parts import Parts
+from slopolicy.core.policy.parts import Parts
 from slopolicy.errors import UsageError
 
 __all__ = ("Serving",)

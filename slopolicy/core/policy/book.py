@@ -1,8 +1,8 @@
 """The live requests of one :class:`~slopolicy.core.policy.Policy`, and how they end.
 
-The book is what the submit path (:mod:`~slopolicy.core.intake`), the
-dispatcher (:mod:`~slopolicy.core.dispatcher`) and the running path
-(:mod:`~slopolicy.core.serving`) share: the entry of every live request, the
+The book is what the submit path (:mod:`~slopolicy.core.policy.intake`), the
+dispatcher (:mod:`~slopolicy.core.policy.dispatcher`) and the running path
+(:mod:`~slopolicy.core.policy.serving`) share: the entry of every live request, the
 latest ``now`` seen, the counts of outcomes, and the end of a request that
 never started (cancelled, expired, or pushed out of a full queue).
 """

@@ -7,14 +7,16 @@ each take the parts they work on from it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slopolicy.core.book import Book
 from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.health.health import Health
-from slopolicy.core.kv import KVReservation
-from slopolicy.core.lifecycle import Entry
+from slopolicy.core.kv.ledger import KVReservation
+from slopolicy.core.lifecycle import Entry, PolicyStatistics
+from slopolicy.core.policy.book import Book
+from slopolicy.core.policy.reservations import Reservations
 from slopolicy.core.queueing.counters import check_weight
 from slopolicy.core.queueing.deadlines import Deadlines
 from slopolicy.core.queueing.interference import PrefillInterference
@@ -23,8 +25,7 @@ from slopolicy.core.queueing.scheduler import LaneScheduler
 from slopolicy.core.queueing.seats import Seats
 from slopolicy.core.queueing.ttft import FirstTokenCheck
 from slopolicy.core.quota.tenants import TenantQuotas
-from slopolicy.core.reservations import Reservations
-from slopolicy.core.router import LaneRouter
+from slopolicy.core.routing.router import LaneRouter
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.core.slo.tracker import CostModel
 from slopolicy.core.specs import PolicySpec
@@ -137,4 +138,25 @@ class Parts:
             deadlines=Deadlines(lanes),
             book=book,
             slo_bounds=slo_bounds,
+        )
+
+    def statistics(self, at: float) -> PolicyStatistics:
+        """The snapshot :meth:`Policy.statistics <slopolicy.core.policy.Policy.statistics>`
+        returns; the dispatch backlog read at ``at`` (monotonic seconds, at
+        least the latest ``now`` seen), the TBT figures at the latest ``now``."""
+        book, health, pace = self.book, self.health, self.pace
+        state, _ = health.overload()
+        ladder = health.ladder
+        backlog = None if pace is None else 0.0 if at == -math.inf else pace._backlog(at)
+        return PolicyStatistics(
+            submitted=book.submitted,
+            queued={lane.name: len(self.queues.queue(lane.name)) for lane in self.router.lanes},
+            running=book.running,
+            outcomes=dict(book.outcomes),
+            kv=self.kv.statistics(),
+            quotas=self.quotas.statistics(),
+            overload=state,
+            ladder_level=0 if ladder is None else ladder.level,
+            dispatch_backlog=backlog,
+            tbt_p99=health.tbt_p99(now=book.now),
         )

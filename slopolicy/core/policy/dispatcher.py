@@ -13,7 +13,7 @@ import math
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
 from slopolicy.core.outcome import Finished, Outcome
-from slopolicy.core.parts import Parts
+from slopolicy.core.policy.parts import Parts
 
 __all__ = ("Dispatcher",)
 
