@@ -9,7 +9,7 @@ import math
 from slopolicy.core.checks import MAX_AMOUNT, is_number, shown
 from slopolicy.errors import UsageError
 
-__all__ = ("charged", "check_cost", "check_finite", "check_weight")
+__all__ = ("charged", "check_cost", "check_finite", "check_slack", "check_weight")
 
 
 def check_weight(weight: float, what: str = "weight") -> None:
@@ -30,6 +30,13 @@ def check_finite(value: float, what: str) -> None:
     too large for a float is not)."""
     if not (is_number(value) and -MAX_AMOUNT <= value <= MAX_AMOUNT):
         raise UsageError(f"{what} must be a finite number, got {shown(value)}")
+
+
+def check_slack(slack: float, what: str = "slack") -> None:
+    """Raise :class:`UsageError` unless ``slack`` is a finite number >= 0."""
+    check_finite(slack, what)
+    if slack < 0:
+        raise UsageError(f"{what} must be >= 0, got {shown(slack)}")
 
 
 def charged(counter: float, cost: float, weight: float, floor: float) -> float:

@@ -82,7 +82,13 @@ from typing import Generic, TypeVar
 
 from slopolicy.core.checks import check_count
 from slopolicy.core.queueing.backlog import Places, Where, _Tenant
-from slopolicy.core.queueing.counters import charged, check_cost, check_finite, check_weight
+from slopolicy.core.queueing.counters import (
+    charged,
+    check_cost,
+    check_finite,
+    check_slack,
+    check_weight,
+)
 from slopolicy.core.queueing.keyed import KeyedPick
 from slopolicy.errors import UsageError
 
@@ -155,9 +161,7 @@ class FairQueue(Generic[T]):
     ) -> None:
         check_count("capacity", capacity)
         check_count("max_idle_counters", max_idle_counters)
-        check_finite(slack, "slack")
-        if slack < 0:
-            raise UsageError(f"slack must be >= 0, got {slack!r}")
+        check_slack(slack)
         self._capacity = capacity
         self._max_idle = max_idle_counters
         self._slack = float(slack)

@@ -32,7 +32,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
-from slopolicy.core.queueing.counters import charged, check_cost, check_weight
+from slopolicy.core.queueing.counters import charged, check_cost, check_slack, check_weight
 from slopolicy.core.queueing.fairqueue import FairQueue, FairQueueStatistics
 from slopolicy.errors import UsageError
 
@@ -118,8 +118,10 @@ class LaneScheduler(Generic[T]):
         built: list[_Lane[T]] = []
         for rank, (name, weight, capacity) in enumerate(lanes):
             check_weight(weight, f"lane {name!r} weight")
+            lane_slack = slacks.pop(name, 0.0)
+            check_slack(lane_slack, f"lane {name!r} slack")
             queue: FairQueue[T] = FairQueue(
-                capacity, max_idle_counters=max_idle_counters, slack=slacks.pop(name, 0.0)
+                capacity, max_idle_counters=max_idle_counters, slack=lane_slack
             )
             built.append(_Lane(name, rank, weight, queue))
         self._lanes = tuple(built)
