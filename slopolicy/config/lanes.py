@@ -131,6 +131,22 @@ class LaneConfig(ConfigModel):
             wait up to ``max_queue_wait_s``.
         task: the lane's objective for agent tasks (unset: tasks are tracked,
             with their own deadlines only).
+        queue_order: the order of each tenant's waiting requests: ``arrival``
+            (first come, first served) or ``shortest`` (fewest prompt tokens
+            first). With ``shortest``, the tenants whose fair-share counter
+            is within ``fair_slack`` of the least served tenant's are ordered
+            by their shortest request too, so under backlog more requests
+            start in time for their TTFT target per unit of engine work. A
+            long request is not starved: its deadline bounds its wait (it
+            expires, refused in time, rather than waiting forever).
+        fair_slack: how far ahead of the least served tenant, in cost units
+            per unit of tenant ``weight``, a tenant may be and still have its
+            requests ordered by ``queue_order`` against that tenant's (unset:
+            0, only the tenants level with it). Two tenants that stay
+            backlogged then differ in served cost per unit weight by at most
+            the largest request's cost per weight of each, plus twice the slack,
+            over any interval. Only ``shortest`` uses it: with ``arrival``
+            the fair order does not depend on it.
     """
 
     name: LaneName
@@ -148,6 +164,8 @@ class LaneConfig(ConfigModel):
     slo_deadline: bool = True
     task: LaneTaskSLO | None = None
     seat_reserve: Annotated[int, Field(ge=0, le=2**53)] = 0
+    queue_order: Literal["arrival", "shortest"] = "arrival"
+    fair_slack: CostUnits | None = None
 
     def to_spec(self) -> LaneSpec:
         """The plain core value for this lane."""
@@ -166,4 +184,6 @@ class LaneConfig(ConfigModel):
             slo_deadline=self.slo_deadline,
             task=None if self.task is None else self.task.to_spec(),
             seat_reserve=self.seat_reserve,
+            queue_order=self.queue_order,
+            fair_slack=0.0 if self.fair_slack is None else self.fair_slack,
         )
