@@ -63,3 +63,22 @@ def test_the_description_names_the_tool_limits() -> None:
     default = describe(PolicyConfig())
     assert "  every tool: no limits\n" in default
     assert "the ladder reads no tool rate" in default
+
+
+def test_the_description_names_a_shortest_first_lane_and_its_slack() -> None:
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {"name": "chat", "queue_order": "shortest", "fair_slack": 2500},
+                {"name": "batch", "queue_order": "shortest"},
+                {"name": "bulk", "fair_slack": 10},
+            ]
+        }
+    )
+    orders = [line.strip() for line in describe(config).splitlines() if "shortest" in line]
+    assert orders == [
+        "waiting requests go shortest prompt first, across the tenants within 2,500 cost "
+        "units per unit weight of the least served",
+        "waiting requests go shortest prompt first, across the tenants level with the least served",
+    ]
+    assert "shortest" not in describe(PolicyConfig())
