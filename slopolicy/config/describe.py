@@ -88,6 +88,17 @@ def _lanes(config: PolicyConfig) -> str:
             f"{pad}queue {lane.queue_capacity:,}, max wait {_seconds(lane.max_queue_wait_s)}, "
             f"weight {lane.weight:g} ({share:.0%} of dispatch under contention){reserve}"
         )
+        if lane.queue_order == "shortest":
+            slack = lane._slack(config.cost.alpha)
+            within = (
+                "the tenants level with the least served"
+                if not slack
+                else f"the tenants within {_number(slack)} cost units per unit weight "
+                "of the least served"
+            )
+            lines.append(f"{pad}waiting requests go shortest prompt first, across {within}")
+        else:
+            lines.append(f"{pad}waiting requests go in arrival order")
         if lane.task is not None:
             lines.append(f"{pad}agent tasks: {_task(lane.task)}")
     return "\n".join(lines)

@@ -139,6 +139,27 @@ class LaneConfig(ConfigModel):
             on one that interleaves long prompts with other work it is near 0
             and nothing is deferred (see
             :mod:`slopolicy.core.queueing.interference`). Unset: never deferred.
+        queue_order: the order of each tenant's waiting requests: ``shortest``
+            (fewest prompt tokens first, the default) or ``arrival`` (first
+            come, first served). With ``shortest``, the tenants whose
+            fair-share counter is within ``fair_slack`` of the least served
+            tenant's are ordered by their shortest request too, so under
+            backlog more requests start in time for their TTFT target per
+            unit of engine work. A long request is not starved: its deadline
+            bounds its wait (it expires, refused in time, rather than waiting
+            forever). The order only matters while requests wait in the
+            policy's queues, which the prefill budget
+            (``engine.prefill_horizon_s``) keeps them in under load.
+        fair_slack: how far ahead of the least served tenant, in cost units
+            per unit of tenant ``weight``, a tenant may be and still have its
+            requests ordered by ``queue_order`` against that tenant's (unset:
+            the cost of the largest prompt the lane takes, its
+            ``max_prompt_tokens``, or 0 without one). Two tenants that stay
+            backlogged then differ in served cost per unit weight by at most
+            the largest request's cost per weight of each, plus twice the
+            slack, over any interval: the default keeps that bound within a
+            small multiple of the largest request, as VTC's own. Only
+            ``shortest`` uses it.
     """
 
     name: LaneName
@@ -157,9 +178,21 @@ class LaneConfig(ConfigModel):
     task: LaneTaskSLO | None = None
     seat_reserve: Annotated[int, Field(ge=0, le=2**53)] = 0
     max_interference: Annotated[float, Field(ge=0, le=1e9)] | None = 1.0
+    queue_order: Literal["arrival", "shortest"] = "shortest"
+    fair_slack: CostUnits | None = None
 
-    def to_spec(self) -> LaneSpec:
-        """The plain core value for this lane."""
+    def _slack(self, prompt_cost: float) -> float:
+        """``fair_slack`` in cost units: unset, the cost of the largest prompt
+        the lane takes (``max_prompt_tokens`` at ``prompt_cost`` per token;
+        0 without a prompt budget)."""
+        if self.fair_slack is not None:
+            return self.fair_slack
+        return 0.0 if self.max_prompt_tokens is None else self.max_prompt_tokens * prompt_cost
+
+    def to_spec(self, prompt_cost: float = 1.0) -> LaneSpec:
+        """The plain core value for this lane; ``prompt_cost`` is the cost of
+        one prompt token (the cost weights' ``alpha``), which sizes the
+        default ``fair_slack``."""
         return LaneSpec(
             name=self.name,
             max_new_tokens=self.max_new_tokens,
@@ -176,4 +209,6 @@ class LaneConfig(ConfigModel):
             task=None if self.task is None else self.task.to_spec(),
             seat_reserve=self.seat_reserve,
             max_interference=self.max_interference,
+            queue_order=self.queue_order,
+            fair_slack=self._slack(prompt_cost),
         )

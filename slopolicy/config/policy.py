@@ -146,7 +146,7 @@ class PolicyConfig(ConfigModel):
 
     def lane_specs(self) -> tuple[LaneSpec, ...]:
         """Plain core values for the lanes, in order."""
-        return tuple(lane.to_spec() for lane in self.lanes)
+        return tuple(lane.to_spec(self.cost.alpha) for lane in self.lanes)
 
     def tier_table(self) -> TierTable:
         """The tenant-to-tier table."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from slopolicy.errors import UsageError
 
@@ -110,6 +110,13 @@ class LaneSpec:
             its lane's latency target (TTFT, else e2e), when it can only miss.
         task: the lane's task objective (``None``: tasks are tracked, with no
             deadline but their own and no cap).
+        queue_order: the order inside each tenant's backlog in the lane's
+            queue: ``"arrival"`` (FIFO) or ``"shortest"`` (fewest prompt
+            tokens first, across the tenants within ``fair_slack`` too).
+        fair_slack: how far above the least served tenant's counter a
+            tenant's may be for its requests to be ordered by ``queue_order``
+            against that tenant's (cost units per unit of tenant weight,
+            finite, >= 0; see :mod:`slopolicy.core.queueing.fairqueue`).
     """
 
     name: str
@@ -127,6 +134,20 @@ class LaneSpec:
     task: TaskSLO | None = None
     seat_reserve: int = 0
     max_interference: float | None = None
+    queue_order: Literal["arrival", "shortest"] = "arrival"
+    fair_slack: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.queue_order not in ("arrival", "shortest"):
+            raise UsageError(
+                f"lane {self.name!r} queue_order must be 'arrival' or 'shortest', "
+                f"got {self.queue_order!r}"
+            )
+
+    def queue_key(self, prompt_tokens: int) -> float:
+        """The key a request waits at in this lane's queue: its prompt tokens
+        for ``"shortest"``, else 0 (arrival order)."""
+        return float(prompt_tokens) if self.queue_order == "shortest" else 0.0
 
 
 @dataclass(frozen=True, slots=True)

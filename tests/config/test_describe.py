@@ -63,3 +63,26 @@ def test_the_description_names_the_tool_limits() -> None:
     default = describe(PolicyConfig())
     assert "  every tool: no limits\n" in default
     assert "the ladder reads no tool rate" in default
+
+
+def test_the_description_names_a_shortest_first_lane_and_its_slack() -> None:
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {"name": "chat", "queue_order": "shortest", "fair_slack": 2500},
+                {"name": "batch", "max_prompt_tokens": 4000},
+                {"name": "bulk", "queue_order": "arrival", "fair_slack": 10},
+                {"name": "rest"},
+            ]
+        }
+    )
+    orders = [line.strip() for line in describe(config).splitlines() if "waiting requests" in line]
+    assert orders == [
+        "waiting requests go shortest prompt first, across the tenants within 2,500 cost "
+        "units per unit weight of the least served",
+        # Unset, the slack is the cost of the lane's largest prompt.
+        "waiting requests go shortest prompt first, across the tenants within 4,000 cost "
+        "units per unit weight of the least served",
+        "waiting requests go in arrival order",
+        "waiting requests go shortest prompt first, across the tenants level with the least served",
+    ]

@@ -16,7 +16,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from slopolicy.core.queueing import backlog, fairqueue
+from slopolicy.core.queueing import backlog, fairqueue, keyed
 from slopolicy.core.queueing.fairqueue import FairQueue, FairQueueStatistics
 from slopolicy.errors import UsageError
 from tests.core.jobs import Job
@@ -91,12 +91,58 @@ class NaiveVTC:
         self.weights.pop(tenant, None)
 
 
+class NaiveKeyedVTC(NaiveVTC):
+    """The pick with keys and a slack, as plainly as possible: a tenant is
+    eligible while its counter is at most V + slack; of those, the one whose
+    first job (by key, then push order) has the smallest key is served, ties
+    by the smaller counter, then the tenant backlogged first. Everything is
+    found by scanning."""
+
+    def __init__(self, capacity: int, slack: float) -> None:
+        super().__init__(capacity)
+        self.slack = slack
+        self.order: dict[int, tuple[float, int]] = {}  # id(job) -> (key, push number)
+
+    def push_at(self, job: Job, tenant: str, weight: float, key: float) -> bool:
+        if not self.push(job, tenant, weight):
+            return False
+        self.order[id(job)] = (key, next(self.clock))
+        return True
+
+    def first(self, tenant: str) -> Job:
+        return min(self.fifo[tenant], key=lambda job: self.order[id(job)])
+
+    def peek(self) -> Job | None:
+        if not self.fifo:
+            return None
+        v = self.v()
+        eligible = [t for t in self.fifo if self.counters[t] <= v + self.slack]
+        tenant = min(
+            eligible,
+            key=lambda t: (self.order[id(self.first(t))][0], self.counters[t], self.joined[t]),
+        )
+        return self.first(tenant)
+
+
 _weights = st.sampled_from([0.5, 1.0, 2.0, 3.0])
 _costs = st.integers(-60, 100)
+# Few values, so ties between keys are common; one far out of the counters' range.
+_keys = st.sampled_from([0.0, 1.0, 2.0, 5.0, -3.0, 1e9])
+_slacks = st.sampled_from([0.0, 0.5, 10.0, 60.0, 1e6])
 
 
 class FairQueueMachine(RuleBasedStateMachine):
-    """FairQueue against NaiveVTC, with cancellations, refunds and forgetting."""
+    """FairQueue against a naive model, with cancellations, refunds, forgetting
+    and pushes to a full queue.
+
+    Three modes. ``plain``: the defaults (no slack given, no key pushed) against
+    :class:`NaiveVTC`, the rules as they were before keys: today's pick, kept.
+    ``equal``: a random slack and the same key (not 0) for every job, against
+    the same model: equal keys give VTC's pick whatever the slack, through the
+    pick heaps. ``keyed``: random keys and slack against :class:`NaiveKeyedVTC`.
+    """
+
+    mode = "plain"
 
     def __init__(self) -> None:
         super().__init__()
@@ -106,28 +152,44 @@ class FairQueueMachine(RuleBasedStateMachine):
         self.left: str | None = None  # the tenant whose last job just went
         self.max_idle = 0
 
-    @initialize(capacity=st.integers(0, 6), max_idle=st.sampled_from([0, 1, 2, 10_000]))
-    def setup(self, capacity: int, max_idle: int) -> None:
-        self.queue = FairQueue(capacity, max_idle_counters=max_idle)
-        self.model = NaiveVTC(capacity)
+    @initialize(
+        capacity=st.integers(0, 6), max_idle=st.sampled_from([0, 1, 2, 10_000]), slack=_slacks
+    )
+    def setup(self, capacity: int, max_idle: int, slack: float) -> None:
+        if self.mode == "plain":
+            self.queue = FairQueue(capacity, max_idle_counters=max_idle)
+        else:
+            self.queue = FairQueue(capacity, max_idle_counters=max_idle, slack=slack)
+        self.model = NaiveKeyedVTC(capacity, slack) if self.mode == "keyed" else NaiveVTC(capacity)
         self.max_idle = max_idle
+
+    def push_both(self, job: Job, tenant: str, weight: float, key: float) -> bool:
+        """Push ``job`` to the queue and the model; whether both took it."""
+        if self.mode == "plain":
+            pushed = self.queue.push(job, tenant, weight)
+            assert pushed == self.model.push(job, tenant, weight)
+        elif self.mode == "equal":
+            pushed = self.queue.push(job, tenant, weight, key=7.0)
+            assert pushed == self.model.push(job, tenant, weight)
+        else:
+            assert isinstance(self.model, NaiveKeyedVTC)
+            pushed = self.queue.push(job, tenant, weight, key=key)
+            assert pushed == self.model.push_at(job, tenant, weight, key)
+        return pushed
 
     def waiting_jobs(self) -> list[Job]:
         return [job for jobs in self.model.fifo.values() for job in jobs]
 
-    @rule(tenant=st.sampled_from(TENANTS), weight=_weights)
-    def push(self, tenant: str, weight: float) -> None:
-        job = Job(tenant)
-        assert self.queue.push(job, tenant, weight) == self.model.push(job, tenant, weight)
+    @rule(tenant=st.sampled_from(TENANTS), weight=_weights, key=_keys)
+    def push(self, tenant: str, weight: float, key: float) -> None:
+        self.push_both(Job(tenant), tenant, weight, key)
 
     @precondition(lambda self: len(self.retired) > 0)
-    @rule(data=st.data(), tenant=st.sampled_from(TENANTS), weight=_weights)
-    def push_again(self, data: st.DataObject, tenant: str, weight: float) -> None:
+    @rule(data=st.data(), tenant=st.sampled_from(TENANTS), weight=_weights, key=_keys)
+    def push_again(self, data: st.DataObject, tenant: str, weight: float, key: float) -> None:
         job = data.draw(st.sampled_from(self.retired))
         job.tenant = tenant
-        pushed = self.queue.push(job, tenant, weight)
-        assert pushed == self.model.push(job, tenant, weight)
-        if pushed:
+        if self.push_both(job, tenant, weight, key):
             self.retired.remove(job)
 
     @precondition(lambda self: len(self.queue) > 0)
@@ -179,8 +241,8 @@ class FairQueueMachine(RuleBasedStateMachine):
             self.retired.append(job)
             self.note_left(job)
 
-    @rule(tenant=st.sampled_from(TENANTS), weight=_weights)
-    def push_out(self, tenant: str, weight: float) -> None:
+    @rule(tenant=st.sampled_from(TENANTS), weight=_weights, key=_keys)
+    def push_out(self, tenant: str, weight: float, key: float) -> None:
         """A full queue makes room for the arrival by pushing out the newest job
         of the tenant with the latest place (jobs waiting / weight) when the
         arrival's place comes first, as the model says (DESIGN.md 9)."""
@@ -202,9 +264,7 @@ class FairQueueMachine(RuleBasedStateMachine):
         self.retired.append(victim)
         self.note_left(victim)
         self.forget_what_the_queue_forgot()  # the removal may have forgotten a tenant
-        job = Job(tenant)
-        assert self.queue.push(job, tenant, weight)
-        assert model.push(job, tenant, weight)
+        assert self.push_both(Job(tenant), tenant, weight, key)
 
     def note_left(self, job: Job) -> None:
         if job.tenant not in self.model.fifo:
@@ -236,6 +296,41 @@ class FairQueueMachine(RuleBasedStateMachine):
                 assert entry is not None, f"{record.name} is not listed"
                 assert entry[1] >= places._first, f"{record.name} is listed in an older heap"
                 assert -entry[0] == record.place >= record.live / record.weight
+
+    @invariant()
+    def pick_heaps_list_every_waiting_tenant(self) -> None:
+        # Once a key other than 0 came, each tenant with jobs waiting has one
+        # valid entry, eligible or parked, at its counter; an eligible one at a
+        # key no larger than its first job's. A tenant's FIFO without a heap
+        # is in key order.
+        queue = self.queue
+        for record in queue._tenants.values():
+            live = [e for e in record.items if backlog._alive(queue._where, e)]
+            assert len(live) == record.live
+            if record.order is None:
+                assert live == sorted(live, key=lambda e: e[0])
+            elif live:
+                assert min(live) == min(e for e in record.order if backlog._alive(queue._where, e))
+        if queue._keyed is None:
+            return
+        eligible = {
+            id(e[4]): e for e in queue._keyed._eligible if e[4].pick_stamp == e[3] and e[4].live
+        }
+        parked = {
+            id(e[3]): e for e in queue._keyed._parked if e[3].pick_stamp == e[2] and e[3].live
+        }
+        assert not eligible.keys() & parked.keys()
+        for record in queue._tenants.values():
+            if not record.live:
+                continue
+            first = min(e for e in record.items if backlog._alive(queue._where, e))
+            if id(record) in eligible:
+                key, counter, joined = eligible[id(record)][:3]
+                assert key == record.key <= first[0]
+            else:
+                counter, joined = parked[id(record)][:2]
+                assert record.key <= first[0]
+            assert (counter, joined) == (record.counter, record.joined)
 
     @invariant()
     def matches_the_model(self) -> None:
@@ -277,15 +372,25 @@ class FairQueueMachine(RuleBasedStateMachine):
         )
 
 
+class EqualKeysMachine(FairQueueMachine):
+    mode = "equal"
+
+
+class KeyedMachine(FairQueueMachine):
+    mode = "keyed"
+
+
+@pytest.mark.parametrize("machine", [FairQueueMachine, EqualKeysMachine, KeyedMachine])
 @pytest.mark.parametrize("slack", [64, 0], ids=["lazy", "rebuild-always"])
-def test_fair_queue_matches_the_naive_model(slack: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fair_queue_matches_the_naive_model(
+    machine: type[FairQueueMachine], slack: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Slack 0 rebuilds the heaps and FIFOs at every stale entry: the rebuilds
     # are checked against the model too.
     monkeypatch.setattr(fairqueue, "_SLACK", slack)
     monkeypatch.setattr(backlog, "_SLACK", slack)
-    run_state_machine_as_test(
-        FairQueueMachine, settings=settings(max_examples=100, stateful_step_count=50)
-    )
+    monkeypatch.setattr(keyed, "_SLACK", slack)
+    run_state_machine_as_test(machine, settings=settings(max_examples=100, stateful_step_count=50))
 
 
 # --- Memory and lazy deletion ----------------------------------------------

@@ -76,20 +76,36 @@ class LaneMachine(RuleBasedStateMachine):
         weights=st.tuples(*[st.sampled_from([0.5, 1.0, 3.0, 4.0])] * 3),
         capacity=st.integers(0, 5),
         trusted=st.booleans(),
+        slack=st.dictionaries(st.sampled_from(LANES), st.sampled_from([0.0, 5.0, 1e6])),
     )
-    def setup(self, weights: tuple[float, float, float], capacity: int, trusted: bool) -> None:
-        self.lanes = LaneScheduler([(n, w, capacity) for n, w in zip(LANES, weights, strict=True)])
+    def setup(
+        self,
+        weights: tuple[float, float, float],
+        capacity: int,
+        trusted: bool,
+        slack: dict[str, float],
+    ) -> None:
+        # Keys and slack order the work inside a lane only: the lane counters
+        # and the candidates' order are the same whatever they are.
+        self.lanes = LaneScheduler(
+            [(n, w, capacity) for n, w in zip(LANES, weights, strict=True)], slack=slack
+        )
         self.model = NaiveLanes(dict(zip(LANES, weights, strict=True)))
         self.jobs = {lane: [] for lane in LANES}
         # The policy's path: the trusted push, candidates and pop, which
         # update only the lane they touch instead of resyncing every lane.
         self.trusted = trusted
 
-    @rule(lane=st.sampled_from(LANES), tenant=st.sampled_from("ab"), cost=st.integers(0, 50))
-    def push(self, lane: str, tenant: str, cost: int) -> None:
+    @rule(
+        lane=st.sampled_from(LANES),
+        tenant=st.sampled_from("ab"),
+        cost=st.integers(0, 50),
+        keyed=st.booleans(),
+    )
+    def push(self, lane: str, tenant: str, cost: int, keyed: bool) -> None:
         job = Job(tenant, cost)
         push = self.lanes._push if self.trusted else self.lanes.push
-        if push(lane, job, tenant, 1.0):
+        if push(lane, job, tenant, 1.0, key=float(cost) if keyed else 0.0):
             self.model.push(lane)
             self.jobs[lane].append(job)
 
@@ -362,6 +378,34 @@ def test_bad_lanes_are_refused(lanes: list[tuple[str, float, int]], match: str) 
         LaneScheduler(lanes)
 
 
+def test_each_lane_orders_by_key_within_its_own_slack() -> None:
+    lanes: LaneScheduler[Job] = LaneScheduler(
+        [("chat", 1.0, 10), ("batch", 1.0, 10)], slack={"chat": 100.0}
+    )
+    for lane in ("chat", "batch"):
+        lanes.push(lane, Job("a", 50), "a", 1.0, key=500.0)
+        lanes.push(lane, Job("b", 50), "b", 1.0, key=5.0)
+        lanes.charge(lane, "b", 50)  # b is 50 above a: within chat's slack only
+    heads = {lane: job.tenant for lane, job in lanes.candidates()}
+    assert heads == {"chat": "b", "batch": "a"}
+    lanes._push("batch", Job("a", 1), "a", 1.0, key=1.0)  # the trusted path takes keys too
+    assert lanes.pop("batch").cost == 1
+
+
+@pytest.mark.parametrize(
+    ("slack", "match"),
+    [
+        ({"nope": 1.0}, "unknown lanes"),
+        ({"a": -1.0}, "slack"),
+        ({"a": math.nan}, "slack"),
+        ({"a": math.inf}, "slack"),
+    ],
+)
+def test_bad_slack_is_refused(slack: dict[str, float], match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        LaneScheduler([("a", 1.0, 1)], slack=slack)
+
+
 def test_misuse_changes_nothing() -> None:
     lanes: LaneScheduler[Job] = LaneScheduler([("a", 1.0, 5), ("b", 2.0, 5)])
     job = Job()
@@ -388,6 +432,7 @@ def test_misuse_changes_nothing() -> None:
         lambda: lanes.pop("b"),
         lambda: lanes.push("a", job, "t", 1.0),
         lambda: lanes.push("a", Job(), "t", 0.0),
+        lambda: lanes.push("a", Job(), "t", 1.0, key=math.inf),
         lambda: lanes.charge("a", "t", math.nan),
         lambda: lanes.charge("a", "t", 1, weight=-1.0),
     ]

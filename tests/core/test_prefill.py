@@ -95,6 +95,7 @@ def _config(**engine: object) -> PolicyConfig:
                     "slo": {"ttft_p95_s": 1.0},
                     "max_queue_wait_s": 30.0,
                     "queue_capacity": 64,
+                    "queue_order": "arrival",  # these tests are of the budget alone
                 }
             ],
             "engine": {"max_running": 64, **engine},
@@ -183,7 +184,14 @@ def test_without_slo_deadlines_the_lane_wait_bound_applies() -> None:
     policy = Policy(
         PolicyConfig.from_dict(
             {
-                "lanes": [{"name": "chat", "slo": {"ttft_p95_s": 1.0}, "slo_deadline": False}],
+                "lanes": [
+                    {
+                        "name": "chat",
+                        "slo": {"ttft_p95_s": 1.0},
+                        "slo_deadline": False,
+                        "queue_order": "arrival",
+                    }
+                ],
                 "engine": {"prefill_horizon_s": 0.5},
                 "ladder": {"enabled": False},
             }

@@ -255,8 +255,8 @@ class Intake:
             decision.rungs,
         )
         entry.kv_output = reserved_output
-        queues = self._queues
-        if not queues._push(lane.name, entry, request.tenant, tier.weight):
+        queues, key = self._queues, lane.queue_key(entry.prompt_tokens)
+        if not queues._push(lane.name, entry, request.tenant, tier.weight, key=key):
             # Full: room is made only from a tenant holding more than its share.
             victim = queues._displaced(lane.name, request.tenant, tier.weight)
             if victim is None:
@@ -270,7 +270,7 @@ class Intake:
                 )
             queues.remove(lane.name, victim)
             displaced = self._displace(victim, lane, now)
-            queues._push(lane.name, entry, request.tenant, tier.weight)
+            queues._push(lane.name, entry, request.tenant, tier.weight, key=key)
             decision = dataclasses.replace(decision, displaced=displaced)
         book.entries[request.id] = entry
         self._deadlines.add(entry, lane_deadline)

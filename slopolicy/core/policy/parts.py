@@ -125,7 +125,10 @@ class Parts:
             kv=kv,
             reservations=Reservations(kv, forecast),
             quotas=quotas,
-            queues=LaneScheduler([(lane.name, lane.weight, lane.queue_capacity) for lane in specs]),
+            queues=LaneScheduler(
+                [(lane.name, lane.weight, lane.queue_capacity) for lane in specs],
+                slack={lane.name: lane.fair_slack for lane in specs},
+            ),
             seats=Seats(
                 spec.max_running,
                 {lane.name: lane.max_running for lane in specs},

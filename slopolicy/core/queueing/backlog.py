@@ -26,9 +26,10 @@ full and drops it once empty, so queues that never fill pay nothing.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 __all__ = ("Places",)
 
@@ -39,21 +40,34 @@ _SLACK = 64
 
 
 class _Tenant(Generic[T]):
-    """One tenant's counter, weight and FIFO of ``(push number, item)``.
+    """One tenant's counter, weight and backlog.
+
+    The backlog is a FIFO of ``(key, push number, item)`` in arrival order,
+    ``items`` (a full queue pushes out the newest), and, once a key smaller
+    than one before it arrives, a heap of the same entries in service order,
+    ``order`` (``None`` while the FIFO is in service order: with equal keys,
+    always). Both are pruned lazily: an entry is live while the queue's
+    ``where`` map names its push number. ``last`` is the largest key pushed
+    since the tenant joined; ``key`` is at most its first key in service
+    order, the key in its pick entry (see :mod:`slopolicy.core.queueing.fairqueue`).
 
     ``stamp`` names the tenant's one valid heap entry (in the ready heap while
     backlogged, in the idle heap otherwise); older entries are stale.
-    ``place_stamp`` names its entry in the queue's :class:`Places` (-1: none),
-    listed at ``place``.
+    ``pick_stamp`` names its one valid entry in the queue's pick heaps (while
+    backlogged). ``place_stamp`` names its entry in the queue's :class:`Places`
+    (-1: none), listed at ``place``.
     """
 
     __slots__ = (
         "counter",
-        "dead",
         "items",
         "joined",
+        "key",
+        "last",
         "live",
         "name",
+        "order",
+        "pick_stamp",
         "place",
         "place_stamp",
         "stamp",
@@ -64,13 +78,88 @@ class _Tenant(Generic[T]):
         self.name = name
         self.counter = counter
         self.weight = weight
-        self.items: deque[tuple[int, T]] = deque()
+        self.items: deque[Entry[T]] = deque()
+        self.order: list[Entry[T]] | None = None
+        self.last = -math.inf
         self.live = 0  # items waiting
-        self.dead = 0  # removed items still in ``items``
         self.joined = 0  # when it last became backlogged: the tie-break
+        self.key = 0.0
         self.stamp = -1
+        self.pick_stamp = -1
         self.place = 0.0
         self.place_stamp = -1
+
+    def add(self, entry: Entry[T], where: Where[T]) -> None:
+        """Queue ``entry``, already in ``where``."""
+        self.items.append(entry)
+        self.live += 1
+        if self.order is not None:
+            heapq.heappush(self.order, entry)
+        elif entry[0] >= self.last:  # the FIFO stays in service order
+            self.last = entry[0]
+        else:  # once per backlogged spell: amortized O(1) per entry
+            self.order = [e for e in self.items if _alive(where, e)]
+            heapq.heapify(self.order)
+
+    def first(self, where: Where[T]) -> Entry[T]:
+        """The entry served next; drops dead ones before it."""
+        order = self.order
+        if order is None:
+            items = self.items
+            while not _alive(where, items[0]):
+                items.popleft()
+            return items[0]
+        while not _alive(where, order[0]):
+            heapq.heappop(order)
+        return order[0]
+
+    def newest(self, where: Where[T]) -> T:
+        """The item that arrived last; drops dead ones after it."""
+        items = self.items
+        while not _alive(where, items[-1]):
+            items.pop()
+        return items[-1][2]
+
+    def served(self, where: Where[T]) -> None:
+        """:meth:`first`'s entry has left ``where`` and others wait: take it off."""
+        items, order = self.items, self.order
+        if order is None:
+            items.popleft()
+            return
+        heapq.heappop(order)
+        while not _alive(where, items[0]):  # in arrival order it may be first too
+            items.popleft()
+        self.prune(where)
+
+    def prune(self, where: Where[T]) -> None:
+        """Rebuild the FIFO or the heap once dead entries outnumber live ones
+        by ``_SLACK``: amortized ``O(1)`` per entry, memory ``O(live)``."""
+        limit = 2 * self.live + _SLACK
+        if len(self.items) > limit:
+            self.items = deque(e for e in self.items if _alive(where, e))
+        if self.order is not None and len(self.order) > limit:
+            self.order = [e for e in self.order if _alive(where, e)]
+            heapq.heapify(self.order)
+
+    def clear(self) -> None:
+        """Nothing waits any more: the next spell starts in arrival order."""
+        self.items.clear()
+        self.order = None
+        self.last = -math.inf
+
+
+#: A waiting item's entry: ``(key, push number, item)``.
+Entry: TypeAlias = tuple[float, int, T]
+
+#: ``id(item) -> (tenant, push number)`` for each waiting item: the queue's
+#: index of what is live. The tenant's FIFO holds the item, so its id cannot be
+#: reused while the entry exists.
+Where: TypeAlias = dict[int, tuple[_Tenant[T], int]]
+
+
+def _alive(where: Where[T], entry: Entry[T]) -> bool:
+    found = where.get(id(entry[2]))
+    return found is not None and found[1] == entry[1]
 
 
 class Places(Generic[T]):

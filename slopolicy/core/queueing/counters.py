@@ -9,7 +9,7 @@ import math
 from slopolicy.core.checks import MAX_AMOUNT, is_number, shown
 from slopolicy.errors import UsageError
 
-__all__ = ("charged", "check_cost", "check_weight")
+__all__ = ("charged", "check_cost", "check_finite", "check_slack", "check_weight")
 
 
 def check_weight(weight: float, what: str = "weight") -> None:
@@ -22,8 +22,21 @@ def check_weight(weight: float, what: str = "weight") -> None:
 
 def check_cost(cost: float) -> None:
     """Raise :class:`UsageError` unless ``cost`` is a finite number."""
-    if not (is_number(cost) and -MAX_AMOUNT <= cost <= MAX_AMOUNT):
-        raise UsageError(f"cost must be a finite number, got {shown(cost)}")
+    check_finite(cost, "cost")
+
+
+def check_finite(value: float, what: str) -> None:
+    """Raise :class:`UsageError` unless ``value`` is a finite number (an int
+    too large for a float is not)."""
+    if not (is_number(value) and -MAX_AMOUNT <= value <= MAX_AMOUNT):
+        raise UsageError(f"{what} must be a finite number, got {shown(value)}")
+
+
+def check_slack(slack: float, what: str = "slack") -> None:
+    """Raise :class:`UsageError` unless ``slack`` is a finite number >= 0."""
+    check_finite(slack, what)
+    if slack < 0:
+        raise UsageError(f"{what} must be >= 0, got {shown(slack)}")
 
 
 def charged(counter: float, cost: float, weight: float, floor: float) -> float:

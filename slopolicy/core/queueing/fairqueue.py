@@ -1,16 +1,28 @@
 """Fair queuing across the tenants of one lane: Virtual Token Counters.
 
 VTC (Sheng et al., "Fairness in Serving LLMs", OSDI 2024). Each tenant ``u``
-has a counter ``c_u`` (cost units per unit of weight) and a FIFO of waiting
-items:
+has a counter ``c_u`` (cost units per unit of weight) and a backlog of waiting
+items, each pushed with a ``key`` (a finite number, 0 unless given):
 
-- **lift**: a tenant that becomes backlogged (its FIFO was empty) is lifted to
-  ``max(c_u, V)``, ``V`` being the smallest counter among backlogged tenants
-  (its last value while none is), so idle time cannot be banked as credit;
-- **pick**: the next item is the head of the backlogged tenant with the
-  smallest counter (ties: the tenant backlogged first). Heads are never
-  skipped, so a large request cannot be starved by small ones behind it;
+- **lift**: a tenant that becomes backlogged (nothing of its was waiting) is
+  lifted to ``max(c_u, V)``, ``V`` being the smallest counter among backlogged
+  tenants (its last value while none is), so idle time cannot be banked as
+  credit;
+- **pick**: a backlogged tenant is *eligible* while ``c_u <= V + s`` (``s`` the
+  queue's ``slack``, cost units per unit weight, >= 0). Of the eligible
+  tenants, the one whose first item has the smallest key is served (ties: the
+  smaller counter, then the tenant backlogged first); a tenant's items go by
+  ``(key, push order)``, so with equal keys in arrival order (FIFO);
 - **charge**: the caller charges what it serves, ``c_u += cost / w_u``.
+
+With ``s = 0`` and equal keys the pick is VTC's: the head of the backlogged
+tenant with the smallest counter (ties: backlogged first), and heads are never
+skipped, so a large request cannot be starved by small ones behind it. Keys
+order the work inside the fairness the counters keep: with prompt tokens as
+keys, shortest first inside each tenant, and across the tenants within ``s`` of
+the least served. An item may then wait behind later ones with smaller keys, of
+its own tenant or of another within the slack; its deadline bounds that wait
+(DESIGN.md invariant 6), and the slack bounds how far its tenant falls behind.
 
 ``V`` never decreases (a lift puts a tenant at or above it, leaving the
 backlog and charging only raise the minimum, and refunds stop at ``V``), so a
@@ -21,19 +33,43 @@ go to its own counter, as in the paper. Idle counters are kept up to
 lose nothing); a forgotten tenant counts as ``V``, so a charge to it starts
 from ``V``, which only ever charges it more.
 
-**Bound** (charge at dispatch: every pop is followed by a charge of the popped
-item's cost, at most ``U``). For any two backlogged tenants ``i`` and ``j``,
-at all times ``c_i - c_j <= U_i / w_i`` (``U_i``: the largest cost charged to
-``i``). Hence while both stay backlogged their service ``S`` over any interval
-satisfies ``|S_i/w_i - S_j/w_j| <= U_i/w_i + U_j/w_j`` (``2U`` at equal
-weights, the paper's bound, approached to within one cost quantum), and from
-equal counters (two new tenants) ``-U_j/w_j <= S_i/w_i - S_j/w_j <= U_i/w_i``.
+**Bound** (charge at dispatch: every pop is followed at once by a charge of the
+popped item's cost, in ``[0, U_i]`` for tenant ``i``; no other charges). For
+any two backlogged tenants ``i`` and ``j``, at all times
+``c_i - c_j <= U_i/w_i + s``. By induction over operations:
 
-Costs, with ``n`` the tenants kept: push, pop, remove and charge are
-``O(log n)`` amortized (heaps with lazy invalidation, rebuilt once mostly
-stale; removed items leave their FIFO when they reach its head or on a
-rebuild); peek is amortized ``O(1)`` plus that heap clean-up; ``len`` is
-``O(1)`` and exact.
+- *serving* ``m``: it was eligible, so ``c_m <= V + s <= c_j + s`` for every
+  backlogged ``j``, and the charge adds at most ``U_m/w_m``; ``c_j - c_m``
+  only falls;
+- *joining*: ``k`` is lifted to ``max(c_k, V)``. Then
+  ``c_j - c_k <= c_j - V <= U_j/w_j + s`` by induction (``V`` is a backlogged
+  tenant's counter). If ``c_k = V``, ``c_k - c_j <= 0``; otherwise ``c_k`` is
+  the counter ``k`` left with (a forgotten tenant returns at ``V``): it left
+  after a serve, with ``c_k <= V' + s + U_k/w_k`` (``V'`` then), or cancelled,
+  with ``c_k - V' <= U_k/w_k + s`` by induction; ``V`` never decreases, so
+  ``c_k - c_j <= c_k - V <= U_k/w_k + s``;
+- *leaving* only removes pairs; a refund (not counted as service) keeps the
+  claim too, as it leaves every backlogged counter at or above ``V``.
+
+While ``i`` and ``j`` both stay backlogged, ``S_i/w_i`` (``S`` the cost
+served over an interval) is the growth of ``c_i``, and ``c_i - c_j`` stays in
+``[-(U_j/w_j + s), U_i/w_i + s]``, so over any interval
+``|S_i/w_i - S_j/w_j| <= U_i/w_i + U_j/w_j + 2s``, and from equal counters
+(two new tenants) ``-(U_j/w_j + s) <= S_i/w_i - S_j/w_j <= U_i/w_i + s``. At
+``s = 0`` this is the paper's ``2U`` at equal weights. The slack counts twice
+over an interval because keys can move a tenant from one end of its slack to
+the other (small items first in one tenant, then in the other), and the bound
+is then reached. With equal keys the pick is VTC's whatever ``s`` is (the
+smallest counter is eligible and wins the tie on key), so the bounds hold with
+``s = 0``, the interval's approached to within one cost quantum but not reached.
+
+Costs, with ``n`` the tenants kept and ``k`` one tenant's items waiting:
+push, pop, remove and charge are ``O(log n + log k)`` amortized (heaps with
+lazy invalidation, rebuilt once mostly stale; a tenant's heap of keys only
+once a key smaller than an earlier one arrives, and the pick's heaps of
+:mod:`slopolicy.core.queueing.keyed` only once a key other than 0 does: until
+then the pick is the top of the counter heap, as in VTC); peek is amortized
+``O(1)`` plus that heap clean-up; ``len`` is ``O(1)`` and exact.
 """
 
 from __future__ import annotations
@@ -41,21 +77,27 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections import deque
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from slopolicy.core.checks import check_count
-from slopolicy.core.queueing.backlog import Places, _Tenant
-from slopolicy.core.queueing.counters import charged, check_cost, check_weight
+from slopolicy.core.queueing.backlog import Places, Where, _Tenant
+from slopolicy.core.queueing.counters import (
+    charged,
+    check_cost,
+    check_finite,
+    check_slack,
+    check_weight,
+)
+from slopolicy.core.queueing.keyed import KeyedPick
 from slopolicy.errors import UsageError
 
 __all__ = ("FairQueue", "FairQueueStatistics")
 
 T = TypeVar("T")
 
-# Heaps and FIFOs are rebuilt once stale entries outnumber live ones by this
-# much, so lazy deletion costs amortized O(1) per entry and bounded memory.
+# Heaps are rebuilt once stale entries outnumber live ones by this much, so
+# lazy deletion costs amortized O(1) per entry and bounded memory.
 _SLACK = 64
 
 
@@ -92,6 +134,10 @@ class FairQueue(Generic[T]):
         max_idle_counters: counters kept for tenants with nothing waiting;
             beyond it the smallest are forgotten (never the tenant whose last
             item just went, unless the cap is 0); such a tenant counts as ``V``.
+        slack: how far above ``V`` a tenant's counter may be (cost units per
+            unit weight, finite, >= 0) for its items to be ordered by key
+            against the least served tenant's (see the module docstring); 0
+            orders by key only among the tenants at ``V``.
     """
 
     __slots__ = (
@@ -99,29 +145,34 @@ class FairQueue(Generic[T]):
         "_capacity",
         "_idle",
         "_idle_count",
+        "_keyed",
         "_last_v",
         "_max_idle",
         "_places",
         "_ready",
         "_seq",
+        "_slack",
         "_tenants",
         "_where",
     )
 
-    def __init__(self, capacity: int, *, max_idle_counters: int = 10_000) -> None:
+    def __init__(
+        self, capacity: int, *, max_idle_counters: int = 10_000, slack: float = 0.0
+    ) -> None:
         check_count("capacity", capacity)
         check_count("max_idle_counters", max_idle_counters)
+        check_slack(slack)
         self._capacity = capacity
         self._max_idle = max_idle_counters
+        self._slack = float(slack)
         self._tenants: dict[str, _Tenant[T]] = {}
-        # id(item) -> (tenant, push number). The tenant's FIFO holds the item,
-        # so its id cannot be reused while the entry exists.
-        self._where: dict[int, tuple[_Tenant[T], int]] = {}
+        self._where: Where[T] = {}
         self._ready: list[tuple[float, int, int, _Tenant[T]]] = []  # counter, joined, stamp
         self._idle: list[tuple[float, int, _Tenant[T]]] = []  # counter, stamp
         self._places: Places[T] | None = None  # made when first full
         self._backlogged = 0
         self._idle_count = 0
+        self._keyed: KeyedPick[T] | None = None  # None while every key pushed was 0
         self._last_v = 0.0
         self._seq = itertools.count()  # push numbers, join order and stamps
 
@@ -130,24 +181,33 @@ class FairQueue(Generic[T]):
         """Items that may wait."""
         return self._capacity
 
+    @property
+    def slack(self) -> float:
+        """How far above ``V`` a counter may be for the tenant to be picked by
+        key (cost units per unit weight)."""
+        return self._slack
+
     def __len__(self) -> int:
         return len(self._where)
 
-    def push(self, item: T, tenant: str, weight: float) -> bool:
-        """Queue ``item`` at the tail of ``tenant``'s FIFO.
+    def push(self, item: T, tenant: str, weight: float, *, key: float = 0.0) -> bool:
+        """Queue ``item`` for ``tenant``, served inside the tenant by
+        ``(key, push order)``: with equal keys, FIFO.
 
         ``weight`` (finite, > 0) becomes the tenant's weight for later
-        charges. Returns ``False``, changing nothing, when ``capacity`` items
-        already wait. Raises :class:`UsageError` for a bad weight or an item
-        already waiting.
+        charges; ``key`` is a finite number (with prompt tokens: shortest
+        first). Returns ``False``, changing nothing, when ``capacity`` items
+        already wait. Raises :class:`UsageError` for a bad weight or key or an
+        item already waiting.
         """
         check_weight(weight)
+        check_finite(key, "key")
         if id(item) in self._where:
             raise UsageError(f"{item!r} is already waiting")
-        return self._push(item, tenant, weight)
+        return self._push(item, tenant, weight, key=key)
 
-    def _push(self, item: T, tenant: str, weight: float) -> bool:
-        """:meth:`push` for a caller that has checked the weight and the item."""
+    def _push(self, item: T, tenant: str, weight: float, *, key: float = 0.0) -> bool:
+        """:meth:`push` for a caller that has checked the weight, the key and the item."""
         if len(self._where) >= self._capacity:
             return False
         record = self._tenants.get(tenant)
@@ -165,15 +225,29 @@ class FairQueue(Generic[T]):
         assert record is not None
         record.weight = weight
         seq = next(self._seq)
-        record.items.append((seq, item))
-        record.live += 1
         self._where[id(item)] = (record, seq)
+        record.add((key, seq, item), self._where)
         if joining:
             # Indexed once live: a heap rebuild here keeps only live tenants.
             self._index_ready(record)
+        if self._keyed is not None:
+            if joining or key < record.key:  # its first key falls (a rise waits for the pick)
+                record.key = key
+                self._keyed.index(record, self._backlogged)
+        elif key != 0:
+            self._key_all(record, key)
         if self._places is not None:
             self._places.grew(record, self._backlogged)
         return True
+
+    def _key_all(self, record: _Tenant[T], key: float) -> None:
+        """The first key other than 0 (pushed for ``record``): the pick keeps
+        its heaps from now on, listing every backlogged tenant (``O(n)`` once)."""
+        backlogged = [e[3] for e in self._ready if e[3].stamp == e[2] and e[3].live]
+        for other in backlogged:
+            other.key = 0.0  # every key before this one was 0
+        record.key = min(key, 0.0)
+        self._keyed = KeyedPick(backlogged, self._slack, self._seq)
 
     def displaced(self, tenant: str, weight: float) -> T | None:
         """What a full queue pushes out to make room for an item of ``tenant``
@@ -196,28 +270,26 @@ class FairQueue(Generic[T]):
         own = self._tenants.get(tenant)
         if ((own.live if own is not None else 0) + 1) / weight >= latest.live / latest.weight:
             return None
-        items = latest.items
-        while not self._alive(items[-1]):  # removed ones left in its FIFO
-            items.pop()
-            latest.dead -= 1
-        return items[-1][1]
+        return latest.newest(self._where)
 
     def peek(self) -> T | None:
         """The next item, or ``None`` when nothing waits."""
-        record = self._top()
-        return None if record is None else self._head(record)
+        record = self._pick()
+        return None if record is None else record.first(self._where)[2]
 
     def pop(self) -> T:
         """Remove and return :meth:`peek`'s item. Charges nothing: the caller
         charges what it serves. Raises :class:`UsageError` when empty."""
-        record = self._top()
+        record = self._pick()
         if record is None:
             raise UsageError("pop from an empty FairQueue")
-        item = self._head(record)
-        record.items.popleft()
-        del self._where[id(item)]
+        where = self._where
+        item = record.first(where)[2]
+        del where[id(item)]
         record.live -= 1
-        if not record.live:
+        if record.live:
+            record.served(where)
+        else:
             self._leave(record)
         return item
 
@@ -225,21 +297,18 @@ class FairQueue(Generic[T]):
         """Take ``item`` out wherever it waits (cancellation, deadline expiry).
 
         Returns ``False`` if it was not waiting. Amortized ``O(1)`` (``O(log n)``
-        when it was the tenant's last item): the entry leaves its FIFO later,
-        but ``len`` and :meth:`peek` are exact at once.
+        when it was the tenant's last item): the entry leaves the tenant's
+        backlog later, but ``len`` and :meth:`peek` are exact at once.
         """
         entry = self._where.pop(id(item), None)
         if entry is None:
             return False
         record = entry[0]
         record.live -= 1
-        if not record.live:
+        if record.live:
+            record.prune(self._where)
+        else:
             self._leave(record)
-            return True
-        record.dead += 1
-        if record.dead > record.live + _SLACK:
-            record.items = deque(e for e in record.items if self._alive(e))
-            record.dead = 0
         return True
 
     def charge(self, tenant: str, cost: float, *, weight: float | None = None) -> None:
@@ -279,6 +348,8 @@ class FairQueue(Generic[T]):
         record.counter = charged(record.counter, cost, w, floor)
         if record.live:
             self._index_ready(record)
+            if self._keyed is not None:
+                self._keyed.index(record, self._backlogged)
         else:
             self._index_idle(record)
 
@@ -316,21 +387,17 @@ class FairQueue(Generic[T]):
             heapq.heappop(ready)
         return None
 
-    def _alive(self, entry: tuple[int, T]) -> bool:
-        where = self._where.get(id(entry[1]))
-        return where is not None and where[1] == entry[0]
-
-    def _head(self, record: _Tenant[T]) -> T:
-        items = record.items
-        while not self._alive(items[0]):
-            items.popleft()
-            record.dead -= 1
-        return items[0][1]
+    def _pick(self) -> _Tenant[T] | None:
+        """The tenant served next, its first entry current; ``None`` when
+        nothing waits."""
+        low = self._top()
+        if low is None or self._keyed is None:  # equal keys: the smallest counter is picked
+            return low
+        return self._keyed.pick(low, self._where)
 
     def _leave(self, record: _Tenant[T]) -> None:
         """``record`` has nothing left waiting: keep its counter as idle."""
-        record.items.clear()
-        record.dead = 0
+        record.clear()
         self._backlogged -= 1
         if not self._backlogged:
             # It was the only backlogged tenant, so its counter was V.

@@ -10,23 +10,29 @@ weight's share, within ``U/w_a + U/w_b`` per unit weight over any interval
 
 How a dispatcher uses it: take :meth:`~LaneScheduler.candidates`; pop and
 charge the first that fits the engine; repeat until none fits. Inside a lane
-only the head is offered (skipping it would starve large requests); across
-lanes the dispatcher may pass over a head that does not fit, so capacity
-another lane's head could use never idles.
+only the queue's pick is offered (passing over it for a smaller one would
+starve large requests; a lane that orders by key, shortest first, chooses
+that order itself, within its slack, and leaves large requests to their
+deadlines); across lanes the dispatcher may pass over a head that does not
+fit, so capacity another lane's head could use never idles.
 
 Starvation bound (when every charge is at least ``eps > 0`` and at most ``U``):
 while lane ``b`` stays backlogged, lane ``a`` is served at most
 ``floor(U * w_a / (eps * w_b)) + 1`` times between two of ``b``'s turns when the
-first candidate is always taken; the same holds for tenants inside a lane.
+first candidate is always taken; the same holds for tenants inside a lane with
+equal keys, and with keys under a slack ``s`` (per unit weight) it is
+``floor((U / w_b + 2 * s) * w_a / eps) + 1``: ``a`` is served only while
+``c_a <= V + s <= c_b + s``, and after ``b``'s turn ``c_a >= c_b - U/w_b - s``
+(:mod:`slopolicy.core.queueing.fairqueue`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
-from slopolicy.core.queueing.counters import charged, check_cost, check_weight
+from slopolicy.core.queueing.counters import charged, check_cost, check_slack, check_weight
 from slopolicy.core.queueing.fairqueue import FairQueue, FairQueueStatistics
 from slopolicy.errors import UsageError
 
@@ -93,24 +99,37 @@ class LaneScheduler(Generic[T]):
         lanes: ``(name, weight, capacity)`` per lane, most interactive first;
             weights finite and > 0, capacities ints >= 0.
         max_idle_counters: passed to each lane's :class:`FairQueue`.
+        slack: each lane's :class:`FairQueue` slack by lane name (cost units
+            per unit of tenant weight, finite, >= 0); lanes not named get 0.
     """
 
     __slots__ = ("_by_name", "_lanes", "_last_v")
 
     def __init__(
-        self, lanes: Sequence[tuple[str, float, int]], *, max_idle_counters: int = 10_000
+        self,
+        lanes: Sequence[tuple[str, float, int]],
+        *,
+        max_idle_counters: int = 10_000,
+        slack: Mapping[str, float] | None = None,
     ) -> None:
         if not lanes:
             raise UsageError("at least one lane is required")
+        slacks = dict(slack or {})
         built: list[_Lane[T]] = []
         for rank, (name, weight, capacity) in enumerate(lanes):
             check_weight(weight, f"lane {name!r} weight")
-            queue: FairQueue[T] = FairQueue(capacity, max_idle_counters=max_idle_counters)
+            lane_slack = slacks.pop(name, 0.0)
+            check_slack(lane_slack, f"lane {name!r} slack")
+            queue: FairQueue[T] = FairQueue(
+                capacity, max_idle_counters=max_idle_counters, slack=lane_slack
+            )
             built.append(_Lane(name, rank, weight, queue))
         self._lanes = tuple(built)
         self._by_name = {lane.name: lane for lane in self._lanes}
         if len(self._by_name) != len(self._lanes):
             raise UsageError("lane names must be unique")
+        if slacks:
+            raise UsageError(f"slack names unknown lanes: {sorted(slacks)}")
         self._last_v = 0.0
 
     @property
@@ -132,21 +151,23 @@ class LaneScheduler(Generic[T]):
     def __len__(self) -> int:
         return sum(len(lane.queue) for lane in self._lanes)
 
-    def push(self, lane: str, item: T, tenant: str, weight: float) -> bool:
-        """Queue ``item`` for ``tenant`` (tenant ``weight``) in ``lane``.
+    def push(self, lane: str, item: T, tenant: str, weight: float, *, key: float = 0.0) -> bool:
+        """Queue ``item`` for ``tenant`` (tenant ``weight``) in ``lane``, at
+        ``key`` (the order inside the tenant, and across tenants within the
+        lane's slack; 0: arrival order).
 
         ``False`` when the lane is full; see :meth:`FairQueue.push`.
         """
         record = self._lane(lane)
-        pushed = record.queue.push(item, tenant, weight)
+        pushed = record.queue.push(item, tenant, weight, key=key)
         self._sync()
         return pushed
 
-    def _push(self, lane: str, item: T, tenant: str, weight: float) -> bool:
+    def _push(self, lane: str, item: T, tenant: str, weight: float, *, key: float = 0.0) -> bool:
         """:meth:`push` for a trusted caller: a known lane, a checked weight and
-        an item not waiting anywhere (the policy's own entries)."""
+        key, and an item not waiting anywhere (the policy's own entries)."""
         record = self._by_name[lane]
-        pushed = record.queue._push(item, tenant, weight)
+        pushed = record.queue._push(item, tenant, weight, key=key)
         if pushed and not record.backlogged:  # the lane joins, lifted to V
             # Flags are current (every change goes through this scheduler), so
             # only this lane moves: what _sync would do, for it alone.
