@@ -18,11 +18,14 @@ interleaves long prompts with other work (a chunk cap, llama.cpp's slots),
 so nothing here ever acts there. A request of an earlier lane ``i`` landing
 in the first ``blocking_i · D(P) - slack_i`` seconds of the prompt's
 prefill misses its target, ``slack_i`` being what that target leaves over
-the engine's unhindered TTFT (the fitted floor). With lane ``i``'s requests
-arriving at ``rate_i`` per second (measured, a half-minute exponential
-window), the prompt's expected **harm** is
+the engine's unhindered TTFT (the fitted floor). Where later-lane prompts
+are in prefill already, lane ``i`` stands in their shadow ``S_i`` (seconds
+left, see :meth:`~slopolicy.core.queueing.ttft.FirstTokenCheck.shadow`) and
+the prompt lengthens it. With lane ``i``'s requests arriving at ``rate_i``
+per second (measured, a half-minute exponential window) and ``b_i =
+min(1, blocking_i)``, the prompt's expected **harm** is
 
-    harm(P) = Σ_i rate_i · max(0, min(1, blocking_i) · D(P) - slack_i)
+    harm(P) = Σ_i rate_i · (max(0, b_i · (S_i + D(P)) - slack_i) - max(0, b_i · S_i - slack_i))
 
 requests missed over every more urgent lane with a TTFT target. A lane's
 ``max_interference`` (requests; default 1) bounds it: a request whose harm
@@ -114,14 +117,19 @@ class PrefillInterference:
             return 0.0
         duration = own.prefill(prompt_tokens)
         assert duration is not None  # fitted
-        total = 0.0
+        first_tokens, total = self._first_tokens, 0.0
         for other in self._before[lane]:
             model = models[other]
             if model.floor is None or model.blocking <= 0.0:
                 continue
-            held = min(1.0, model.blocking) * duration - (self._bounds[other] - model.floor)
-            if held > 0.0:
-                total += self.rates[other].rate(now) * held
+            slack = self._bounds[other] - model.floor
+            share = min(1.0, model.blocking)
+            # The prefill lengthens the shadow this lane already stands in
+            # (later lanes' prompts in prefill run first): the requests that
+            # land in the added time and wait past their slack are its harm.
+            before = share * (first_tokens.shadow(other, now) or 0.0)
+            held = max(0.0, before + share * duration - slack) - max(0.0, before - slack)
+            total += self.rates[other].rate(now) * held
         return total
 
     def refuses(self, lane: str, prompt_tokens: int, now: float) -> float | None:
