@@ -129,6 +129,8 @@ def test_long_prompts_are_deferred_only_where_their_prefill_holds_chat_up(
         if r.outcome is SimOutcome.REJECTED and r.reason == "prefill_interference"
     ]
     assert bool(refused) == deferred
-    if deferred:
-        assert min(r.request.prompt_tokens for r in refused) > 20_000
+    if deferred:  # the longest prompts, and only in the lane behind chat
+        served = [r.request.prompt_tokens for r in result.records if r.lane == "heavy"]
+        longest = sorted(served)[len(served) // 2 :]
+        assert sum(r.request.prompt_tokens for r in refused) / len(refused) > min(longest)
         assert all(r.lane == "heavy" for r in refused)
