@@ -168,7 +168,12 @@ class LiveReplay:
             "prompt_offset": self.offset,
             "prompt_fit": dataclasses.asdict(fit),
             "lanes": {
-                name: {"end_s": run.end, "interrupted": run.interrupted, "peak_open": run.peak_open}
+                name: {
+                    "end_s": run.end,
+                    "interrupted": run.interrupted,
+                    "peak_open": run.peak_open,
+                    "client": None if run.client is None else dataclasses.asdict(run.client),
+                }
                 for name, run in runs.items()
             },
         }

@@ -69,6 +69,10 @@ def test_replay_reports_in_simulates_schema(
     assert live["prompt_fit"] == {"counted": 24, "exact": 24, "mean_error": 0.0,
                                   "max_error_tokens": 0}  # fmt: skip
     assert not any(lane["interrupted"] for lane in live["lanes"].values())
+    for lane in live["lanes"].values():  # what the replayer itself cost
+        client = lane["client"]
+        assert client["cpu_s"] > 0
+        assert 0 <= client["lag_p50_s"] <= client["lag_p95_s"] <= client["lag_max_s"] < 5
     # Outputs forced to their recorded length (ignore_eos, max_tokens).
     sent = [hit.body for hit in recorder.hits["default"] if hit.path == "/v1/completions"]
     streamed = [body for body in sent if body.get("stream")]
