@@ -15,6 +15,7 @@ from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.llama_engine import LlamaEngine, make_engine
 from slopolicy.sim.profiles import EngineProfile, profile
 from slopolicy.sim.ubatches import ubatch_count
+from slopolicy.sim.workload import SimRequest
 from tests.sim.harness import Arrival, run_engine, run_reference
 from tests.sim.slot_reference import split_equal
 
@@ -224,3 +225,15 @@ def test_queued_requests_slow_every_streamed_token() -> None:
     assert run_engine(no_wake, queued)["r0"].finished == pytest.approx(
         run_engine(no_wake, arrivals)["r0"].finished
     )
+
+
+def test_a_llama_servers_capacity_holds_its_backlog_in_front_of_it() -> None:
+    # Queued inside llama-server, 2,000 requests would slow every token by
+    # T_wake each; the capacity is measured with the slots kept full instead.
+    from slopolicy.sim.offered_load import capacity
+
+    requests = [SimRequest(f"r{i}", 0.0, "t", 40, 20, 20) for i in range(50)]
+    spec = _llama(slots=4, budget=64, context=256)
+    quiet = dataclasses.replace(spec, profile=dataclasses.replace(spec.profile, t_wake=0.0))
+    assert capacity(requests, spec) == pytest.approx(capacity(requests, quiet), rel=0.05)
+    assert capacity(requests, spec) > 0
