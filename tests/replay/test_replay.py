@@ -222,3 +222,26 @@ def test_a_plan_refuses_bad_limits_before_anything_is_sent() -> None:
             Plan(workload, {}, prompts, **bad)
     with pytest.raises(UsageError, match="no prompt"):
         Plan(workload, {}, {})
+
+
+@pytest.mark.anyio
+async def test_the_gate_is_fed_only_the_signals_the_scenario_names() -> None:
+    # As the simulator feeds its policy: by default no decode rate, whose drop
+    # trigger reads prefill interference as a sick engine.
+    from slopolicy.core.health.signals import EngineSignals
+    from slopolicy.replay.live import only
+    from slopolicy.sim.ours import DEFAULT_SIGNALS
+
+    full = EngineSignals(observed_at=1.0, kv_usage=0.5, waiting=3, running=8, decode_tps=90.0)
+
+    async def scraper() -> EngineSignals:
+        return full
+
+    fed = await only(scraper, DEFAULT_SIGNALS)()
+    assert fed == EngineSignals(observed_at=1.0, kv_usage=0.5, waiting=3, running=8)
+    assert await only(scraper, (*DEFAULT_SIGNALS, "decode_tps"))() == full
+
+    async def nothing() -> None:
+        return None
+
+    assert await only(nothing, DEFAULT_SIGNALS)() is None
