@@ -115,7 +115,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter phases, fewer probes")
     add_server_options(parser)
-    parser.add_argument("--load", type=float, default=0.8, help="azure load (default 0.8)")
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=0.7,
+        help="azure load: arrivals over the calibrated capacity for the slice (default 0.7)",
+    )
     parser.add_argument("--json", metavar="OUT", help="write the rows as JSON")
     parser.add_argument("--repeats", type=int, help="calibration rounds (default 5, quick 3)")
     parser.add_argument(
