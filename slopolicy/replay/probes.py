@@ -41,6 +41,9 @@ class _Seen:
 
     sent: float = 0.0
     chunks: list[float] = field(default_factory=list)
+    #: Told once ``goal`` choices have arrived.
+    goal: int | None = None
+    reached: _Countdown | None = None
 
     @property
     def ttft(self) -> float:
@@ -100,6 +103,8 @@ class Prober:
                     seen.chunks.append(anyio.current_time())
                     if started is not None and len(seen.chunks) == 1:
                         started.tick()
+                    if seen.reached is not None and len(seen.chunks) == seen.goal:
+                        seen.reached.tick()
 
     async def _at_once(self, requests: Sequence[tuple[str, int, int | None]]) -> list[_Seen]:
         """``(prompt, max_tokens, slot)`` requests sent at once, each to its end."""
@@ -127,31 +132,30 @@ class Prober:
 
     async def queued(self, slots: int, waiting: int) -> Decode:
         """Every slot decoding and ``waiting`` tiny requests queued behind
-        them (sent once the decodes have started): the decodes' TPOT from the
-        last queued request's send (the queued ones are cancelled after)."""
+        them (sent once the decodes have started): the decodes' TPOT over
+        ``decode_tokens`` tokens from the last queued request's send (then
+        everything is cancelled)."""
         prompts = [await self._prompt(SHORT) for _ in range(slots)]
         tiny = [await self._prompt(TINY) for _ in range(waiting)]
         seen = [_Seen() for _ in range(slots)]
         queued = [_Seen() for _ in range(waiting)]
         started, done = _Countdown(slots), _Countdown(slots)
-        async with self.target.openai_client(timeout=600.0) as client:
-
-            async def decode(slot: int, prompt: str, one: _Seen) -> None:
-                await self._stream(client, prompt, self.decode_tokens, slot, one, started)
-                done.tick()
-
-            async with anyio.create_task_group() as decodes:
-                for slot, (prompt, one) in enumerate(zip(prompts, seen, strict=True)):
-                    decodes.start_soon(decode, slot, prompt, one)
-                await started.event.wait()
-                async with anyio.create_task_group() as behind:
-                    for prompt, one in zip(tiny, queued, strict=True):
-                        behind.start_soon(self._stream, client, prompt, 1, None, one)
-                    await anyio.sleep(0.05)  # they reach the server's queue
-                    since = anyio.current_time()
-                    await done.event.wait()
-                    behind.cancel_scope.cancel()
-        context = SHORT + self.decode_tokens / 2
+        async with (
+            self.target.openai_client(timeout=600.0) as client,
+            anyio.create_task_group() as group,
+        ):
+            for slot, (prompt, one) in enumerate(zip(prompts, seen, strict=True)):
+                group.start_soon(self._stream, client, prompt, self.longest, slot, one, started)
+            await started.event.wait()
+            for prompt, one in zip(tiny, queued, strict=True):
+                group.start_soon(self._stream, client, prompt, 1, None, one)
+            await anyio.sleep(0.05)  # they reach the server's queue
+            since = anyio.current_time()
+            for one in seen:
+                one.goal, one.reached = len(one.chunks) + self.decode_tokens, done
+            await done.event.wait()
+            group.cancel_scope.cancel()
+        context = SHORT + statistics.mean(len(one.chunks) for one in seen) - self.decode_tokens / 2
         tpot = statistics.median(one.tpot(after=since) for one in seen)
         return Decode(slots, context, tpot, waiting=waiting)
 
