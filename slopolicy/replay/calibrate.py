@@ -234,11 +234,12 @@ def _combined(measured: Sequence[Probe]) -> list[Probe]:
 
 def _median(group: Sequence[Probe]) -> Probe:
     """One probe at the median time of ``group`` (the same probe measured
-    several times; a mixed probe at its median context too)."""
+    several times; a mixed or decode probe at its median context too, which
+    the queued and mixed probes measure as they go)."""
     seconds = statistics.median(p.seconds for p in group)
     first = group[0]
-    if isinstance(first, Mixed):
-        context = statistics.median(p.context for p in group if isinstance(p, Mixed))
+    if isinstance(first, Mixed | Decode):
+        context = statistics.median(p.context for p in group if isinstance(p, Mixed | Decode))
         return dataclasses.replace(first, seconds=seconds, context=context)
     return dataclasses.replace(first, seconds=seconds)
 

@@ -172,3 +172,16 @@ def test_calibrate_writes_a_file_simulate_takes(
     assert data["scenario"]["engine"]["profile"] == spec.profile.name
     assert main(["calibrate", "--target", engine_url, "--prompts", "0"]) == 1
     assert "--prompts" in capsys.readouterr().err
+
+
+def test_rounds_merge_repeats_and_take_medians() -> None:
+    from slopolicy.replay.calibrate import _combined, _median
+
+    one_round: list[Probe] = [Start(8, 8, 0.04), Start(8, 8, 0.06), Start(8, 8, 0.05)]
+    one_round.append(Decode(8, 90.0, 0.02))
+    assert _combined(one_round) == [Start(8, 8, 0.05), Decode(8, 90.0, 0.02)]
+    # Across rounds: the median time, and the median of what the probe measured as it went.
+    queued = [Decode(8, c, t, waiting=128) for c, t in ((90.0, 0.03), (100.0, 0.01), (95.0, 0.02))]
+    assert _median(queued) == Decode(8, 95.0, 0.02, waiting=128)
+    mixed = [Mixed(2048, 256, 4, c, t) for c, t in ((60.0, 0.3), (70.0, 0.2), (65.0, 0.25))]
+    assert _median(mixed) == Mixed(2048, 256, 4, 65.0, 0.25)
