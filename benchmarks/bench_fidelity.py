@@ -6,8 +6,12 @@ Run from the repository root (needs the built server, see
 ``python -m slopolicy.testing.llama build``, and ``slopolicy[llama,openai]``),
 holding the machine's live lock so no other timing run shares the CPUs::
 
-    flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity           # ~8 minutes
-    flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity --quick   # ~4 minutes
+    flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity --priority -10  # ~8 minutes
+    flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity --quick         # ~4 minutes
+
+``--priority N`` runs it, and the server, in a session of its own whose
+autogroup has nice ``N`` (:func:`benchmarks.live_seed.raise_priority`): on a
+machine shared with other jobs, without it their load moves every timing.
 
 One server (``--slots`` slots of ``--slot-context`` tokens, ``-b``/``-ub``
 ``--batch``, the tiny random-weight model) is calibrated
@@ -37,12 +41,13 @@ from benchmarks.fidelity import (
     seed_workload,
     table,
 )
-from benchmarks.live_seed import add_server_options, server_from
+from benchmarks.live_seed import add_server_options, raise_priority, server_from
 from slopolicy import PolicyConfig
 from slopolicy.replay import LiveReplay, Target, forced_lengths, live_comparison, replay_lanes
 from slopolicy.replay.calibrate import calibrate
 from slopolicy.sim.claims import seed_claims
 from slopolicy.sim.comparison import OURS, Comparison, compare
+from slopolicy.sim.engine_file import engine_data
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.scenario import Scenario
 from slopolicy.sim.workload import Workload
@@ -57,6 +62,11 @@ async def _both(
     runs = await replay_lanes(live, plan, ("fcfs", OURS), stop=anyio.Event())
     measured = live_comparison(live, runs)
     print(f"{name}: {live.fit(runs).describe()}", flush=True)
+    for lane, run in runs.items():
+        if run.client is not None:
+            print(
+                f"{name} {lane}: {run.client.describe()}; at most {run.peak_open} open", flush=True
+            )
     # llama-server has no priority scheduling: ours sends it none, live and simulated.
     simulated = compare(
         forced_lengths(workload), config, engine, policies=(OURS, "fcfs"), engine_priority=False
@@ -70,8 +80,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with server:
         async with Target(server.url) as target:
             calibration = await calibrate(
-                target, repeats=3 if args.quick else 5, max_num_batched_tokens=args.batch
-            )
+                target, repeats=args.repeats or (3 if args.quick else 5),
+                max_num_batched_tokens=args.batch, ubatch_tokens=args.batch,
+            )  # fmt: skip
             print(calibration.describe(), flush=True)
             engine = calibration.engine
             found_rows: list[Row] = []
@@ -93,6 +104,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         print("\n".join(f"  [{'x' if holds else ' '}] {text}" for holds, text in claims[label]))
     return {
         "engine": calibration.describe(),
+        "engine_file": engine_data(calibration.engine),
         "claims": claims,
         "rows": [{"workload": r.workload, "lane": r.lane, "policy": r.policy,
                   "live": dict(r.live), "sim": dict(r.sim)} for r in found_rows],
@@ -103,9 +115,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter phases, fewer probes")
     add_server_options(parser)
-    parser.add_argument("--load", type=float, default=0.8, help="azure load (default 0.8)")
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=0.7,
+        help="azure load: arrivals over the calibrated capacity for the slice (default 0.7)",
+    )
     parser.add_argument("--json", metavar="OUT", help="write the rows as JSON")
+    parser.add_argument("--repeats", type=int, help="calibration rounds (default 5, quick 3)")
+    parser.add_argument(
+        "--priority", type=int, metavar="NICE",
+        help="run in a session of its own with this autogroup nice (e.g. -10; see the doc)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.priority is not None:
+        print(raise_priority(args.priority), flush=True)
     data = anyio.run(main_async, args)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:

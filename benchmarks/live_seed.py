@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
+import signal
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from slopolicy import PolicyConfig
 from slopolicy.replay.prompts import words as text
@@ -27,6 +31,7 @@ __all__ = (
     "chat_seats",
     "gated_config",
     "percentile",
+    "raise_priority",
     "server_from",
     "summary",
 )
@@ -231,3 +236,34 @@ def server_from(args: argparse.Namespace) -> LlamaServer:
         found, tiny_model(found.vocab), slots=args.slots, context=args.slots * args.slot_context,
         threads=args.threads, extra_args=["-b", str(args.batch), "-ub", str(args.batch)],
     )  # fmt: skip
+
+
+def raise_priority(nice: int) -> str:
+    """Go on in a session of one's own whose autogroup's CPU weight is ``nice``
+    (the server started after inherits it); what was done, for the log.
+
+    On Linux with autogroups on (``/proc/sys/kernel/sched_autogroup_enabled``),
+    the scheduler shares the CPUs between sessions first and a nice value
+    counts only within its session, so on a machine shared with other
+    people's jobs only the session's own weight keeps them from slowing the
+    engine, which calibration and replay would then measure. A process group
+    leader cannot start a session: it forks and waits for the child (passing
+    on SIGINT and SIGTERM), which goes on.
+    """
+    autogroup = Path("/proc/self/autogroup")
+    if not autogroup.exists():
+        return "no autogroups here: priority unchanged"
+    if os.getpid() == os.getpgrp():
+        child = os.fork()
+        if child:
+            for number in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(number, lambda got, _: os.kill(child, got))
+            _, status = os.waitpid(child, 0)
+            sys.stdout.flush()
+            os._exit(os.waitstatus_to_exitcode(status))
+    os.setsid()
+    try:
+        autogroup.write_text(f"{nice}\n")
+    except OSError as error:
+        return f"own session, but its autogroup's nice stays 0 ({error.strerror})"
+    return f"own session, autogroup nice {nice} ({autogroup.read_text().strip()})"

@@ -127,11 +127,18 @@ def _add_calibrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     cal.add_argument("--out", "-o", default="engine.yaml", help="engine file (.yaml or .json)")
     cal.add_argument("--prompts", default="64,256,1024,2048,4096,8192", help="prefill lengths")
     cal.add_argument("--batches", default="1,2,4,8", help="decode batch sizes")
-    cal.add_argument("--repeats", type=int, default=5, help="runs of each probe")
+    cal.add_argument(
+        "--repeats", type=int, default=5,
+        help="rounds, each of every probe once (each term's spread over them is printed)",
+    )  # fmt: skip
     cal.add_argument("--decode-tokens", type=int, default=64, help="tokens per decode probe")
     cal.add_argument(
         "--max-num-batched-tokens", type=int, default=2048,
         help="the tokens one engine step computes (llama.cpp -b, vLLM's own name)",
+    )  # fmt: skip
+    cal.add_argument(
+        "--ubatch", type=int, default=None,
+        help="llama.cpp's micro-batch, -ub (default: --max-num-batched-tokens)",
     )  # fmt: skip
     cal.add_argument("--name", help="the profile's name (default: engine:model)")
     cal.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "-"))
@@ -306,8 +313,8 @@ def _counts(text: str, option: str) -> tuple[int, ...]:
 def _calibrate(args: argparse.Namespace) -> int:
     from slopolicy.replay.commands import CalibrateOptions, calibrate_command
 
-    for name in ("repeats", "max_num_batched_tokens"):
-        if getattr(args, name) < 1:
+    for name in ("repeats", "max_num_batched_tokens", "ubatch"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
     if args.decode_tokens < 2:
         raise UsageError("--decode-tokens must be >= 2")
@@ -321,6 +328,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         args.max_num_batched_tokens,
         args.name,
         args.api_key,
+        args.ubatch,
     )
     return calibrate_command(options)
 

@@ -1,26 +1,36 @@
 """``slopolicy calibrate``: probe an engine and fit the simulator's profile to it.
 
-Probes, one kind at a time on an otherwise idle engine, timed on the client
-as a replay times requests (streamed, send to first choice, first to last):
+Probes (:mod:`slopolicy.replay.probes`), timed on the client as a replay
+times requests (streamed, send to first choice, first to last):
 
 - **prefill**: one request alone at each of ``prompts`` lengths (those that
-  fit a slot), ``repeats`` times, one output token; the median TTFT;
+  fit a slot), one output token: its TTFT;
 - **decode**: ``batch`` requests at once for each batch size (up to the
   engine's slots) with short prompts and ``decode_tokens`` output tokens,
-  and one request with a long prompt (the context term), ``repeats`` times;
-  the median TPOT;
+  and one request with a long prompt (the context term): their TPOT;
 - **start**: ``slots`` tiny requests at once (8-token prompts, one output
-  token), ``3·repeats`` times; the median time from the first sent to the
-  last first token, which sets each request's fixed cost ``T_start`` apart.
+  token), three times a round: from the first sent to the last first token,
+  which sets each request's fixed cost ``T_start`` apart;
+- on llama.cpp, with the decodes pinned to slots 0, 1, ... (``id_slot``):
+  **scattered**, a decode batch in every other slot (as many micro-batches
+  a step as requests: ``T_ub``); **queued**, every slot decoding with
+  sixteen times as many tiny requests queued behind them (``T_wake``); **mixed**, a
+  prompt computed while requests decode beside it.
 
-Medians, because other work on the engine's machine only adds time: run it
-on an otherwise idle engine and machine.
+**Rounds.** Other work on the engine's machine moves every probe, and it
+comes and goes: so each of ``repeats`` rounds runs every probe once, in turn
+(the order reversed every other round), rather than one probe ``repeats``
+times in a row. The profile is fitted to each probe's median over the
+rounds; each round is also fitted alone, and :meth:`Calibration.describe`
+prints every fitted term's spread over the rounds (and each probe's), which
+says how far to trust the file.
 
 The KV pool, the slots and their context come from what the engine reports
 (:meth:`Target.facts <slopolicy.replay.target.Target.facts>`); the chunk a
 prompt is computed in is ``max_num_batched_tokens`` (llama.cpp's ``-b``,
-2048 unless started otherwise: it does not report it). On llama.cpp the
-engine file's ``kind`` is ``llama.cpp`` (the simulator's slot model,
+2048 unless started otherwise: it does not report it) and a micro-batch
+``ubatch_tokens`` (``-ub``; default the same). On llama.cpp the engine
+file's ``kind`` is ``llama.cpp`` (the simulator's slot model,
 :mod:`slopolicy.sim.llama_engine`), on any other engine ``vllm``. The fit is
 :func:`~slopolicy.replay.fit.fit_profile`; the result is an engine file
 (:mod:`slopolicy.sim.engine_file`) ``simulate --engine`` and ``demo --engine`` read.
@@ -29,90 +39,135 @@ engine file's ``kind`` is ``llama.cpp`` (the simulator's slot model,
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
 from slopolicy.errors import UsageError
-from slopolicy.replay.fit import Decode, Prefill, Probe, Residual, Start, fit_profile
-from slopolicy.replay.player import Attempt
-from slopolicy.replay.prompts import build_prompts
-from slopolicy.replay.senders import direct_sender
+from slopolicy.replay.fit import (
+    Decode,
+    Mixed,
+    Prefill,
+    Probe,
+    Residual,
+    Start,
+    fit_profile,
+)
+from slopolicy.replay.probes import Prober
 from slopolicy.replay.target import EngineFacts, Target
 from slopolicy.sim.engine_spec import EngineSpec
-from slopolicy.sim.workload import SimRequest
+from slopolicy.sim.profiles import EngineProfile
 
 __all__ = ("BATCHES", "PROMPTS", "Calibration", "calibrate", "residual_data")
 
 PROMPTS = (64, 256, 1024, 2048, 4096, 8192)
 BATCHES = (1, 2, 4, 8)
 
+#: The terms as :meth:`Calibration.describe` prints them: name, unit, scale.
+_SHOWN = (
+    ("T_cpu", "t_cpu", "ms", 1e3),
+    ("T_w", "t_w", "ms", 1e3),
+    ("T_s", "t_sample", "ms/sequence", 1e3),
+    ("T_start", "t_start", "ms/request", 1e3),
+    ("T_ub", "t_ubatch", "ms/micro-batch", 1e3),
+    ("T_wake", "t_wake", "us/token/open request", 1e6),
+    ("a", "a", "us/token", 1e6),
+    ("beta_p", "beta_p", "us/pair", 1e6),
+    ("beta_d", "beta_d", "us/context token", 1e6),
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """The fitted engine and each probe's residual."""
+    """The fitted engine, each probe's residual (its median over the rounds),
+    each round's probes and the profile each round alone fits."""
 
     engine: EngineSpec
     facts: EngineFacts
     residuals: tuple[Residual, ...]
+    rounds: tuple[tuple[Probe, ...], ...] = ()
+    round_fits: tuple[EngineProfile, ...] = ()
+
+    def spread(self) -> dict[str, tuple[float, float, float]]:
+        """Each fitted term's ``(least, median, most)`` over the rounds' own fits."""
+        found = {}
+        for _, term, _, _ in _SHOWN:
+            values = sorted(getattr(p, term) for p in self.round_fits)
+            if values:
+                found[term] = (values[0], statistics.median(values), values[-1])
+        return found
 
     def describe(self) -> str:
-        """The fitted terms and the residuals, for people."""
+        """The fitted terms, their spread over the rounds and the residuals, for people."""
         p = self.engine.profile
+        terms = ", ".join(
+            f"{label} {getattr(p, term) * scale:.4g} {unit}" for label, term, unit, scale in _SHOWN
+        )
         lines = [
-            f"{p.name}: T_cpu {p.t_cpu * 1e3:.3f} ms, T_w {p.t_w * 1e3:.3f} ms, "
-            f"T_s {p.t_sample * 1e3:.3f} ms/sequence, T_start {p.t_start * 1e3:.3f} ms/request, "
-            f"a {p.a * 1e6:.3f} us/token, beta_p {p.beta_p * 1e6:.5f} us/pair, "
-            f"beta_d {p.beta_d * 1e6:.4f} us/context token; KV {p.kv_tokens:,} tokens, "
+            f"{p.name}: {terms}; KV {p.kv_tokens:,} tokens, "
             f"max_num_seqs {self.engine.max_num_seqs}, max_model_len {self.engine.model_len:,}, "
             f"max_num_batched_tokens {self.engine.max_num_batched_tokens:,}, "
-            f"kind {self.engine.kind}",
-            "probe                          measured    fitted   error",
+            f"ubatch {self.engine.ubatch:,}, kind {self.engine.kind}",
         ]
-        for residual in self.residuals:
-            probe = residual.probe
-            if isinstance(probe, Prefill):
-                label = f"prefill {probe.prompt:>6} tokens"
-            elif isinstance(probe, Start):
-                label = f"start   {probe.requests:>2} x {probe.prompt} tokens"
-            else:
-                label = f"decode  batch {probe.batch:>2}, ctx {probe.context:>6.0f}"
+        if len(self.round_fits) > 1:
+            lines.append(f"each term fitted to each of {len(self.round_fits)} rounds alone:")
+            for label, term, unit, scale in _SHOWN:
+                low, mid, high = self.spread()[term]
+                lines.append(
+                    f"  {label:<8} {getattr(p, term) * scale:10.4g}   rounds {low * scale:.4g} - "
+                    f"{mid * scale:.4g} - {high * scale:.4g} {unit}"
+                )
+        lines.append("probe                                  measured    fitted   error   rounds")
+        for index, residual in enumerate(self.residuals):
+            seen = sorted(r[index].seconds for r in self.rounds if index < len(r))
+            spread = f"{seen[0] * 1e3:.1f}-{seen[-1] * 1e3:.1f} ms" if len(seen) > 1 else ""
             lines.append(
-                f"{label:<30} {probe.seconds * 1e3:8.2f} ms {residual.predicted * 1e3:8.2f} ms"
-                f" {residual.error:+7.1%}"
+                f"{_label(residual.probe):<38} {residual.probe.seconds * 1e3:8.2f} ms"
+                f" {residual.predicted * 1e3:8.2f} ms {residual.error:+7.1%}   {spread}"
             )
         worst = max(abs(r.error) for r in self.residuals)
         lines.append(f"largest error {worst:.1%} over {len(self.residuals)} probes")
         return "\n".join(lines)
 
 
-async def _timed(
-    target: Target, facts: EngineFacts, prompts: Sequence[tuple[str, int]]
-) -> list[tuple[float, Attempt]]:
-    """Send ``(prompt, max_tokens)`` requests at once; when each was sent, and what it saw."""
-    sent = [(0.0, Attempt()) for _ in prompts]
-    async with target.openai_client(timeout=600.0) as client:
-        send = direct_sender(client, facts.model, facts.extra_body())
-
-        async def one(index: int, prompt: str, tokens: int) -> None:
-            request = SimRequest(f"probe-{index}", 0.0, "calibrate", 1, tokens, tokens)
-            sent[index] = (anyio.current_time(), sent[index][1])
-            await send(request, prompt, sent[index][1])
-
-        async with anyio.create_task_group() as group:
-            for index, (prompt, tokens) in enumerate(prompts):
-                group.start_soon(one, index, prompt, tokens)
-    return sent
+def _label(probe: Probe) -> str:
+    if isinstance(probe, Prefill):
+        return f"prefill {probe.prompt:>6} tokens"
+    if isinstance(probe, Start):
+        return f"start   {probe.requests:>2} x {probe.prompt} tokens"
+    if isinstance(probe, Mixed):
+        return f"mixed   {probe.prompt:>6} tokens beside {probe.batch} decodes"
+    label = f"decode  batch {probe.batch:>2}, ctx {probe.context:>6.0f}"
+    if probe.ubatches > 1:
+        label += f", {probe.ubatches} ubatches"
+    if probe.waiting:
+        label += f", {probe.waiting} queued"
+    return label
 
 
-async def _prompt(target: Target, seed: int, tokens: int, offset: int) -> str:
-    """A prompt of ``tokens`` tokens as the engine counts a request."""
-    request = SimRequest("p", 0.0, "calibrate", tokens, 1, 1)
-    return (await build_prompts([request], target.count, offset=offset, seed=seed))["p"]
+#: One probe, measured once.
+_Measure = Callable[[], Awaitable[Probe]]
+
+
+def _plan(
+    prober: Prober, lengths: Sequence[int], sizes: Sequence[int], slots: int, chunk: int
+) -> list[_Measure]:
+    """Every probe of one round, in order."""
+
+    def bind(method: Callable[..., Awaitable[Probe]], *args: Any) -> _Measure:
+        return lambda: method(*args)
+
+    plan = [bind(prober.prefill, length, chunk) for length in lengths]
+    plan += [bind(prober.decode, range(size)) for size in sizes]
+    plan.append(bind(prober.decode, [0], lengths[-1]))
+    plan += [bind(prober.start, slots)] * 3
+    if prober.pins and slots >= 3:
+        plan.append(bind(prober.decode, range(0, 2 * min(4, (slots + 1) // 2), 2)))
+        plan.append(bind(prober.queued, slots, 16 * slots))
+        beside = min(4, slots - 1)
+        plan.append(bind(prober.mixed, beside, min(2048, lengths[-1]), chunk))
+    return plan
 
 
 async def calibrate(
@@ -123,9 +178,10 @@ async def calibrate(
     repeats: int = 5,
     decode_tokens: int = 64,
     max_num_batched_tokens: int = 2048,
+    ubatch_tokens: int | None = None,
     name: str | None = None,
 ) -> Calibration:
-    """Probe ``target`` and fit its profile (see the module doc)."""
+    """Probe ``target`` in ``repeats`` rounds and fit its profile (see the module doc)."""
     if repeats < 1 or decode_tokens < 2:
         raise UsageError("repeats must be >= 1 and decode_tokens >= 2")
     facts = await target.facts()
@@ -137,79 +193,68 @@ async def calibrate(
         raise UsageError(
             f"no probe fits the engine (slot context {facts.slot_context}, {slots} slots)"
         )
-    seeds = itertools.count()
     offset = await target.prompt_offset(facts) if facts.tokenizes else 0
-    probes: list[Probe] = []
-    for length in lengths:
-        seen = []
-        for _ in range(repeats):
-            prompt = await _prompt(target, next(seeds), length, offset)
-            ((started, attempt),) = await _timed(target, facts, [(prompt, 1)])
-            seen.append(_ttft(started, attempt))
-        probes.append(Prefill(length, max_num_batched_tokens, statistics.median(seen)))
-    for size, length in [(b, 32) for b in sizes] + [(1, lengths[-1])]:
-        tpots = []
-        for _ in range(repeats):
-            batch = [
-                (await _prompt(target, next(seeds), length, offset), decode_tokens)
-                for _ in range(size)
-            ]
-            tpots += [_tpot(attempt) for _, attempt in await _timed(target, facts, batch)]
-        probes.append(Decode(size, length + decode_tokens / 2, statistics.median(tpots)))
-    probes.append(await _start_probe(target, facts, slots, 3 * repeats, seeds, offset))
+    prober = Prober(target, facts, offset, decode_tokens)
+    plan = _plan(prober, lengths, sizes, slots, max_num_batched_tokens)
+    rounds: list[list[Probe]] = []
+    for number in range(repeats):
+        order = range(len(plan)) if number % 2 == 0 else range(len(plan) - 1, -1, -1)
+        seen: dict[int, Probe] = {}
+        for index in order:
+            seen[index] = await plan[index]()
+        rounds.append(_combined([seen[index] for index in range(len(plan))]))
+    probes = [_median([r[i] for r in rounds]) for i in range(len(rounds[0]))]
     kv = facts.kv_tokens or slots * (facts.slot_context or 8192)
     llama = facts.kind == "llama.cpp"
     if llama and facts.slot_context:
         kv = max(kv, slots * facts.slot_context)  # every slot holds its context
     label = name or f"{facts.kind}:{facts.model.rsplit('/', 1)[-1]}"
     profile, residuals = fit_profile(label, probes, kv)
+    fits = tuple(fit_profile(label, list(r), kv)[0] for r in rounds) if repeats > 1 else ()
     engine = EngineSpec(
         profile, max_num_seqs=slots,
         max_num_batched_tokens=max(max_num_batched_tokens, slots),
         max_model_len=facts.slot_context, block_size=1 if llama else 16,
-        kind="llama.cpp" if llama else "vllm",
+        kind="llama.cpp" if llama else "vllm", ubatch_tokens=ubatch_tokens if llama else None,
     )  # fmt: skip
-    return Calibration(engine, facts, residuals)
+    return Calibration(engine, facts, residuals, tuple(tuple(r) for r in rounds), fits)
 
 
-#: The prompt of each start probe's requests, in tokens.
-_TINY = 8
+def _combined(measured: Sequence[Probe]) -> list[Probe]:
+    """One round's probes with repeats of a probe side by side (the start
+    probe's three) as one, at their median time."""
+    combined: list[list[Probe]] = []
+    for probe in measured:
+        if combined and _alike(combined[-1][0], probe):
+            combined[-1].append(probe)
+        else:
+            combined.append([probe])
+    return [_median(group) for group in combined]
 
 
-async def _start_probe(
-    target: Target,
-    facts: EngineFacts,
-    requests: int,
-    repeats: int,
-    seeds: itertools.count[int],
-    offset: int,
-) -> Start:
-    """``requests`` tiny requests at once, ``repeats`` times (see the module doc)."""
-    seen = []
-    for _ in range(repeats):
-        batch = [(await _prompt(target, next(seeds), _TINY, offset), 1) for _ in range(requests)]
-        sent = await _timed(target, facts, batch)
-        last = max(_ttft(started, attempt) + started for started, attempt in sent)
-        seen.append(last - min(started for started, _ in sent))
-    return Start(requests, _TINY, statistics.median(seen))
+def _median(group: Sequence[Probe]) -> Probe:
+    """One probe at the median time of ``group`` (the same probe measured
+    several times; a mixed or decode probe at its median context too, which
+    the queued and mixed probes measure as they go)."""
+    seconds = statistics.median(p.seconds for p in group)
+    first = group[0]
+    if isinstance(first, Mixed | Decode):
+        context = statistics.median(p.context for p in group if isinstance(p, Mixed | Decode))
+        return dataclasses.replace(first, seconds=seconds, context=context)
+    return dataclasses.replace(first, seconds=seconds)
 
 
-def _ttft(started: float, attempt: Attempt) -> float:
-    if attempt.first is None:
-        raise UsageError("a prefill probe produced no token: is the engine serving?")
-    return attempt.first - started
-
-
-def _tpot(attempt: Attempt) -> float:
-    if attempt.first is None or attempt.finished is None or attempt.output < 2:
-        raise UsageError(
-            "a decode probe produced under 2 tokens: does the engine honour ignore_eos?"
-        )
-    return (attempt.finished - attempt.first) / (attempt.output - 1)
+def _alike(one: Probe, other: Probe) -> bool:
+    """The same probe, whatever it measured (a mixed probe's context varies a little)."""
+    if isinstance(one, Mixed) and isinstance(other, Mixed):
+        return (one.prompt, one.batch, one.chunk) == (other.prompt, other.batch, other.chunk)
+    return type(one) is type(other) and dataclasses.replace(
+        one, seconds=0.0
+    ) == dataclasses.replace(other, seconds=0.0)
 
 
 def residual_data(residual: Residual) -> dict[str, Any]:
     """One residual as an engine file keeps it (seconds)."""
     probe = residual.probe
-    kind = {Prefill: "prefill", Decode: "decode", Start: "start"}[type(probe)]
+    kind = {Prefill: "prefill", Decode: "decode", Start: "start", Mixed: "mixed"}[type(probe)]
     return {"probe": kind, **dataclasses.asdict(probe), "predicted": residual.predicted}

@@ -164,6 +164,7 @@ class CalibrateOptions:
     max_num_batched_tokens: int = 2048
     name: str | None = None
     api_key: str = "-"
+    ubatch_tokens: int | None = None
 
 
 def calibrate_command(options: CalibrateOptions, console: Console | None = None) -> int:
@@ -180,6 +181,7 @@ def calibrate_command(options: CalibrateOptions, console: Console | None = None)
                 repeats=options.repeats,
                 decode_tokens=options.decode_tokens,
                 max_num_batched_tokens=options.max_num_batched_tokens,
+                ubatch_tokens=options.ubatch_tokens,
                 name=options.name,
             )
 

@@ -5,7 +5,10 @@ to its recorded length (its ``max_new_tokens`` becomes the recorded output,
 sent with ``ignore_eos``, so the engine generates exactly that), makes the
 prompts and runs each lane: ``fcfs`` straight to the engine, ``slopolicy``
 through a :class:`~slopolicy.Gate` with the scenario's policy (and the
-engine's scraper as its signals, where the target has one).
+engine's scraper as its signals, where the target has one: only the signals
+the scenario names, ``signals``, as the simulator feeds its policy; by default
+not ``decode_tps``, whose drop trigger reads prefill interference as a sick
+engine, so a live gate fed it sheds work the simulated one keeps).
 :func:`live_comparison` reports them as
 :func:`~slopolicy.sim.comparison.compare` reports a simulation.
 """
@@ -13,12 +16,13 @@ engine's scraper as its signals, where the target has one).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 
+from slopolicy.core.health.signals import EngineSignals
 from slopolicy.replay.player import LaneRun, Plan, Tell, play
 from slopolicy.replay.prompts import PromptFit, build_prompts
 from slopolicy.replay.senders import direct_sender, gated_sender
@@ -32,7 +36,7 @@ from slopolicy.sim.scenario import Scenario
 from slopolicy.sim.simulator import SimulationResult
 from slopolicy.sim.workload import Workload
 
-__all__ = ("LiveReplay", "forced_lengths", "live_comparison", "replay_lanes")
+__all__ = ("LiveReplay", "forced_lengths", "live_comparison", "only", "replay_lanes")
 
 
 def forced_lengths(workload: Workload) -> Workload:
@@ -111,12 +115,11 @@ class LiveReplay:
             from slopolicy.adapters.openai import GatedOpenAI
 
             policy = Policy(self.scenario.policy)
-            async with (
-                _signals(facts, self.target.url) as signals,
-                Gate(policy, signals=signals) as gate,
-            ):
-                send = gated_sender(GatedOpenAI(client, gate), facts.model, extra)
-                return await play(name, plan, send, stop=stop, tell=tell)
+            async with _signals(facts, self.target.url) as scraper:
+                signals = None if scraper is None else only(scraper, self.scenario.signals)
+                async with Gate(policy, signals=signals) as gate:
+                    send = gated_sender(GatedOpenAI(client, gate), facts.model, extra)
+                    return await play(name, plan, send, stop=stop, tell=tell)
 
     def engine(self) -> EngineSpec:
         """The target as the report names it (its cost terms are not measured here)."""
@@ -168,10 +171,35 @@ class LiveReplay:
             "prompt_offset": self.offset,
             "prompt_fit": dataclasses.asdict(fit),
             "lanes": {
-                name: {"end_s": run.end, "interrupted": run.interrupted, "peak_open": run.peak_open}
+                name: {
+                    "end_s": run.end,
+                    "interrupted": run.interrupted,
+                    "peak_open": run.peak_open,
+                    "client": None if run.client is None else dataclasses.asdict(run.client),
+                }
                 for name, run in runs.items()
             },
         }
+
+
+def only(source: SignalSource, names: Collection[str]) -> SignalSource:
+    """``source`` with the engine signals not in ``names`` left unknown."""
+    keep = frozenset(names)
+
+    async def read() -> EngineSignals | None:
+        found = await source()
+        if found is None:
+            return None
+        return EngineSignals(
+            observed_at=found.observed_at,
+            kv_usage=found.kv_usage if "kv_usage" in keep else None,
+            waiting=found.waiting if "waiting" in keep else None,
+            running=found.running if "running" in keep else None,
+            decode_tps=found.decode_tps if "decode_tps" in keep else None,
+            tool_timeout_rate=found.tool_timeout_rate,
+        )
+
+    return read
 
 
 @asynccontextmanager

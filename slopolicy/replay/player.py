@@ -18,6 +18,7 @@ reports.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ from slopolicy.sim.records import RequestRecord, SimOutcome
 from slopolicy.sim.simulator import Client
 from slopolicy.sim.workload import SimRequest, Workload
 
-__all__ = ("Attempt", "LaneRun", "Plan", "Refused", "play")
+__all__ = ("Attempt", "ClientLoad", "LaneRun", "Plan", "Refused", "play")
 
 #: Told ``(done, total, open)`` as requests end: how far the run is.
 Tell = Callable[[int, int, int], None]
@@ -106,10 +107,29 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientLoad:
+    """What the replayer itself cost while it ran: its process's CPU seconds
+    and how late its event loop woke a 10 ms sleep (the delay it can add to
+    every time it records), p50, p95 and the most, in seconds."""
+
+    cpu_s: float
+    lag_p50_s: float
+    lag_p95_s: float
+    lag_max_s: float
+
+    def describe(self) -> str:
+        """One line for people."""
+        lags = (self.lag_p50_s, self.lag_p95_s, self.lag_max_s)
+        p50, p95, most = (f"{lag * 1e3:.1f} ms" for lag in lags)
+        return f"replayer: {self.cpu_s:.1f} s of CPU; loop lag p50 {p50}, p95 {p95}, max {most}"
+
+
+@dataclass(frozen=True, slots=True)
 class LaneRun:
     """One lane's replay: records in the workload's order, the seconds the run
     lasted (``end``), whether it was stopped early, the most requests open at
-    once, and the engine's prompt count of each request it reported one for."""
+    once, the engine's prompt count of each request it reported one for and
+    what the replayer cost (``client``)."""
 
     name: str
     records: tuple[RequestRecord, ...]
@@ -117,6 +137,7 @@ class LaneRun:
     interrupted: bool
     peak_open: int
     prompt_tokens: Mapping[str, int]
+    client: ClientLoad | None = None
 
 
 class _Entry:
@@ -229,8 +250,16 @@ async def play(
     run.origin = anyio.current_time()
     stop = stop or anyio.Event()
     interrupted = False
+    lags: list[float] = []
+    cpu = time.process_time()
     with anyio.CancelScope(deadline=run.origin + plan.workload.duration + plan.drain) as bound:
         async with anyio.create_task_group() as group:
+
+            async def lag() -> None:
+                while True:
+                    asleep = anyio.current_time()
+                    await anyio.sleep(_LAG_EVERY)
+                    lags.append(max(0.0, anyio.current_time() - asleep - _LAG_EVERY))
 
             async def watch() -> None:
                 nonlocal interrupted
@@ -246,7 +275,9 @@ async def play(
 
             group.start_soon(watch)
             group.start_soon(everyone)
+            group.start_soon(lag)
     end = anyio.current_time() - run.origin
+    client = ClientLoad(time.process_time() - cpu, *_lag_quantiles(lags))
     counts = {
         e.request.id: e.attempt.prompt_tokens
         for e in run.entries
@@ -255,7 +286,18 @@ async def play(
     records = tuple(
         e.frozen(plan.lanes.get(e.request.id, "default"), run.origin) for e in run.entries
     )
-    return LaneRun(name, records, end, interrupted or bound.cancel_called, run.peak, counts)
+    return LaneRun(name, records, end, interrupted or bound.cancel_called, run.peak, counts, client)
+
+
+#: How often :func:`play` measures its own event loop's lag, in seconds.
+_LAG_EVERY = 0.01
+
+
+def _lag_quantiles(lags: list[float]) -> tuple[float, float, float]:
+    if not lags:
+        return 0.0, 0.0, 0.0
+    ordered = sorted(lags)
+    return ordered[len(ordered) // 2], ordered[int(0.95 * (len(ordered) - 1))], ordered[-1]
 
 
 def usage_of(chunk: Any) -> tuple[int | None, int | None]:

@@ -248,9 +248,11 @@ class Engine:
             return None
         pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
         done = sum(s.computed + c >= s.prefill_len for s, c in chunks)  # sampled: first tokens
+        ubatches, open_requests = self._shape(chunks)
         seconds = self._profile.iteration_time(
-            pool.count + prompt, pairs, pool.context, pool.count + done, admitted
-        )
+            pool.count + prompt, pairs, pool.context, pool.count + done, admitted,
+            ubatches=ubatches, open_requests=open_requests,
+        )  # fmt: skip
         self._counts.ran(1, seconds, prompt, pool.count)
         self._groups.iteration(seconds)
         first, finished = self._apply(chunks, now + seconds)
@@ -383,6 +385,12 @@ class Engine:
     def _left(self, seq: Seq) -> None:
         """``seq`` finished and left the running requests (a hook for subclasses)."""
 
+    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int]:
+        """The step's micro-batches and the requests open on the engine, for
+        the profile's ``T_ub`` and ``T_wake`` (a hook: vLLM's model has one
+        batch and no per-request wake-ups)."""
+        return 1, 0
+
     # -- runs of pure decode ------------------------------------------------------
 
     def _head_can_start(self) -> bool:
@@ -408,10 +416,12 @@ class Engine:
         if fits == 0:
             return None
         n, context = pool.count, pool.context
-        k = min(fits, finish, profile.decode_iterations(horizon - now, n, context))
-        seconds = profile.decode_time(k, n, context)
+        ubatches, open_requests = self._shape([])  # the same in every iteration of the run
+        shape = {"ubatches": ubatches, "open_requests": open_requests}
+        k = min(fits, finish, profile.decode_iterations(horizon - now, n, context, **shape))
+        seconds = profile.decode_time(k, n, context, **shape)
         self._counts.ran(k, seconds, 0, n * k)
-        first, step = profile.decode_time(1, n, context), profile.beta_d * n
+        first, step = profile.decode_time(1, n, context, **shape), profile.beta_d * n
         self._groups.run(first, step, k)
         finished = self._retire(pool.step(k))
         return StepResult(now + seconds, k, (), tuple(finished), ())

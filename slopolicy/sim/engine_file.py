@@ -13,6 +13,8 @@
       kv_tokens: 81920
       t_sample: 0.0018
       t_start: 0.011
+      t_ubatch: 0.0024
+      t_wake: 5.0e-06
     engine:             # EngineSpec's knobs (vLLM names)
       kind: llama.cpp   # whose scheduler (default vllm)
       max_num_seqs: 8
@@ -37,7 +39,7 @@ from slopolicy.sim.profiles import EngineProfile, profile
 __all__ = ("engine_data", "load_engine", "resolve_engine", "write_engine")
 
 _KNOBS = ("max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold",
-          "block_size", "num_blocks", "max_model_len", "kind")  # fmt: skip
+          "block_size", "num_blocks", "max_model_len", "kind", "ubatch_tokens")  # fmt: skip
 
 
 def engine_data(spec: EngineSpec, residuals: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:

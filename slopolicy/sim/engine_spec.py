@@ -46,6 +46,8 @@ class EngineSpec:
         max_model_len: longest prompt + output accepted (default: the KV
             capacity, a slot's share of it for ``llama.cpp``).
         kind: whose scheduler the model follows, ``vllm`` or ``llama.cpp``.
+        ubatch_tokens: ``llama.cpp``'s micro-batch, ``-ub`` (default:
+            ``max_num_batched_tokens``; see :mod:`slopolicy.sim.ubatches`).
     """
 
     profile: EngineProfile
@@ -56,6 +58,7 @@ class EngineSpec:
     num_blocks: int | None = None
     max_model_len: int | None = None
     kind: EngineKind = "vllm"
+    ubatch_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINE_KINDS:
@@ -67,6 +70,8 @@ class EngineSpec:
             check_int("num_blocks", self.num_blocks, 1)
         if self.max_model_len is not None:
             check_int("max_model_len", self.max_model_len, 2)
+        if self.ubatch_tokens is not None:
+            check_int("ubatch_tokens", self.ubatch_tokens, 1)
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise UsageError("max_num_batched_tokens must be >= max_num_seqs (as vLLM requires)")
         if self.max_model_len is not None and self.max_model_len > self.blocks * self.block_size:
@@ -83,6 +88,11 @@ class EngineSpec:
         if self.num_blocks is not None:
             return self.num_blocks
         return max(1, self.profile.kv_tokens // self.block_size)
+
+    @property
+    def ubatch(self) -> int:
+        """Tokens in one micro-batch (``ubatch_tokens``, else the step's budget)."""
+        return self.ubatch_tokens or self.max_num_batched_tokens
 
     @property
     def model_len(self) -> int:

@@ -17,7 +17,15 @@ the batch:
   first: a prompt in slot 5 waits while slot 2's long one takes the budget.
 
 Decodes batch across slots as vLLM's do, and iteration times are the same
-profile's (each request started pays ``T_start``).
+profile's (each request started pays ``T_start``), with two of llama-server's
+own costs:
+
+- **micro-batches**: a step's batch is computed in runs of consecutive
+  slots (:mod:`slopolicy.sim.ubatches`; ``ubatch_tokens`` is ``-ub``), each
+  one beyond the first costs ``T_ub``;
+- **wake-ups**: each token streamed costs ``T_wake`` for every request open
+  on the server, running or queued in it (its result queue wakes the HTTP
+  thread of each one).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim._decode import Seq
 from slopolicy.sim.engine import Engine
 from slopolicy.sim.engine_spec import EngineSpec, Scheduling
+from slopolicy.sim.ubatches import ubatch_count
 
 __all__ = ("LlamaEngine", "make_engine")
 
@@ -85,6 +94,13 @@ class LlamaEngine(Engine):
         index = self._slot_of.pop(seq.id)
         self._holder[index] = None
         self._used[index] = self._counts.iterations * len(self._holder) + index
+
+    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int]:
+        slot = self._slot_of
+        decoding = sorted(slot[seq.id] for seq in self._running if seq.decoding)
+        prompts = sorted((slot[seq.id], chunk) for seq, chunk in chunks)
+        ubatches = ubatch_count(decoding, prompts, self.spec.ubatch)
+        return max(1, ubatches), len(self._running) + len(self._waiting)
 
     def _head_can_start(self) -> bool:
         return self._waiting.head() is not None and len(self._running) < self.spec.max_num_seqs

@@ -61,12 +61,16 @@ def capacity(requests: Sequence[SimRequest], engine: EngineSpec, *, sample: int 
     """Requests per second ``engine`` completes from a backlog of this mix.
 
     Uses the first ``sample`` requests (cycled if there are fewer), all
-    arriving at 0, with their outputs capped at ``max_new_tokens``.
+    arriving at 0, with their outputs capped at ``max_new_tokens``. A
+    ``llama.cpp`` engine's backlog waits in front of it, its slots kept
+    full: queued inside llama-server every request slows every token
+    (``T_wake``), which no one serving it would choose.
     """
     if not requests:
         raise UsageError("capacity needs at least one request")
     picked = [requests[i % len(requests)] for i in range(max(sample, 50))]
-    records = _saturated(picked, engine)
+    held = _Capped(engine.max_num_seqs) if engine.kind == "llama.cpp" else None
+    records = _saturated(picked, engine, held)
     finishes = sorted(
         r.finished_at
         for r in records

@@ -5,9 +5,12 @@ for each prefilling request ``i`` (``k_i`` of its tokens already cached) and
 one token for each decoding request ``j`` (context ``ctx_j``). It takes::
 
     T_iter = T_cpu + sqrt(T_w² + (a·N)²) + β_p·Σ c_i·(k_i + c_i/2) + β_d·Σ ctx_j + T_s·S + T_start·R
+             + T_ub·(U - 1) + T_wake·S·W
 
 seconds, ``S`` the sequences it samples a token for (each decoding request and
-each prompt it finishes), ``R`` the requests it starts. The square root is
+each prompt it finishes), ``R`` the requests it starts, ``U`` the micro-batches
+the engine computes the step's batch in and ``W`` the requests open on the
+engine (running or queued in it). The square root is
 a smooth knee between the weight-read floor ``T_w`` (memory-bound decode)
 and compute-bound ``a·N``; ``β_p`` prices the attention of prefill (query,
 key) pairs and ``β_d`` the KV reads of decode.
@@ -22,7 +25,13 @@ whose sampler runs on the CPU over the whole vocabulary, it is what a decode
 batch costs per request. ``T_start``, the fixed cost of starting one request
 (on llama.cpp its HTTP handling, tokenizing and slot start, which share the
 engine's CPUs), is 0 in the published profiles; ``slopolicy calibrate`` fits
-it from many tiny requests.
+it from many tiny requests. The last two terms are llama.cpp's
+(:mod:`slopolicy.sim.llama_engine`), 0 in the published profiles: ``T_ub``
+is each extra graph computation when a step's batch is split into ``U``
+micro-batches (llama-server splits a batch of several slots into runs of
+consecutive slots), and ``T_wake`` is the cost, per token streamed, of each
+request open on the server (each token's result wakes the HTTP thread of
+every open request, queued ones included).
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ from dataclasses import dataclass, replace
 from slopolicy.errors import UsageError
 
 __all__ = ("PROFILES", "EngineProfile", "profile")
+
+_TERMS = ("t_w", "a", "beta_d", "beta_p", "t_cpu", "t_sample", "t_start", "t_ubatch", "t_wake")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +60,8 @@ class EngineProfile:
         t_cpu: fixed scheduling and sampling overhead per iteration.
         t_sample: logits and sampling per sequence sampled in the iteration.
         t_start: fixed cost of each request the iteration starts.
+        t_ubatch: each micro-batch beyond the first the iteration computes.
+        t_wake: per token streamed, per request open on the engine.
     """
 
     name: str
@@ -60,9 +73,11 @@ class EngineProfile:
     t_cpu: float = 0.003
     t_sample: float = 0.0
     t_start: float = 0.0
+    t_ubatch: float = 0.0
+    t_wake: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("t_w", "a", "beta_d", "beta_p", "t_cpu", "t_sample", "t_start"):
+        for name in _TERMS:
             value = getattr(self, name)
             if isinstance(value, bool) or not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"profile {self.name!r}: {name} must be finite and >= 0")
@@ -78,22 +93,48 @@ class EngineProfile:
         decode_context: int,
         sampled: int = 0,
         started: int = 0,
+        *,
+        ubatches: int = 1,
+        open_requests: int = 0,
     ) -> float:
         """Seconds for one iteration computing ``tokens`` tokens, with
         ``prefill_pairs = Σ c_i·(k_i + c_i/2)``, ``decode_context = Σ ctx_j``,
-        ``sampled`` sequences sampled and ``started`` requests started."""
+        ``sampled`` sequences sampled, ``started`` requests started, the
+        batch computed in ``ubatches`` micro-batches and ``open_requests``
+        requests open on the engine."""
         knee = math.sqrt(self.t_w * self.t_w + (self.a * tokens) ** 2)
         linear = self.beta_p * prefill_pairs + self.beta_d * decode_context
-        return self.t_cpu + knee + linear + self.t_sample * sampled + self.t_start * started
+        sampling = sampled * (self.t_sample + self.t_wake * open_requests)
+        split = self.t_ubatch * (ubatches - 1)
+        return self.t_cpu + knee + linear + sampling + self.t_start * started + split
 
-    def decode_time(self, iterations: int, requests: int, context: int) -> float:
+    def decode_time(
+        self,
+        iterations: int,
+        requests: int,
+        context: int,
+        *,
+        ubatches: int = 1,
+        open_requests: int = 0,
+    ) -> float:
         """Seconds for ``iterations`` pure-decode iterations of ``requests``
         requests holding ``context`` tokens at the start; each iteration adds
-        one token per request, so iteration ``i`` reads ``context + requests·i``."""
+        one token per request, so iteration ``i`` reads ``context + requests·i``
+        (``ubatches`` and ``open_requests`` as :meth:`iteration_time`'s, the
+        same in each iteration)."""
         k, n = iterations, requests
-        return k * self._decode_fixed(n) + self.beta_d * (k * context + n * k * (k - 1) / 2)
+        fixed = self._decode_fixed(n, ubatches, open_requests)
+        return k * fixed + self.beta_d * (k * context + n * k * (k - 1) / 2)
 
-    def decode_iterations(self, seconds: float, requests: int, context: int) -> int:
+    def decode_iterations(
+        self,
+        seconds: float,
+        requests: int,
+        context: int,
+        *,
+        ubatches: int = 1,
+        open_requests: int = 0,
+    ) -> int:
         """The fewest pure-decode iterations (>= 1) that last at least
         ``seconds`` (see :meth:`decode_time`); a huge number for infinity."""
         if seconds <= 0:
@@ -101,22 +142,25 @@ class EngineProfile:
         if math.isinf(seconds):
             return 1 << 62
         # decode_time(k) = quad·k² + linear·k: solve, then settle float rounding.
+        extra = {"ubatches": ubatches, "open_requests": open_requests}
         quad = self.beta_d * requests / 2
-        linear = self._decode_fixed(requests) + self.beta_d * context - quad
+        fixed = self._decode_fixed(requests, ubatches, open_requests)
+        linear = fixed + self.beta_d * context - quad
         if quad > 0:
             root = (-linear + math.sqrt(linear * linear + 4 * quad * seconds)) / (2 * quad)
         else:
             root = seconds / linear
         k = max(math.ceil(root), 1)
-        while k > 1 and self.decode_time(k - 1, requests, context) >= seconds:
+        while k > 1 and self.decode_time(k - 1, requests, context, **extra) >= seconds:
             k -= 1
-        while self.decode_time(k, requests, context) < seconds:
+        while self.decode_time(k, requests, context, **extra) < seconds:
             k += 1
         return k
 
-    def _decode_fixed(self, requests: int) -> float:
+    def _decode_fixed(self, requests: int, ubatches: int = 1, open_requests: int = 0) -> float:
         knee = math.sqrt(self.t_w * self.t_w + (self.a * requests) ** 2)
-        return self.t_cpu + knee + self.t_sample * requests
+        sampling = requests * (self.t_sample + self.t_wake * open_requests)
+        return self.t_cpu + knee + sampling + self.t_ubatch * (ubatches - 1)
 
     def with_cpu(self, t_cpu: float) -> EngineProfile:
         """This profile with another ``t_cpu`` (seconds)."""

@@ -11,6 +11,7 @@ import pytest
 from slopolicy.adapters.llamacpp import LlamaCppScraper
 from slopolicy.replay import LiveReplay, Target, live_comparison, replay_lanes
 from slopolicy.replay.calibrate import calibrate
+from slopolicy.replay.fit import Decode
 from slopolicy.sim.comparison import OURS
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.profiles import profile
@@ -77,12 +78,25 @@ async def test_calibrate_reads_the_servers_shape_and_fits_its_probes(
 ) -> None:
     async with Target(server.url) as target:
         found = await calibrate(
-            target, prompts=(64, 512), batches=(1, 2), repeats=1, decode_tokens=8
+            target, prompts=(64, 512), batches=(1, 2), repeats=2, decode_tokens=8
         )
     assert found.engine.max_num_seqs == SLOTS
     assert found.engine.model_len == CONTEXT // SLOTS
     assert found.engine.profile.kv_tokens == CONTEXT
-    assert len(found.residuals) == 2 + 3 + 1  # two prefills, two batches, the long context, start
+    # Two prefills, two batches, the long context, start; llama.cpp's scattered
+    # slots, queued requests and a prompt beside decodes.
+    kinds = [type(r.probe).__name__ for r in found.residuals]
+    assert kinds == ["Prefill"] * 2 + ["Decode"] * 3 + ["Start", "Decode", "Decode", "Mixed"]
+    scattered, queued = found.residuals[6].probe, found.residuals[7].probe
+    assert isinstance(scattered, Decode)
+    assert (scattered.batch, scattered.ubatches) == (2, 2)  # slots 0 and 2
+    assert isinstance(queued, Decode)
+    assert (queued.batch, queued.waiting) == (SLOTS, 16 * SLOTS)
     assert found.engine.kind == "llama.cpp"
     assert found.engine.profile.t_start > 0  # HTTP, tokenizing, the slot's start
     assert all(r.probe.seconds > 0 for r in found.residuals)
+    assert len(found.rounds) == len(found.round_fits) == 2
+    assert all(len(r) == len(found.residuals) for r in found.rounds)
+    low, _, high = found.spread()["t_cpu"]
+    assert low <= high
+    assert "rounds" in found.describe()

@@ -12,7 +12,16 @@ import pytest
 
 from slopolicy.cli import main
 from slopolicy.errors import SimulationError, UsageError
-from slopolicy.replay.fit import Decode, Prefill, Start, fit_profile, predict
+from slopolicy.replay.fit import (
+    Decode,
+    Mixed,
+    Prefill,
+    Probe,
+    Start,
+    fit_profile,
+    nnls,
+    predict,
+)
 from slopolicy.sim.engine_file import load_engine, write_engine
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.profiles import EngineProfile, profile
@@ -26,6 +35,14 @@ PROBES = (
     + [Decode(b, c, 1.0) for b in (1, 4, 16) for c in (64.0, 4000.0)]
     + [Start(8, 8, 1.0)]
 )
+#: What llama.cpp's calibration adds: decodes in scattered slots and behind a
+#: queue, and a prompt computed beside decodes.
+LLAMA_PROBES: tuple[Probe, ...] = (
+    *PROBES,
+    Decode(4, 64.0, 1.0, ubatches=4),
+    Decode(8, 64.0, 1.0, waiting=32),
+    Mixed(2048, 512, 4, 96.0, 1.0),
+)
 
 
 @pytest.mark.parametrize(
@@ -34,10 +51,26 @@ PROBES = (
         profile("llama3-8b/a100"),
         EngineProfile("cpu", 0.0004, 60e-6, 3e-6, 0.02e-6, 80_000, 0.0025, t_sample=0.002),
         EngineProfile("llama", 0.0, 12e-6, 2.4e-6, 0.03e-6, 80_000, 0.0013, 0.0011, 0.0055),
+        EngineProfile(
+            "llama-split",
+            0.0,
+            22e-6,
+            0.1e-6,
+            0.02e-6,
+            80_000,
+            0.0035,
+            0.0010,
+            0.0036,
+            t_ubatch=0.0024,
+            t_wake=5e-6,
+        ),
     ],
 )
 def test_the_fit_recovers_a_profile_from_its_own_predictions(true: EngineProfile) -> None:
-    probes = [dataclasses.replace(p, seconds=predict(true, p)) for p in PROBES]
+    plain = [dataclasses.replace(p, seconds=predict(true, p)) for p in PROBES]
+    fitted, residuals = fit_profile("fit", plain, 1000, refinements=2)
+    assert fitted.t_ubatch == 0.0  # no probe moves it
+    probes = [dataclasses.replace(p, seconds=predict(true, p)) for p in LLAMA_PROBES]
     fitted, residuals = fit_profile("fit", probes, 1000, refinements=2)
     assert max(abs(r.error) for r in residuals) < 0.03
     # The terms that the probes separate come back (T_cpu and T_w trade off).
@@ -46,6 +79,33 @@ def test_the_fit_recovers_a_profile_from_its_own_predictions(true: EngineProfile
     assert fitted.beta_d == pytest.approx(true.beta_d, rel=0.1)
     assert fitted.t_sample == pytest.approx(true.t_sample, abs=2e-4)
     assert fitted.t_start == pytest.approx(true.t_start, abs=3e-4)
+    assert fitted.t_ubatch == pytest.approx(true.t_ubatch, abs=2e-4)
+    assert fitted.t_wake == pytest.approx(true.t_wake, abs=5e-7)
+
+
+def test_a_mixed_step_costs_the_prompt_chunk_and_the_decodes_beside_it() -> None:
+    p = EngineProfile("p", 0.0, 20e-6, 0.1e-6, 0.02e-6, 80_000, 0.003, 0.001, 0.004, 0.002, 5e-6)
+    # 600 tokens beside 4 decodes, 256 a step: 252 + 252 + 96, two micro-batches each.
+    steps = [(252, 0), (252, 252), (96, 504)]
+    expected = sum(
+        p.iteration_time(
+            4 + c, c * (k + c / 2), 4 * 50, 4 + (i == 2), int(i == 0), ubatches=2, open_requests=5
+        )
+        for i, (c, k) in enumerate(steps)
+    )
+    assert predict(p, Mixed(600, 256, 4, 50.0, 1.0)) == pytest.approx(expected)
+
+
+def test_nnls_keeps_terms_non_negative_and_exact_when_it_can() -> None:
+    rows = [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 0.0], [2.0, 1.0, 1.0]]
+    exact = [0.5, 0.25, 0.0]
+    targets = [sum(r * x for r, x in zip(row, exact, strict=True)) for row in rows]
+    assert nnls(rows, targets) == pytest.approx(exact, abs=1e-9)
+    # Unconstrained, the best x has a negative term; NNLS pins it at 0.
+    found = nnls([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0]], [3.0, 2.0, 1.0])
+    assert min(found) >= 0.0
+    assert found[1] == 0.0
+    assert nnls([[0.0, 1.0], [0.0, 2.0]], [1.0, 2.0]) == pytest.approx([0.0, 1.0])
 
 
 def test_the_fit_needs_both_kinds_of_probe() -> None:
@@ -112,3 +172,16 @@ def test_calibrate_writes_a_file_simulate_takes(
     assert data["scenario"]["engine"]["profile"] == spec.profile.name
     assert main(["calibrate", "--target", engine_url, "--prompts", "0"]) == 1
     assert "--prompts" in capsys.readouterr().err
+
+
+def test_rounds_merge_repeats_and_take_medians() -> None:
+    from slopolicy.replay.calibrate import _combined, _median
+
+    one_round: list[Probe] = [Start(8, 8, 0.04), Start(8, 8, 0.06), Start(8, 8, 0.05)]
+    one_round.append(Decode(8, 90.0, 0.02))
+    assert _combined(one_round) == [Start(8, 8, 0.05), Decode(8, 90.0, 0.02)]
+    # Across rounds: the median time, and the median of what the probe measured as it went.
+    queued = [Decode(8, c, t, waiting=128) for c, t in ((90.0, 0.03), (100.0, 0.01), (95.0, 0.02))]
+    assert _median(queued) == Decode(8, 95.0, 0.02, waiting=128)
+    mixed = [Mixed(2048, 256, 4, c, t) for c, t in ((60.0, 0.3), (70.0, 0.2), (65.0, 0.25))]
+    assert _median(mixed) == Mixed(2048, 256, 4, 65.0, 0.25)

@@ -69,6 +69,10 @@ def test_replay_reports_in_simulates_schema(
     assert live["prompt_fit"] == {"counted": 24, "exact": 24, "mean_error": 0.0,
                                   "max_error_tokens": 0}  # fmt: skip
     assert not any(lane["interrupted"] for lane in live["lanes"].values())
+    for lane in live["lanes"].values():  # what the replayer itself cost
+        client = lane["client"]
+        assert client["cpu_s"] > 0
+        assert 0 <= client["lag_p50_s"] <= client["lag_p95_s"] <= client["lag_max_s"] < 5
     # Outputs forced to their recorded length (ignore_eos, max_tokens).
     sent = [hit.body for hit in recorder.hits["default"] if hit.path == "/v1/completions"]
     streamed = [body for body in sent if body.get("stream")]
@@ -218,3 +222,26 @@ def test_a_plan_refuses_bad_limits_before_anything_is_sent() -> None:
             Plan(workload, {}, prompts, **bad)
     with pytest.raises(UsageError, match="no prompt"):
         Plan(workload, {}, {})
+
+
+@pytest.mark.anyio
+async def test_the_gate_is_fed_only_the_signals_the_scenario_names() -> None:
+    # As the simulator feeds its policy: by default no decode rate, whose drop
+    # trigger reads prefill interference as a sick engine.
+    from slopolicy.core.health.signals import EngineSignals
+    from slopolicy.replay.live import only
+    from slopolicy.sim.ours import DEFAULT_SIGNALS
+
+    full = EngineSignals(observed_at=1.0, kv_usage=0.5, waiting=3, running=8, decode_tps=90.0)
+
+    async def scraper() -> EngineSignals:
+        return full
+
+    fed = await only(scraper, DEFAULT_SIGNALS)()
+    assert fed == EngineSignals(observed_at=1.0, kv_usage=0.5, waiting=3, running=8)
+    assert await only(scraper, (*DEFAULT_SIGNALS, "decode_tps"))() == full
+
+    async def nothing() -> None:
+        return None
+
+    assert await only(nothing, DEFAULT_SIGNALS)() is None

@@ -58,12 +58,18 @@ class SlotReference:
         by_id = {r.id: r for r in self.running}
         pairs = sum(c * (by_id[i].computed + c / 2) for i, c in chunks.items())
         finishing = sum(by_id[i].computed + c == by_id[i].prompt for i, c in chunks.items())
+        slot_of = {id(r): i for i, r in enumerate(self.slots) if r is not None}
+        tokens = [slot_of[id(r)] for r in decoders]  # the batch, one sequence id a token
+        for request_id, chunk in chunks.items():
+            tokens += [slot_of[id(by_id[request_id])]] * chunk
         seconds = self.spec.profile.iteration_time(
             len(decoders) + prompt,
             pairs,
             sum(r.context for r in decoders),
             len(decoders) + finishing,
             started,
+            ubatches=split_equal(tokens, self.spec.ubatch),
+            open_requests=len(self.running) + len(self.waiting),
         )
         end = now + seconds
         for req in decoders:
@@ -85,3 +91,29 @@ class SlotReference:
                 self.releases += 1
                 self.released[index] = self.releases
         return end
+
+
+def split_equal(tokens: list[int], n_ubatch: int) -> int:
+    """llama.cpp's ``llama_batch_allocr::split_equal(n_ubatch, sequential=true)``
+    token by token, as its C++ does it: the micro-batches it cuts a batch of
+    these sequence ids into."""
+    used = [False] * len(tokens)
+    count = 0
+    while not all(used):
+        members: list[int] = []
+        for i, seq in enumerate(tokens):
+            if used[i] or seq in members:
+                continue
+            if not members or seq == members[-1] + 1:
+                members.append(seq)
+                if len(members) > n_ubatch:
+                    break
+        taken = 0
+        while all(any(not used[i] and s == seq for i, s in enumerate(tokens)) for seq in members):
+            for seq in members:
+                used[next(i for i, s in enumerate(tokens) if not used[i] and s == seq)] = True
+            taken += 1
+            if (taken + 1) * len(members) > n_ubatch:
+                break
+        count += 1
+    return count

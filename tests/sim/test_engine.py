@@ -72,16 +72,20 @@ def test_each_sampled_sequence_costs_t_sample() -> None:
     context=st.integers(1, 10**6),
     seconds=st.floats(1e-4, 100),
     t_sample=st.sampled_from([0.0, 0.002]),
+    ubatches=st.integers(1, 8),
+    open_requests=st.integers(0, 300),
 )
 def test_decode_runs_are_the_sum_of_their_iterations(
-    k: int, n: int, context: int, seconds: float, t_sample: float
-) -> None:
-    p = dataclasses.replace(A100, t_sample=t_sample)
-    total = sum(p.iteration_time(n, 0, context + n * i, n) for i in range(min(k, 50)))
-    assert p.decode_time(min(k, 50), n, context) == pytest.approx(total, rel=1e-9)
-    fewest = p.decode_iterations(seconds, n, context)
-    assert p.decode_time(fewest, n, context) >= seconds
-    assert fewest == 1 or p.decode_time(fewest - 1, n, context) < seconds
+    k: int, n: int, context: int, seconds: float, t_sample: float, ubatches: int,
+    open_requests: int,
+) -> None:  # fmt: skip
+    p = dataclasses.replace(A100, t_sample=t_sample, t_ubatch=0.0025, t_wake=5e-6)
+    shape = {"ubatches": ubatches, "open_requests": open_requests}
+    total = sum(p.iteration_time(n, 0, context + n * i, n, **shape) for i in range(min(k, 50)))
+    assert p.decode_time(min(k, 50), n, context, **shape) == pytest.approx(total, rel=1e-9)
+    fewest = p.decode_iterations(seconds, n, context, **shape)
+    assert p.decode_time(fewest, n, context, **shape) >= seconds
+    assert fewest == 1 or p.decode_time(fewest - 1, n, context, **shape) < seconds
 
 
 @st.composite

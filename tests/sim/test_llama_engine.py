@@ -14,9 +14,14 @@ from slopolicy.errors import UsageError
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.llama_engine import LlamaEngine, make_engine
 from slopolicy.sim.profiles import EngineProfile, profile
+from slopolicy.sim.ubatches import ubatch_count
+from slopolicy.sim.workload import SimRequest
 from tests.sim.harness import Arrival, run_engine, run_reference
+from tests.sim.slot_reference import split_equal
 
-CPU = EngineProfile("cpu", 0.0004, 60e-6, 3e-6, 0.05e-6, 4096, 0.0007, 0.0018, 0.013)
+CPU = EngineProfile(
+    "cpu", 0.0004, 60e-6, 3e-6, 0.05e-6, 4096, 0.0007, 0.0018, 0.013, t_ubatch=0.0025, t_wake=6e-6
+)
 
 
 def _llama(
@@ -35,14 +40,16 @@ def _llama(
 def _cases(draw: st.DrawFn) -> tuple[EngineSpec, list[Arrival]]:
     slots = draw(st.integers(1, 6))
     context = draw(st.integers(8, 300))
+    budget = draw(st.integers(max(slots, 4), 200))
     spec = EngineSpec(
         dataclasses.replace(CPU, t_start=draw(st.sampled_from([0.0, 0.013]))),
         max_num_seqs=slots,
-        max_num_batched_tokens=draw(st.integers(max(slots, 4), 200)),
+        max_num_batched_tokens=budget,
         block_size=draw(st.sampled_from([1, 16])),
         num_blocks=None,
         max_model_len=context,
         kind="llama.cpp",
+        ubatch_tokens=draw(st.sampled_from([None, 1, 3, max(1, budget // 4)])),
     )
     spec = dataclasses.replace(
         spec,
@@ -152,3 +159,81 @@ def test_bad_llama_knobs_raise(changes: dict[str, Any], message: str) -> None:
 def test_a_slot_holds_the_cache_over_the_slots_by_default() -> None:
     assert _llama(slots=4, context=100).model_len == 100
     assert make_engine(EngineSpec(CPU)).__class__.__name__ == "Engine"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 7), unique=True).map(sorted),
+    st.lists(st.tuples(st.integers(8, 15), st.integers(1, 300)), unique_by=lambda p: p[0]).map(
+        sorted
+    ),
+    st.integers(1, 300),
+    st.permutations(range(16)),
+)
+def test_micro_batches_follow_llamas_split_token_by_token(
+    decoding: list[int], prompts: list[tuple[int, int]], ubatch: int, names: list[int]
+) -> None:
+    # Any slot numbering: decoding slots and prompt slots drawn apart, then renamed.
+    rename = dict(enumerate(names))
+    decoding = sorted(rename[s] for s in decoding)
+    prompts = sorted((rename[s], n) for s, n in prompts)
+    tokens = decoding + [slot for slot, n in prompts for _ in range(n)]
+    assert ubatch_count(decoding, prompts, ubatch) == split_equal(tokens, ubatch)
+
+
+def test_scattered_slots_decode_in_more_micro_batches() -> None:
+    # Measured on llama-server (-np 8, -ub 256): four decoders in slots 0-3
+    # one graph per step, in 0, 2, 4, 6 four.
+    assert ubatch_count([0, 1, 2, 3], [], 256) == 1
+    assert ubatch_count([0, 2, 4, 6], [], 256) == 4
+    # Decoders in 0-2 and a prompt in 3: one token of each, then the prompt's rest.
+    assert ubatch_count([0, 1, 2], [(3, 200)], 256) == 2
+    # The prompt in 0: its slot is not after 2, so it goes alone.
+    assert ubatch_count([1, 2], [(0, 200)], 256) == 2
+    # Two prompts side by side share micro-batches, as many tokens each.
+    assert ubatch_count([], [(4, 100), (5, 100)], 256) == 1
+    assert ubatch_count([], [(4, 100), (5, 150)], 256) == 2  # 100 + 100, then 50 of 5's
+    assert ubatch_count([], [(4, 100), (5, 100)], 128) == 2  # 64 + 64, then 36 + 36
+
+
+def test_slots_left_apart_cost_an_extra_micro_batch_each_step() -> None:
+    # a, b, c take slots 2, 1, 0 and prefill together; b ends after its second
+    # token, and a (slot 2) and c (slot 0) decode their last 18 tokens apart:
+    # two micro-batches a step.
+    arrivals = [Arrival(0.0, "a", 4, 20), Arrival(0.0, "b", 4, 2), Arrival(0.0, "c", 4, 20)]
+    split = run_engine(_llama(slots=3), arrivals)
+    flat = EngineSpec(
+        dataclasses.replace(CPU, t_ubatch=0.0, kv_tokens=3 * 256),
+        max_num_seqs=3, max_num_batched_tokens=64, block_size=1, kind="llama.cpp",
+    )  # fmt: skip
+    plain = run_engine(flat, arrivals)
+    assert split["b"].finished == pytest.approx(plain["b"].finished)
+    assert split["a"].finished - plain["a"].finished == pytest.approx(18 * CPU.t_ubatch)  # type: ignore[operator]
+
+
+def test_queued_requests_slow_every_streamed_token() -> None:
+    # T_wake: decode steps of the same batch take longer with requests queued behind it.
+    arrivals = [Arrival(0.0, f"r{i}", 4, 30) for i in range(2)]
+    queued = arrivals + [Arrival(0.001, f"q{i}", 4, 1) for i in range(40)]
+    alone = run_engine(_llama(slots=2), arrivals)
+    behind = run_engine(_llama(slots=2), queued)
+    assert behind["r0"].finished > alone["r0"].finished  # type: ignore[operator]
+    no_wake = EngineSpec(
+        dataclasses.replace(CPU, t_wake=0.0, kv_tokens=2 * 256),
+        max_num_seqs=2, max_num_batched_tokens=64, block_size=1, kind="llama.cpp",
+    )  # fmt: skip
+    assert run_engine(no_wake, queued)["r0"].finished == pytest.approx(
+        run_engine(no_wake, arrivals)["r0"].finished
+    )
+
+
+def test_a_llama_servers_capacity_holds_its_backlog_in_front_of_it() -> None:
+    # Queued inside llama-server, 2,000 requests would slow every token by
+    # T_wake each; the capacity is measured with the slots kept full instead.
+    from slopolicy.sim.offered_load import capacity
+
+    requests = [SimRequest(f"r{i}", 0.0, "t", 40, 20, 20) for i in range(50)]
+    spec = _llama(slots=4, budget=64, context=256)
+    quiet = dataclasses.replace(spec, profile=dataclasses.replace(spec.profile, t_wake=0.0))
+    assert capacity(requests, spec) == pytest.approx(capacity(requests, quiet), rel=0.05)
+    assert capacity(requests, spec) > 0
