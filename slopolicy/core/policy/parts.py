@@ -128,6 +128,10 @@ class Parts:
             queues=LaneScheduler(
                 [(lane.name, lane.weight, lane.queue_capacity) for lane in specs],
                 slack={lane.name: lane.fair_slack for lane in specs},
+                # Across lanes, within the widest lane's slack, the head whose
+                # deadline comes first goes first.
+                lane_slack=max(lane.fair_slack for lane in specs),
+                urgency=_deadline,
             ),
             seats=Seats(
                 spec.max_running,
@@ -163,3 +167,9 @@ class Parts:
             dispatch_backlog=backlog,
             tbt_p99=health.tbt_p99(now=book.now),
         )
+
+
+def _deadline(entry: Entry) -> float:
+    """A queued request's urgency across lanes: its queue deadline (arrival
+    plus its lane's TTFT target where the lane has one and ``slo_deadline``)."""
+    return entry.deadline

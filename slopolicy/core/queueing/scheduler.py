@@ -8,6 +8,16 @@ offers lanes smallest counter first. So under contention each lane gets its
 weight's share, within ``U/w_a + U/w_b`` per unit weight over any interval
 (``U`` the largest cost one pop charges), and no lane with weight > 0 starves.
 
+With a ``lane_slack`` ``S`` and an ``urgency`` for heads (the Policy's: a
+head's queue deadline, arrival plus its lane's TTFT target where it has
+one), the lanes whose counters are within ``S`` of the smallest are offered
+most urgent head first, then the rest by counter: deadline order across
+lanes where that helps requests make their targets (a chat turn due in 0.5 s
+before a code request due in 2 s that arrived a moment earlier), inside the
+lanes' shares. A lane is then offered first only while ``c <= V + S``, so the
+bounds above grow by ``S`` on the counters (``2S`` over an interval, as
+tenants' inside a lane with a slack).
+
 How a dispatcher uses it: take :meth:`~LaneScheduler.candidates`; pop and
 charge the first that fits the engine; repeat until none fits. Inside a lane
 only the queue's pick is offered (passing over it for a smaller one would
@@ -29,7 +39,7 @@ equal keys, and with keys under a slack ``s`` (per unit weight) it is
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from slopolicy.core.queueing.counters import charged, check_cost, check_slack, check_weight
@@ -101,9 +111,13 @@ class LaneScheduler(Generic[T]):
         max_idle_counters: passed to each lane's :class:`FairQueue`.
         slack: each lane's :class:`FairQueue` slack by lane name (cost units
             per unit of tenant weight, finite, >= 0); lanes not named get 0.
+        lane_slack: how far past the smallest lane counter (cost units per
+            unit of lane weight, finite, >= 0) a lane may be and still be
+            offered by ``urgency`` (0: by counter alone).
+        urgency: a head's urgency, smaller first (``None``: by counter alone).
     """
 
-    __slots__ = ("_by_name", "_lanes", "_last_v")
+    __slots__ = ("_by_name", "_lane_slack", "_lanes", "_last_v", "_urgency")
 
     def __init__(
         self,
@@ -111,9 +125,14 @@ class LaneScheduler(Generic[T]):
         *,
         max_idle_counters: int = 10_000,
         slack: Mapping[str, float] | None = None,
+        lane_slack: float = 0.0,
+        urgency: Callable[[T], float] | None = None,
     ) -> None:
         if not lanes:
             raise UsageError("at least one lane is required")
+        check_slack(lane_slack, "lane_slack")
+        self._lane_slack = float(lane_slack)
+        self._urgency = urgency if lane_slack > 0 else None
         slacks = dict(slack or {})
         built: list[_Lane[T]] = []
         for rank, (name, weight, capacity) in enumerate(lanes):
@@ -193,7 +212,16 @@ class LaneScheduler(Generic[T]):
         order = [lane for lane in self._lanes if lane.backlogged]
         if len(order) > 1:
             order.sort(key=_turn)
-        return [(lane.name, head) for lane in order if (head := lane.queue.peek()) is not None]
+        heads = [(lane.name, head) for lane in order if (head := lane.queue.peek()) is not None]
+        urgency = self._urgency
+        if urgency is None or len(heads) < 2:
+            return heads
+        within = self._by_name[heads[0][0]].counter + self._lane_slack
+        near = [pair for pair in heads if self._by_name[pair[0]].counter <= within]
+        if len(near) < 2:
+            return heads
+        near.sort(key=lambda pair: urgency(pair[1]))  # stable: ties keep counter order
+        return near + heads[len(near) :]
 
     def pop(self, lane: str) -> T:
         """Pop ``lane``'s head; charge it with :meth:`charge`. Raises
