@@ -1,6 +1,7 @@
 """A lane's ``queue_order`` and ``fair_slack`` reach its fair queue: with
-``shortest``, fewest prompt tokens first inside a tenant, and across the
-tenants within the slack; the defaults keep arrival order."""
+``shortest`` (the default), fewest prompt tokens first inside a tenant, and
+across the tenants within the slack (by default the cost of the lane's
+largest prompt); ``arrival`` keeps arrival order."""
 
 from __future__ import annotations
 
@@ -57,8 +58,9 @@ _PROMPTS = {"a0": 400, "a1": 100, "a2": 300, "a3": 100, "a4": 200}
 @pytest.mark.parametrize(
     ("lane", "expected"),
     [
-        ({}, ["a0", "a1", "a2", "a3", "a4"]),
+        ({"queue_order": "arrival"}, ["a0", "a1", "a2", "a3", "a4"]),
         ({"queue_order": "arrival", "fair_slack": 1e6}, ["a0", "a1", "a2", "a3", "a4"]),
+        ({}, ["a1", "a3", "a4", "a2", "a0"]),
         ({"queue_order": "shortest"}, ["a1", "a3", "a4", "a2", "a0"]),
     ],
 )
@@ -91,12 +93,16 @@ def test_the_slack_lets_shortest_first_cross_tenants() -> None:
     assert order(fair_slack=1e9) == [*smalls, "big0", "big1", "big2"]
 
 
-def test_the_defaults_keep_arrival_order_and_no_slack() -> None:
+def test_the_defaults_go_shortest_first_within_the_largest_prompt_s_cost() -> None:
     spec = LaneConfig(name="chat").to_spec()
-    assert (spec.queue_order, spec.fair_slack) == ("arrival", 0.0)
-    assert spec.queue_key(500) == 0.0
+    assert (spec.queue_order, spec.fair_slack) == ("shortest", 0.0)  # no prompt budget: 0
+    assert spec.queue_key(500) == 500.0
+    budgeted = LaneConfig(name="chat", max_prompt_tokens=8192).to_spec(prompt_cost=2.0)
+    assert budgeted.fair_slack == 16_384.0  # 8,192 prompt tokens at 2 cost units each
     for lane in PolicyConfig().lanes:
-        assert (lane.queue_order, lane.fair_slack) == ("arrival", None)
+        assert (lane.queue_order, lane.fair_slack) == ("shortest", None)
+    arrival = LaneConfig(name="chat", queue_order="arrival").to_spec()
+    assert arrival.queue_key(500) == 0.0
     config = LaneConfig(name="chat", queue_order="shortest", fair_slack=250.0).to_spec()
     assert (config.queue_order, config.fair_slack, config.queue_key(500)) == (
         "shortest",
