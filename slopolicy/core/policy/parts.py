@@ -129,9 +129,9 @@ class Parts:
                 [(lane.name, lane.weight, lane.queue_capacity) for lane in specs],
                 slack={lane.name: lane.fair_slack for lane in specs},
                 # Across lanes, within the widest lane's slack, the head whose
-                # deadline comes first goes first.
+                # latency target falls first goes first.
                 lane_slack=max(lane.fair_slack for lane in specs),
-                urgency=_deadline,
+                urgency=_Urgency(slo_bounds),
             ),
             seats=Seats(
                 spec.max_running,
@@ -169,7 +169,17 @@ class Parts:
         )
 
 
-def _deadline(entry: Entry) -> float:
-    """A queued request's urgency across lanes: its queue deadline (arrival
-    plus its lane's TTFT target where the lane has one and ``slo_deadline``)."""
-    return entry.deadline
+class _Urgency:
+    """A queued request's urgency across lanes: when its lane's latency
+    target falls (arrival plus the lane's TTFT target, or its end-to-end
+    target), ``inf`` for a lane without one (the lanes' counters and order
+    decide between those)."""
+
+    __slots__ = ("_bounds",)
+
+    def __init__(self, bounds: Mapping[str, float]) -> None:
+        self._bounds = dict(bounds)
+
+    def __call__(self, entry: Entry) -> float:
+        bound = self._bounds.get(entry.lane)
+        return math.inf if bound is None else entry.arrival + bound
