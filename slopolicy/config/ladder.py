@@ -17,6 +17,7 @@ from slopolicy.core.request import Request
 __all__ = ("DEFAULT_RUNGS", "RUNGS", "LadderConfig", "RungName", "Threshold")
 
 RungName = Literal[
+    "favor_interactive",
     "drop_optional_features",
     "cap_max_new_tokens",
     "compress_prompt",
@@ -24,7 +25,8 @@ RungName = Literal[
     "pause_background",
     "shed",
 ]
-#: The six rungs in the seed's order, mildest first (the core's ``BUILTIN_RUNGS``).
+#: The seven rungs, mildest first (the core's ``BUILTIN_RUNGS``): one that only
+#: reorders dispatch, then the seed's order.
 RUNGS: tuple[RungName, ...] = get_args(RungName)
 #: The rungs a default ladder climbs: all but ``cap_max_new_tokens``, which
 #: truncates answers (a degraded answer is not an attained one); add it where

@@ -12,7 +12,7 @@ from slopolicy.core.ladder.events import LadderCause, LadderDirection, LadderEve
 from slopolicy.core.ladder.ladder import FallbackLadder
 from slopolicy.core.ladder.overload import OverloadState, overload_state
 from slopolicy.core.ladder.pressure import Pressure, default_triggers
-from slopolicy.core.ladder.rungs import AdmissionAction, default_rungs
+from slopolicy.core.ladder.rungs import BUILTIN_RUNGS, AdmissionAction, default_rungs
 from slopolicy.core.request import Request
 
 LOAD_ENDS = 64
@@ -48,6 +48,8 @@ def script(t: int) -> Pressure:
 
 
 TRIGGERS = default_triggers()  # LadderConfig's defaults
+#: The seed's six rungs, in its order (the built-ins less favor_interactive).
+SEED_RUNGS = tuple(name for name in BUILTIN_RUNGS if name != "favor_interactive")
 BY_NAME = {trigger.name: trigger for trigger in TRIGGERS}
 
 
@@ -59,6 +61,7 @@ def _ladder() -> FallbackLadder:
         downgrade_lanes=["heavy", "batch"],
         pause_lanes=["batch"],
         shed_retry_after=5.0,
+        order=SEED_RUNGS,
     )
     return FallbackLadder(rungs, TRIGGERS, dwell=10.0, cooldown=30.0)
 

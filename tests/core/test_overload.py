@@ -19,7 +19,9 @@ def _climb(ladder: FallbackLadder, levels: int) -> None:
 
 def test_each_builtin_level_maps_to_the_seeds_state() -> None:
     rungs = default_rungs(interactive_lanes=["chat"], pause_lanes=["batch"])
-    expected = [OverloadState.NORMAL] + [OverloadState.DEGRADED] * 4
+    # favor_interactive, drop_optional_features, cap_max_new_tokens,
+    # compress_prompt and cheaper_model refuse nothing.
+    expected = [OverloadState.NORMAL] + [OverloadState.DEGRADED] * 5
     expected += [OverloadState.BATCH_PAUSED, OverloadState.INTERACTIVE_ONLY]
     for level, state in enumerate(expected):
         ladder = FallbackLadder(rungs, [TTFT], dwell=1.0, cooldown=1.0)

@@ -416,13 +416,14 @@ def test_decisions_carry_the_rungs_the_ladder_applied() -> None:
     policy = _policy(ladder={"dwell_s": 1.0, "kv_usage": {"enter": 0.01, "exit": 0.005}})
     policy.submit(Request(id="a", tenant="t", prompt_tokens=300, max_new_tokens=64), now=0.0)
     policy.dispatch(now=0.0)
-    policy.evaluate(now=0.0)  # KV above 1%: the first rung goes on
-    decision = policy.submit(Request(id="b", tenant="u", prompt_tokens=10, n=3), now=0.5)
+    policy.evaluate(now=0.0)  # KV above 1%: the first rung goes on (favor_interactive)...
+    policy.evaluate(now=1.0)  # ...and a dwell later the second (drop_optional_features)
+    decision = policy.submit(Request(id="b", tenant="u", prompt_tokens=10, n=3), now=1.5)
     assert isinstance(decision, Admit)
     assert decision.rungs == ("drop_optional_features",)
     assert decision.request.n == 1
     assert "rung drop_optional_features applied" in decision.explain()
-    (started,) = policy.dispatch(now=0.5).started
+    (started,) = policy.dispatch(now=1.5).started
     assert started.rungs == ("drop_optional_features",)
 
 
@@ -510,3 +511,44 @@ def test_a_dispatch_has_no_truth_value_only_explicit_answers() -> None:
     started = policy.dispatch(now=0.0)
     assert started.changed
     assert [s.id for s in started] == ["a"]
+
+
+def test_under_pressure_the_interactive_lanes_start_first_whatever_their_share() -> None:
+    """``favor_interactive``, the ladder's first rung: queued chat starts
+    before batch work that its fair share would send first; nothing is refused."""
+
+    def order(pressure: bool) -> list[str]:
+        config = PolicyConfig.from_dict(
+            {
+                "lanes": [
+                    {"name": "chat", "weight": 1},  # a share no larger than batch's
+                    {"name": "batch", "weight": 1},
+                ],
+                "engine": {"max_running": 1, "prefill_horizon_s": 0},
+                "ladder": {
+                    "dwell_s": 1.0,
+                    "kv_usage": {"enter": 0.001 if pressure else 0.99, "exit": 0.0005},
+                },
+            }
+        )
+        policy = Policy(config, counter=HeuristicCounter())
+        hold = Request(id="hold", tenant="t", prompt_tokens=3000, max_new_tokens=64, lane="chat")
+        policy.submit(hold, now=0.0)
+        assert [s.id for s in policy.dispatch(now=0.0)] == ["hold"]
+        policy.evaluate(now=0.0)
+        for name, lane in (("b0", "batch"), ("c0", "chat"), ("b1", "batch"), ("c1", "chat")):
+            request = Request(id=name, tenant=name, prompt_tokens=10, max_new_tokens=8, lane=lane)
+            assert policy.submit(request, now=0.1).accepted
+        started: list[str] = []
+        running, now = "hold", 0.2
+        while True:
+            policy.finish(running, now=now, output_tokens=8)
+            (running,) = [s.id for s in policy.dispatch(now=now)] or [""]
+            if not running:
+                return started
+            started.append(running)
+            now += 0.1
+
+    assert order(pressure=True) == ["c0", "c1", "b0", "b1"]
+    # Without pressure, the shares' order: chat's lane was charged the 3,000-token hold.
+    assert order(pressure=False) == ["b0", "b1", "c0", "c1"]

@@ -110,7 +110,10 @@ def test_use_model_switches_the_model() -> None:
 
 
 def test_default_rungs_scope_each_rung_to_its_lanes() -> None:
-    drop, cap, compress, cheaper, pause, shed = _rungs()
+    favor, drop, cap, compress, cheaper, pause, shed = _rungs()
+    assert favor.favor_lanes == frozenset({"chat"})
+    assert (favor.transform, favor.marker, favor.lanes) == (None, False, None)
+    assert [favor.admission(lane) for lane in LANES] == [None] * 3  # refuses nothing
     assert drop.lanes is None
     assert cap.lanes == frozenset({"chat"})
     assert (cap.transform, compress.transform) == (CapMaxNewTokens(128), CompressPrompt(_truncate))
@@ -132,7 +135,7 @@ def test_without_hooks_compress_is_a_marker_and_cheaper_model_a_no_op() -> None:
     assert (compress.marker, compress.transform) == (True, None)
     assert compress.covers("heavy")
     assert (cheaper.marker, cheaper.transform, cheaper.lanes) == (False, None, frozenset())
-    scoped = default_rungs(interactive_lanes=["chat"], compress_lanes=["heavy"])[2]
+    scoped = default_rungs(interactive_lanes=["chat"], compress_lanes=["heavy"])[3]
     assert (scoped.covers("heavy"), scoped.covers("chat")) == (True, False)
 
 

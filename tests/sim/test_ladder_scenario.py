@@ -18,6 +18,7 @@ from slopolicy.sim.scenario import Scenario
 # The default ladder's rungs up to pausing batch (``cap_max_new_tokens`` is
 # opt-in: it truncates answers).
 _RUNGS = [
+    "favor_interactive",
     "drop_optional_features",
     "compress_prompt",
     "cheaper_model",
@@ -47,7 +48,7 @@ def test_the_ladder_climbs_in_the_seeds_order(
 ) -> None:
     _, moves, _ = run
     first = moves[: len(_RUNGS)]
-    assert [move.level for move in first] == [1, 2, 3, 4]
+    assert [move.level for move in first] == [1, 2, 3, 4, 5]
     assert [move.rung for move in first] == _RUNGS
     assert first[-1].state == "batch_paused"
     # at most one rung per dwell period (2 s)

@@ -54,7 +54,20 @@ async def run_script(telemetry: Telemetry, host: Tracer) -> tuple[Gate, Script]:
     engine = FakeEngine(ttft=0.05, per_token=0.01, tokens_per_chunk=2)
     p = policy(
         engine={"max_running": 1},
-        ladder={"enabled": True, "evaluate_every_s": 1.0, "dwell_s": 100.0},
+        # The seed's rungs (no favor_interactive): the first climb drops
+        # optional features, which step 6 then sees applied.
+        ladder={
+            "enabled": True,
+            "evaluate_every_s": 1.0,
+            "dwell_s": 100.0,
+            "rungs": [
+                "drop_optional_features",
+                "compress_prompt",
+                "cheaper_model",
+                "pause_background",
+                "shed",
+            ],
+        },
     )
     gate = Gate(p, telemetry=telemetry)
     await gate.__aenter__()

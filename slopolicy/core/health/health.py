@@ -211,6 +211,12 @@ class Health:
             self.pressure(now=now, kv_ledger=kv_ledger, oldest_wait=oldest_wait), now=now
         )
 
+    def favoured(self) -> frozenset[str]:
+        """The lanes the ladder puts first in dispatch now (empty: none)."""
+        if self.ladder is None or self.ladder.level == 0:  # no rung active: the usual case
+            return frozenset()
+        return self.ladder.favoured()
+
     def paused(self, lane: str) -> bool:
         """Whether the ladder holds ``lane`` (its requests queue but do not start)."""
         if self.ladder is None or self.ladder.level == 0:  # no rung active: the usual case

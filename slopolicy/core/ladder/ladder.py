@@ -161,6 +161,14 @@ class FallbackLadder:
         """The active rungs, in climbing order."""
         return self._rungs[: self._level]
 
+    def favoured(self) -> frozenset[str]:
+        """The lanes whose queued requests start first now: the active rungs'
+        ``favor_lanes`` (empty at level 0)."""
+        lanes: frozenset[str] = frozenset()
+        for rung in self._rungs[: self._level]:
+            lanes |= rung.favor_lanes
+        return lanes
+
     @property
     def last_event(self) -> LadderEvent | None:
         """The most recent move, if any."""

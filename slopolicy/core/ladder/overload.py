@@ -6,12 +6,13 @@ each rung does (not its name), so custom rungs map too:
 | active rungs include | state | built-in rungs | new requests |
 |---|---|---|---|
 | none (level 0) | ``normal`` | | all admitted |
-| only transforms/markers | ``degraded`` | the first four | admitted, degraded |
+| reorders, transforms, markers | ``degraded`` | the first five | admitted, reordered, degraded |
 | a rung with ``pause_lanes`` | ``batch_paused`` | ``pause_background`` | paused lanes held |
 | a rung with ``shed`` | ``interactive_only`` | ``shed`` | only ``keep_lanes`` |
 
-The first four built-in rungs are ``drop_optional_features``,
-``cap_max_new_tokens``, ``compress_prompt`` and ``cheaper_model``.
+The first five built-in rungs are ``favor_interactive``,
+``drop_optional_features``, ``cap_max_new_tokens``, ``compress_prompt`` and
+``cheaper_model``.
 The reason names the level, the highest active rung and the ladder's last
 move (which triggers, with their values, or the cooldown).
 """

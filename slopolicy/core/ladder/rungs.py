@@ -1,19 +1,24 @@
 """Rungs of the fallback ladder: what each level of degradation does.
 
-A :class:`Rung` acts in one or more of three ways:
+A :class:`Rung` acts in one or more of four ways:
 
 * on the request: ``transform(request, lane) -> Request``, a pure function
   (same input, same output; the frozen input is never changed) applied to
   requests routed to ``lanes`` (``None``: every lane);
 * as a marker: ``marker=True`` changes nothing but is listed for every request
   in ``lanes``, so the host acts itself (e.g. compresses the prompt);
+* on dispatch order: ``favor_lanes`` go first (their queued heads are offered
+  before any other lane's, whatever the fair shares), which refuses and
+  degrades nothing;
 * on admission: ``pause_lanes`` are held (queue, do not start), and ``shed``
   refuses every lane outside ``keep_lanes`` with a ``Retry-After``.
 
-The six built-in rungs, mildest first (:data:`BUILTIN_RUNGS`, the seed's order):
+The seven built-in rungs, mildest first (:data:`BUILTIN_RUNGS`: the seed's
+order, after a first rung that only reorders):
 
 | rung | acts on | effect |
 |---|---|---|
+| ``favor_interactive`` | dispatch | interactive lanes' queued requests start first |
 | ``drop_optional_features`` | every lane | ``n`` 1; no ``best_of``, ``logprobs``; effort <= low |
 | ``cap_max_new_tokens`` | interactive lanes | ``max_new_tokens`` -> ``min(current, cap)`` |
 | ``compress_prompt`` | every lane | the host's ``compress`` hook; without one, a marker |
@@ -54,8 +59,10 @@ __all__ = (
     "default_rungs",
 )
 
-#: The built-in rungs in the seed's order, mildest first.
+#: The built-in rungs, mildest first: one that only reorders dispatch, then
+#: the seed's order.
 BUILTIN_RUNGS = (
+    "favor_interactive",
     "drop_optional_features",
     "cap_max_new_tokens",
     "compress_prompt",
@@ -97,6 +104,9 @@ class Rung:
         lanes: lanes ``transform`` and ``marker`` apply to (``None``: every lane).
         marker: list this rung for each request in ``lanes`` without changing
             it, so the host can act (exclusive with ``transform``).
+        favor_lanes: lanes whose queued requests start before any other
+            lane's while the rung is active (fair shares set aside, nothing
+            refused).
         pause_lanes: lanes whose new requests are held while the rung is active.
         shed: refuse every lane outside ``keep_lanes`` while active.
         keep_lanes: lanes ``shed`` spares.
@@ -108,6 +118,7 @@ class Rung:
     transform: Transform | None = None
     lanes: frozenset[str] | None = None
     marker: bool = False
+    favor_lanes: frozenset[str] = frozenset()
     pause_lanes: frozenset[str] = frozenset()
     shed: bool = False
     keep_lanes: frozenset[str] = frozenset()
@@ -123,6 +134,7 @@ class Rung:
             raise UsageError(f"{where}: a marker rung has no transform")
         if self.lanes is not None:
             object.__setattr__(self, "lanes", _lanes(f"{where} lanes", self.lanes))
+        object.__setattr__(self, "favor_lanes", _lanes(f"{where} favor_lanes", self.favor_lanes))
         object.__setattr__(self, "pause_lanes", _lanes(f"{where} pause_lanes", self.pause_lanes))
         object.__setattr__(self, "keep_lanes", _lanes(f"{where} keep_lanes", self.keep_lanes))
         if self.keep_lanes and not self.shed:
@@ -231,8 +243,8 @@ def default_rungs(
     """The built-in rungs from plain values, picked and ordered by ``order``.
 
     Args:
-        interactive_lanes: lanes ``cap_max_new_tokens`` caps and ``shed`` spares
-            (at least one).
+        interactive_lanes: lanes ``favor_interactive`` puts first,
+            ``cap_max_new_tokens`` caps and ``shed`` spares (at least one).
         max_new_tokens: the cap, in tokens.
         compress: prompt-compression hook; without one ``compress_prompt`` is a marker.
         compress_lanes: lanes ``compress_prompt`` applies to (``None``: every lane).
@@ -248,6 +260,7 @@ def default_rungs(
         raise UsageError("interactive_lanes: name at least one lane for the ladder to protect")
     compress_scope = None if compress_lanes is None else _lanes("compress_lanes", compress_lanes)
     built = {
+        "favor_interactive": Rung("favor_interactive", favor_lanes=interactive),
         "drop_optional_features": Rung(
             "drop_optional_features", DropOptionalFeatures(reasoning_effort)
         ),

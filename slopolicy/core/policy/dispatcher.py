@@ -91,8 +91,12 @@ class Dispatcher:
             return None  # the next start, whichever it is, waits for the rate
         queues, seats, health = self._queues, self._seats, self._health
         first_tokens = self._first_tokens
+        favoured = health.favoured()
         while True:  # again only when a lost head left: the candidates changed
-            for lane, entry in queues._candidates():  # they change only through it
+            candidates = queues._candidates()  # they change only through it
+            if favoured and len(candidates) > 1:  # the ladder puts these lanes first
+                candidates.sort(key=lambda pair: pair[0] not in favoured)
+            for lane, entry in candidates:
                 needed = seats.needed(lane, entry.request.sequences)
                 if health.paused(lane) or not seats.fits(lane, needed):
                     continue

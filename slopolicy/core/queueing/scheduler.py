@@ -10,8 +10,8 @@ weight's share, within ``U/w_a + U/w_b`` per unit weight over any interval
 
 With a ``lane_slack`` ``S`` and an ``urgency`` for heads (the Policy's: when
 a head's lane's latency target falls, arrival plus the lane's TTFT target;
-``inf`` for lanes without one), the lanes whose counters are within ``S`` of the smallest are offered
-most urgent head first, then the rest by counter: deadline order across
+``inf`` for lanes without one), the lanes whose counters are within ``S`` of
+the smallest are offered most urgent head first, then the rest by counter: deadline order across
 lanes where that helps requests make their targets (a chat turn due in 0.5 s
 before a code request due in 2 s that arrived a moment earlier), inside the
 lanes' shares. A lane is then offered first only while ``c <= V + S``, so the
