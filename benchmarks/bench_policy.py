@@ -98,7 +98,7 @@ def _run_floor(tenants: int, steps: int) -> float:
     start = time.perf_counter()
     for request_id, tenant in pending:
         now += 0.001
-        policy.finish(running, now, 150)
+        policy.finish(running, now=now, output_tokens=150)
         policy.submit(request_id, tenant, 800, 200, now)
         running = policy.dispatch(now)
     return (time.perf_counter() - start) / steps

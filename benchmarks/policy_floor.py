@@ -70,7 +70,7 @@ class FloorPolicy:
         self._running[item[0]] = (item, now)
         return item[0]
 
-    def finish(self, request_id: str, now: float, output_tokens: int) -> None:
+    def finish(self, request_id: str, *, now: float, output_tokens: int) -> None:
         item, started = self._running.pop(request_id)
         self._kv_used -= self._kv.pop(request_id)
         tenant = item[1]

@@ -31,7 +31,7 @@ class Shortest(FCFS):
         super().__init__()
         self.queue: list[SimRequest] = []
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         self.queue.append(request)
         return SimAdmission(True)
 

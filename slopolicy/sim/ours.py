@@ -96,7 +96,7 @@ class PolicyScheduler:
         self._quiet_since: float | None = None
         self._asleep = False
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         self._now = now
         decision = self.policy.submit(request.to_request(), now=now)
         if isinstance(decision, Defer):
@@ -133,15 +133,15 @@ class PolicyScheduler:
         )
         return Released(started, tuple(f.id for f in result.expired))
 
-    def first_token(self, request_id: str, now: float) -> None:
+    def first_token(self, request_id: str, *, now: float) -> None:
         self._now = now
         self.policy.first_token(request_id, now=now)
 
-    def tokens(self, request_id: str, count: int, now: float) -> None:
+    def tokens(self, request_id: str, count: int, *, now: float) -> None:
         self._now = now
         self.policy.tokens(request_id, count, now=now)
 
-    def finish(self, request_id: str, now: float, output_tokens: int) -> None:
+    def finish(self, request_id: str, *, now: float, output_tokens: int) -> None:
         self._now = now
         self.policy.finish(request_id, now=now, outcome="completed", output_tokens=output_tokens)
 

@@ -183,7 +183,7 @@ class _Run:
 
     def arrive(self, request: SimRequest, now: float) -> None:
         """A request arrives (again, if it is a client's retry)."""
-        admission = self.scheduler.submit(request, now)
+        admission = self.scheduler.submit(request, now=now)
         live = self.live.get(request.id)
         if live is None:
             lane = self.lanes.get(request.id) or admission.lane or request.lane or "default"
@@ -230,7 +230,7 @@ class _Run:
             if added:
                 self.running[request.id] = live
             else:  # longer than the engine's max_model_len: vLLM answers 400
-                self.scheduler.finish(request.id, now, 0)
+                self.scheduler.finish(request.id, now=now, output_tokens=0)
                 live.outcome, live.finished, live.reason = SimOutcome.REJECTED, now, "too_long"
                 self.outstanding -= 1
         self.view.settle()
@@ -247,12 +247,12 @@ class _Run:
         scheduler = self.scheduler
         for request_id in result.first_tokens:
             self.live[request_id].first = now
-            scheduler.first_token(request_id, now)
+            scheduler.first_token(request_id, now=now)
         for request_id, output in result.finished:
             live = self.running.pop(request_id)
             if output > live.reported:
-                scheduler.tokens(request_id, output - live.reported, now)
-            scheduler.finish(request_id, now, output)
+                scheduler.tokens(request_id, output - live.reported, now=now)
+            scheduler.finish(request_id, now=now, output_tokens=output)
             live.outcome, live.finished, live.output = SimOutcome.COMPLETED, now, output
             live.slow_gaps = self.engine.slow_gaps(request_id)
             self.outstanding -= 1
@@ -278,7 +278,7 @@ class _Run:
         for request_id, live in self.running.items():
             output = self.engine.output_tokens(request_id)
             if output > live.reported:
-                self.scheduler.tokens(request_id, output - live.reported, now)
+                self.scheduler.tokens(request_id, output - live.reported, now=now)
                 live.reported = output
         self.next_report = now + self.report_every
 

@@ -14,7 +14,7 @@ class Halving(FCFS):
         super().__init__()
         self._seen = 0
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         self._seen += 1
         model = None if self._seen % 2 else "small"
         self._pending.append(Release(request.id, max(1, request.max_new_tokens // 2), 0, model))

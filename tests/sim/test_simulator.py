@@ -39,12 +39,12 @@ class Refusing(FCFS):
         self.retry_after = retry_after
         self.seen: dict[str, list[float]] = {}
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         attempts = self.seen.setdefault(request.id, [])
         attempts.append(now)
         if len(attempts) <= self.times:
             return SimAdmission(False, None, "busy", True, self.retry_after)
-        return super().submit(request, now)
+        return super().submit(request, now=now)
 
 
 def _one(retries: int = 0, output: int = 5, max_new: int = 100) -> Workload:

@@ -70,7 +70,7 @@ class DynamoRouter(FCFS):
         self._ring = list(self._classes)
         self._cursor = 0
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         lane = self._lanes.lane(request)
         chosen = self._classes[lane]
         expires = math.inf if chosen.slo is None else request.arrival + chosen.slo

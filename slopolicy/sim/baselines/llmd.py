@@ -102,7 +102,7 @@ class LlmdFlowControl(FCFS):
         target = self._lanes.targets[lane].ttft_target
         return DEFAULT_TTL_S if target is None else target
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         lane = self._lanes.lane(request)
         band = self._lanes.rank(lane)
         if self._queued.get(band, 0) >= self._capacity:
@@ -166,7 +166,7 @@ class LlmdFlowControl(FCFS):
             gone.append(request_id)
         return tuple(gone)
 
-    def finish(self, request_id: str, now: float, output_tokens: int) -> None:
+    def finish(self, request_id: str, *, now: float, output_tokens: int) -> None:
         band, tenant, prompt = self._running.pop(request_id)
         self._bands[band][tenant].attained += prompt + 2 * output_tokens
 

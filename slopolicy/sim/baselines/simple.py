@@ -38,7 +38,7 @@ class FCFS:
     def _priority(self, request: SimRequest) -> int:
         return 0
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         self._pending.append(Release(request.id, request.max_new_tokens, self._priority(request)))
         return SimAdmission(True)
 
@@ -46,13 +46,13 @@ class FCFS:
         started, self._pending = tuple(self._pending), []
         return Released(started)
 
-    def first_token(self, request_id: str, now: float) -> None:
+    def first_token(self, request_id: str, *, now: float) -> None:
         pass
 
-    def tokens(self, request_id: str, count: int, now: float) -> None:
+    def tokens(self, request_id: str, count: int, *, now: float) -> None:
         pass
 
-    def finish(self, request_id: str, now: float, output_tokens: int) -> None:
+    def finish(self, request_id: str, *, now: float, output_tokens: int) -> None:
         pass
 
     def wakeup(self) -> float | None:
@@ -131,7 +131,7 @@ class RPM(FCFS):
         self.limit = limit
         self._windows: dict[str, tuple[int, int]] = {}
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         window = math.floor(now / 60.0)
         seen, count = self._windows.get(request.tenant, (window, 0))
         if seen != window:
@@ -140,4 +140,4 @@ class RPM(FCFS):
             # LiteLLM answers 429 with a Retry-After of the time left in the window.
             return SimAdmission(False, None, "rate_limited", True, (window + 1) * 60.0 - now)
         self._windows[request.tenant] = (window, count + 1)
-        return super().submit(request, now)
+        return super().submit(request, now=now)

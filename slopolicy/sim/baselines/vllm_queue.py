@@ -37,7 +37,7 @@ class VLLMQueueLimits(FCFS):
         self._engine: EngineView | None = None  # none seen yet: nothing was released
         self._pending_tokens = 0
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         queued, tokens = len(self._pending), self._pending_tokens
         if self._engine is not None:
             queued += self._engine.waiting
@@ -46,7 +46,7 @@ class VLLMQueueLimits(FCFS):
         if full or tokens + request.prompt_tokens > self.max_num_queued_tokens:
             return SimAdmission(False, None, "queue_full", True)
         self._pending_tokens += request.prompt_tokens
-        return super().submit(request, now)
+        return super().submit(request, now=now)
 
     def dispatch(self, now: float, engine: EngineView) -> Released:
         self._engine = engine

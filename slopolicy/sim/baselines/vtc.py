@@ -35,7 +35,7 @@ class VTC(FCFS):
         self._prompt_weight = prompt_weight
         self._output_weight = output_weight
 
-    def submit(self, request: SimRequest, now: float) -> SimAdmission:
+    def submit(self, request: SimRequest, *, now: float) -> SimAdmission:
         self._queue.push(request, request.tenant, 1.0)
         self._tenants[request.id] = request.tenant
         return SimAdmission(True)
@@ -48,8 +48,8 @@ class VTC(FCFS):
             started.append(Release(head.id, head.max_new_tokens))
         return Released(tuple(started))
 
-    def tokens(self, request_id: str, count: int, now: float) -> None:
+    def tokens(self, request_id: str, count: int, *, now: float) -> None:
         self._queue.charge(self._tenants[request_id], self._output_weight * count)
 
-    def finish(self, request_id: str, now: float, output_tokens: int) -> None:
+    def finish(self, request_id: str, *, now: float, output_tokens: int) -> None:
         del self._tenants[request_id]
