@@ -5,6 +5,16 @@ tokens: a whole reservation holds its blocks for good; a started one holds
 its context now and grows by a token a step per sequence until its forecast
 end, when it frees them all. Reservations are grouped by lane where the lane
 has a floor, the rest together (the shared pool only).
+
+A lane with a floor is protected, and its requests are a stream: when its
+running requests end, its next arrivals take their place. So a request of
+another lane, which may hold its KV long after those ends, is checked as if
+the protected lane kept, for good, what its running requests are forecast
+to reach (its floor at least): the protected lane's room is what it uses,
+not only the fixed fraction. Requests of the candidate's own lane and of
+the lanes without a floor are counted by when they end. This binds only
+while the protected lane holds a large share of the pool: when it is quiet
+the other lanes have everything outside its floor.
 """
 
 from __future__ import annotations
@@ -113,7 +123,9 @@ class FutureUse:
         if without is not None and not without.rate:
             constant[without.group] -= without.blocks * size
         constant[group] = constant.get(group, 0) + whole
-        order = self._sorted(without if without is not None and without.rate else None)
+        order = self._seen_by(
+            group, constant, self._sorted(without if without is not None and without.rate else None)
+        )
         if running is not None:
             order = [*order, running]
             order.sort(key=_steps, reverse=True)  # one new element: one pass
@@ -122,7 +134,25 @@ class FutureUse:
     def worst(self, group: str | None) -> int:
         """The most the lanes take from the shared pool at any step, as counted
         for a request of ``group`` (tokens)."""
-        return worst_over_time(self._sorted(None), self._constant, self._floors, group)
+        constant = dict(self._constant)
+        order = self._seen_by(group, constant, self._sorted(None))
+        return worst_over_time(order, constant, self._floors, group)
+
+    @staticmethod
+    def _seen_by(
+        group: str | None, constant: dict[str | None, int], order: list[Running]
+    ) -> list[Running]:
+        """``order`` as a request of ``group`` counts it: the started requests of
+        the *other* protected lanes move into ``constant`` at their peak (see
+        the module); the rest is returned, still sorted."""
+        kept: list[Running] = []
+        for one in order:
+            owner = one[1]
+            if owner is None or owner == group:
+                kept.append(one)
+            else:
+                constant[owner] = constant.get(owner, 0) + one[2] + one[3] * one[0]
+        return kept
 
     def peak(self) -> int:
         """The most tokens the live reservations hold at once from now on."""

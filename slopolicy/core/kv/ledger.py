@@ -398,7 +398,8 @@ class KVReservation:
         self._add(entry.lane, delta)
 
     def _engine_excess(self) -> int:
-        """Blocks the engine holds beyond the ledger, per its reading in force (>= 0)."""
+        """Blocks the engine holds beyond the ledger, per its reading in force
+        (>= 0): that reading plus the blocks held since, less the ledger's."""
         engine_used = self._engine_in_force()
         if engine_used is None:
             return 0
