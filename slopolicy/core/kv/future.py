@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 from slopolicy.core.checks import is_number, shown
-from slopolicy.core.kv.peak import Running, worst_over_time
+from slopolicy.core.kv.peak import Running, peak_of, started, worst_over_time
 from slopolicy.errors import UsageError
 
 __all__ = ("FutureUse", "Reservation", "check_name", "floors_of")
@@ -55,13 +55,11 @@ class Reservation:
         """The most tokens it is forecast to hold (its partial blocks padded)."""
         if not self.rate:
             return self.blocks * block_size
-        return self.held + self.rate * (block_size - 1 + self.steps)
+        return peak_of(self.running(block_size))
 
     def running(self, block_size: int) -> Running:
-        """It for :func:`~slopolicy.core.kv.peak.worst_over_time` (started ones only),
-        each sequence's partial block padded."""
-        rate = self.rate
-        return (self.steps, self.group, self.held + rate * (block_size - 1), rate)
+        """It for :func:`~slopolicy.core.kv.peak.worst_over_time` (started ones only)."""
+        return started(self.steps, self.group, self.held, self.rate, block_size)
 
 
 class FutureUse:
@@ -113,7 +111,7 @@ class FutureUse:
         peaks = dict(self._peaks)
         if without is not None:
             peaks[without.group] -= without.peak(size)
-        added = whole if running is None else whole + running[2] + running[3] * running[0]
+        added = whole if running is None else whole + peak_of(running)
         peaks[group] = peaks.get(group, 0) + added
         if worst_over_time((), peaks, floors, group) <= budget:
             return True  # even the sum of every peak fits
@@ -151,7 +149,7 @@ class FutureUse:
             if owner is None or owner == group:
                 kept.append(one)
             else:
-                constant[owner] = constant.get(owner, 0) + one[2] + one[3] * one[0]
+                constant[owner] = constant.get(owner, 0) + peak_of(one)
         return kept
 
     def peak(self) -> int:

@@ -29,7 +29,7 @@ from types import MappingProxyType
 
 from slopolicy.core.checks import check_count, check_now, is_number, shown
 from slopolicy.core.kv.future import FutureUse, Reservation, check_name, floors_of
-from slopolicy.core.kv.peak import Running
+from slopolicy.core.kv.peak import Running, started
 from slopolicy.core.kv.snapshot import KVStatistics
 from slopolicy.errors import UsageError
 
@@ -177,12 +177,7 @@ class KVReservation:
         if held > tokens:
             raise UsageError(f"held ({held}) must be <= tokens ({tokens})")
         steps = -(-(tokens - held) // sequences)
-        running = (
-            steps,
-            self._future.group(lane),
-            held + sequences * (self.block_size - 1),
-            sequences,
-        )
+        running = started(steps, self._future.group(lane), held, sequences, self.block_size)
         return self._admits(lane, 0, running, None)
 
     def try_reserve(self, request_id: str, lane: str, tokens: int, *, now: float) -> bool:
@@ -241,9 +236,7 @@ class KVReservation:
             self._now = now
         group, size = self._future.group(lane), self.block_size
         steps = -(-(tokens - held) // sequences)
-        if not self._admits(
-            lane, 0, (steps, group, held + sequences * (size - 1), sequences), None
-        ):
+        if not self._admits(lane, 0, started(steps, group, held, sequences, size), None):
             return False
         blocks = self._blocks_for(held)
         entry = Reservation(request_id, lane, group, blocks, self._epoch)
@@ -313,8 +306,8 @@ class KVReservation:
         self._tick(now)
         steps = -(-max(0, tokens - entry.held) // entry.rate)
         if steps > entry.steps:
-            running = (steps, entry.group, entry.held + entry.rate * (self.block_size - 1))
-            if not self._admits(entry.lane, 0, (*running, entry.rate), entry):
+            running = started(steps, entry.group, entry.held, entry.rate, self.block_size)
+            if not self._admits(entry.lane, 0, running, entry):
                 return False
         self._future.remove(entry)
         entry.steps = steps

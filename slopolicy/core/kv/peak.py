@@ -20,13 +20,33 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from slopolicy.core.checks import check_count
 
-__all__ = ("Running", "peak_fits", "worst_over_time")
+__all__ = ("Running", "peak_fits", "peak_of", "started", "worst_over_time")
 
-#: One running request for :func:`worst_over_time`: ``(steps, group, held, rate)``:
-#: it frees ``held + rate x steps`` tokens ``steps`` steps from now, holding
-#: ``held + rate x t`` at step ``t`` until then; ``group`` is its lane where that
-#: lane has a floor, else ``None`` (the shared pool only).
-Running = tuple[int, str | None, int, int]
+#: One running request for :func:`worst_over_time`: ``(steps, group, held, rate,
+#: over)``: it holds at most ``held + rate x t`` tokens at step ``t`` until it
+#: frees them all ``steps`` steps from now, and ``over`` less than that at its
+#: end; ``group`` is its lane where that lane has a floor, else ``None`` (the
+#: shared pool only). See :func:`started`.
+Running = tuple[int, str | None, int, int, int]
+
+
+def started(steps: int, group: str | None, held: int, rate: int, block_size: int) -> Running:
+    """A request holding ``held`` tokens that grows by ``rate`` a step (one per
+    sequence) for ``steps`` steps, in blocks of ``block_size``: each sequence's
+    partial last block is padded (``block_size - 1`` tokens), except at its
+    end, where a single sequence holds exactly its last block's worth (so a
+    request that fills the pool to the block fits alone)."""
+    padded = held + rate * (block_size - 1)
+    if rate != 1:
+        return (steps, group, padded, rate, 0)
+    end = held + steps
+    return (steps, group, padded, rate, padded + steps - -(-end // block_size) * block_size)
+
+
+def peak_of(one: Running) -> int:
+    """The most tokens ``one`` holds: at its end."""
+    steps, _, held, rate, over = one
+    return held + rate * steps - over
 
 
 def worst_over_time(
@@ -55,12 +75,23 @@ def worst_over_time(
         held.setdefault(group, 0)
     worst = _over_floors(held, rates, 0, floors, group)
     count = len(running)
-    for index, (steps, owner, tokens, rate) in enumerate(running):
+    ending: dict[str | None, int] = {}  # what those ending at this step hold less
+    for index, (steps, owner, tokens, rate, over) in enumerate(running):
         held[owner] = held.get(owner, 0) + tokens
         rates[owner] = rates.get(owner, 0) + rate
+        if over:
+            ending[owner] = ending.get(owner, 0) + over
         if index + 1 < count and running[index + 1][0] == steps:
             continue  # ends at the same step: the peak counts them together
-        worst = max(worst, _over_floors(held, rates, steps, floors, group))
+        if ending:
+            for one, less in ending.items():
+                held[one] -= less
+            worst = max(worst, _over_floors(held, rates, steps, floors, group))
+            for one, less in ending.items():
+                held[one] += less
+            ending.clear()
+        else:
+            worst = max(worst, _over_floors(held, rates, steps, floors, group))
     return worst
 
 
@@ -104,7 +135,7 @@ def peak_fits(
         check_count("current_len", current)
         check_count("remaining", remaining)
     running = sorted(
-        ((remaining, None, current + block_size - 1, 1) for current, remaining in pairs),
+        (started(remaining, None, current, 1, block_size) for current, remaining in pairs),
         key=lambda one: one[0],
         reverse=True,
     )
