@@ -180,10 +180,19 @@ def test_progress_moves_a_request_along_and_back_its_blocks_come() -> None:
     kv.progress("a", 13, 20, now=1.0)
     assert kv.statistics().used_blocks == 4
     kv.progress("a", 13, 40, now=2.0)  # its answer runs on: forecast to 40
-    assert kv.statistics().peak_blocks == 11  # 40 tokens and a partial block
+    assert kv.statistics().peak_blocks == 10  # 40 tokens: ten blocks at its end
     assert kv.release("a", now=3.0) == 4
     stats = kv.statistics()
     assert (stats.used_blocks, stats.peak_blocks, stats.reservations) == (0, 0, 0)
+
+
+def test_a_request_that_fills_the_pool_to_the_block_fits_alone() -> None:
+    kv = KVReservation(100, 16)
+    assert kv.try_start("a", "heavy", 1600, held=16, now=0.0)  # 16 + 1,584 = 100 blocks
+    assert kv.fits("heavy", 100, held=0)  # ends long before "a" fills the pool
+    assert not kv.fits("heavy", 1584, held=0)  # still there when it does
+    kv.release("a", now=1.0)
+    assert not kv.fits("heavy", 1601, held=16)
 
 
 def test_started_reservations_reject_bad_input_and_change_nothing() -> None:
