@@ -50,8 +50,10 @@ class KVReservation:
     from the shared pool, and a reservation is admitted only if the overflows
     of all lanes never exceed the shared pool, now or (for started requests,
     as forecast) at any step until they end, so no lane ever holds blocks from
-    another lane's floor. Lanes not in ``reserves`` are valid: they have no
-    floor and use only the shared pool.
+    another lane's floor. A lane with a floor is protected: for another lane's
+    admission its started requests count at their peak for good (its next
+    arrivals take their place; see :mod:`slopolicy.core.kv.future`). Lanes not
+    in ``reserves`` are valid: they have no floor and use only the shared pool.
 
     Engine reconciliation: the engine may hold more than the ledger (traffic
     not routed through us, fragmentation, answers longer than forecast), and
