@@ -111,7 +111,7 @@ def test_a_reservation_grows_as_its_answer_passes_it_and_is_released_whole() -> 
     policy.submit(Request(id="long", tenant="t", prompt_tokens=16, max_new_tokens=1584), now=20.0)
     (started,) = policy.dispatch(now=20.0)
     assert started.kv_blocks == 3
-    policy.tokens("long", 100, now=20.5)  # past the 20 it reserved: grows to 2x or what it holds
+    policy.tokens("long", 100, now=20.5)  # past the 20 it reserved: to end a block on
     stats = policy.kv.statistics()
     assert stats.used_blocks == math.ceil((16 + 100) / 16)  # what it holds now
     assert stats.peak_blocks == math.ceil((16 + 116) / 16)  # what it is forecast to reach
@@ -131,7 +131,7 @@ def test_an_answer_past_its_forecast_is_forecast_to_go_on() -> None:
     assert _running(policy, 20.0, 34) == 33  # each 16 tokens now, 3 blocks at its end
     before = policy.kv.statistics()
     assert (before.used_blocks, before.peak_blocks) == (33, 99)
-    policy.tokens("q0", 200, now=20.5)  # past its 20: forecast to go on (to 216)
+    policy.tokens("q0", 200, now=20.5)  # past its 20: forecast to end a block on (216)
     after = policy.kv.statistics()
     assert after.used_blocks == 32 + math.ceil((16 + 200) / 16)
     # Recorded whatever the pool: it is what the request does, not a grant;

@@ -45,8 +45,7 @@ class OutputForecast:
         lanes: the lanes it forecasts for.
         quantile: the rank answered, in ``(0, 1]`` (default 0.9: nine answers
             in ten end within their forecast; the peak check counts on the
-            others ending at it until they pass it, then on them going on as
-            long again).
+            others ending at it until they pass it, then a block on, and so on).
         window: answers remembered per lane (the most recent ones).
         min_samples: answers a lane needs before it forecasts less than the
             ceiling.

@@ -8,9 +8,12 @@ until it has written that answer and ends: it is admitted iff the peak over
 the future of the running requests' KV and its own fits the pool, lane
 floors respected (:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`).
 Its tokens are reported as they arrive; an answer that runs past its
-forecast is forecast to go on as long again (to twice what it reserved, at
-least a block more, at most its ceiling), so what it may still hold keeps
-counting against new starts. Completed answers feed the forecast.
+forecast is forecast to end within a block more (at most its ceiling), and
+again as it passes that. Forecasting it to go on as long again (doubling)
+held more of the pool for answers that mostly end soon: it cost a third of
+the ServeGen trace's capacity and gained nothing on any other trace
+(``python -m benchmarks.bench_capacity --quick``). Completed answers feed
+the forecast.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ class Reservations:
         written = -(-entry.output_tokens // sequences)
         output = entry.kv_output
         if written > output and output < request.max_new_tokens:
-            output = min(max(2 * output, written + kv.block_size), request.max_new_tokens)
+            output = min(written + kv.block_size, request.max_new_tokens)
             entry.kv_output = output
             entry.kv_blocks = self.blocks_for(prompt, output, sequences)
         kv._progress(
