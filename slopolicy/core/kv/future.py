@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 from slopolicy.core.checks import is_number, shown
-from slopolicy.core.kv.peak import Running, peak_of, started, worst_over_time
+from slopolicy.core.kv.peak import Running, over_floors, peak_of, started, worst_over_time
 from slopolicy.errors import UsageError
 
 __all__ = ("FutureUse", "Reservation", "check_name", "floors_of")
@@ -36,7 +36,18 @@ class Reservation:
     ``rate`` a step and ends in ``steps`` steps; a whole one holds ``blocks``
     for good."""
 
-    __slots__ = ("blocks", "epoch", "group", "held", "id", "lane", "rate", "steps", "unseen")
+    __slots__ = (
+        "blocks",
+        "counted",
+        "epoch",
+        "group",
+        "held",
+        "id",
+        "lane",
+        "rate",
+        "steps",
+        "unseen",
+    )
 
     def __init__(
         self, request_id: str, lane: str, group: str | None, blocks: int, epoch: int
@@ -50,6 +61,7 @@ class Reservation:
         self.held = 0
         self.rate = 0
         self.steps = 0
+        self.counted = 0  # its peak, as the view counted it when added
 
     def peak(self, block_size: int) -> int:
         """The most tokens it is forecast to hold (its partial blocks padded)."""
@@ -110,10 +122,10 @@ class FutureUse:
         group = self.group(lane)
         peaks = dict(self._peaks)
         if without is not None:
-            peaks[without.group] -= without.peak(size)
+            peaks[without.group] -= without.counted
         added = whole if running is None else whole + peak_of(running)
         peaks[group] = peaks.get(group, 0) + added
-        if worst_over_time((), peaks, floors, group) <= budget:
+        if over_floors(peaks, {}, 0, floors, group) <= budget:
             return True  # even the sum of every peak fits
         if running is None and not self._started:
             return False  # all held for good: the sum was the peak
@@ -173,7 +185,9 @@ class FutureUse:
 
     def _shape(self, entry: Reservation, sign: int) -> None:
         group, size = entry.group, self.block_size
-        self._peaks[group] = self._peaks.get(group, 0) + sign * entry.peak(size)
+        if sign > 0:
+            entry.counted = entry.peak(size)
+        self._peaks[group] = self._peaks.get(group, 0) + sign * entry.counted
         if entry.rate:
             self._order = None
             if sign > 0:

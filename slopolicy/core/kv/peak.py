@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from slopolicy.core.checks import check_count
 
-__all__ = ("Running", "peak_fits", "peak_of", "started", "worst_over_time")
+__all__ = ("Running", "over_floors", "peak_fits", "peak_of", "started", "worst_over_time")
 
 #: One running request for :func:`worst_over_time`: ``(steps, group, held, rate,
 #: over)``: it holds at most ``held + rate x t`` tokens at step ``t`` until it
@@ -73,7 +73,7 @@ def worst_over_time(
     rates: dict[str | None, int] = {}
     if group is not None:
         held.setdefault(group, 0)
-    worst = _over_floors(held, rates, 0, floors, group)
+    worst = over_floors(held, rates, 0, floors, group)
     count = len(running)
     ending: dict[str | None, int] = {}  # what those ending at this step hold less
     for index, (steps, owner, tokens, rate, over) in enumerate(running):
@@ -86,16 +86,16 @@ def worst_over_time(
         if ending:
             for one, less in ending.items():
                 held[one] -= less
-            worst = max(worst, _over_floors(held, rates, steps, floors, group))
+            worst = max(worst, over_floors(held, rates, steps, floors, group))
             for one, less in ending.items():
                 held[one] += less
             ending.clear()
         else:
-            worst = max(worst, _over_floors(held, rates, steps, floors, group))
+            worst = max(worst, over_floors(held, rates, steps, floors, group))
     return worst
 
 
-def _over_floors(
+def over_floors(
     held: Mapping[str | None, int],
     rates: Mapping[str | None, int],
     step: int,
