@@ -85,10 +85,16 @@ class KVPoolConfig(ConfigModel):
     its prompt plus this quantile of the output tokens (per sequence) that its
     lane's recent completed requests generated, at most its ``max_new_tokens``
     (see :mod:`slopolicy.core.cost.outputs`); a reservation grows as the answer
-    passes it. ``None`` reserves every request's worst case,
-    ``prompt + max_new_tokens``: the engine can then never preempt, but a
-    client that sends 32k-token ceilings for 1k-token answers holds the pool
-    idle.
+    passes it. A request starts iff the *peak* over the future of the running
+    requests' KV and its own fits the pool, each holding its context now,
+    growing a token a step and freeing at its forecast end (requests finish
+    at different times, so the peak of the sum is far below the sum of the
+    peaks), with every lane's ``kv_reserve`` floor kept at every step; see
+    :mod:`slopolicy.core.kv.ledger`. Nothing is tuned to a trace: the
+    forecast is measured per lane, the ends come from each request's
+    progress. ``None`` forecasts every answer at its ceiling: the engine can
+    then never be made to preempt, at the price of starts that wait for
+    answers that never come.
     """
 
     # At most 2**31 - 1 blocks: far above any engine's pool, and the pool's

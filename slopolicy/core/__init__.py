@@ -33,8 +33,8 @@ from slopolicy.core.health.signals import DecodeBaseline as DecodeBaseline
 from slopolicy.core.health.signals import EngineSignals as EngineSignals
 from slopolicy.core.health.signals import SignalBoard as SignalBoard
 from slopolicy.core.kv.ledger import KVReservation as KVReservation
-from slopolicy.core.kv.ledger import KVStatistics as KVStatistics
 from slopolicy.core.kv.peak import peak_fits as peak_fits
+from slopolicy.core.kv.snapshot import KVStatistics as KVStatistics
 from slopolicy.core.ladder.events import LadderCause as LadderCause
 from slopolicy.core.ladder.events import LadderDirection as LadderDirection
 from slopolicy.core.ladder.events import LadderEvent as LadderEvent

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from slopolicy.core.fast_init import fast_init
-from slopolicy.core.kv.ledger import KVStatistics
+from slopolicy.core.kv.snapshot import KVStatistics
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.ladder.overload import OverloadState
 from slopolicy.core.outcome import Finished, Outcome

@@ -111,9 +111,10 @@ def test_a_reservation_grows_as_its_answer_passes_it_and_is_released_whole() -> 
     policy.submit(Request(id="long", tenant="t", prompt_tokens=16, max_new_tokens=1584), now=20.0)
     (started,) = policy.dispatch(now=20.0)
     assert started.kv_blocks == 3
-    policy.tokens("long", 100, now=20.5)  # past the 20 it reserved: grows to 2x or what it holds
-    held = policy.kv.statistics().used_blocks
-    assert held == math.ceil((16 + 116) / 16)
+    policy.tokens("long", 100, now=20.5)  # past the 20 it reserved: to end a block on
+    stats = policy.kv.statistics()
+    assert stats.used_blocks == math.ceil((16 + 100) / 16)  # what it holds now
+    assert stats.peak_blocks == math.ceil((16 + 116) / 16)  # what it is forecast to reach
     policy.tokens("long", 1484, now=21.0)  # to the ceiling: the worst case, no more
     assert policy.kv.statistics().used_blocks == 100
     policy.finish("long", now=22.0)
@@ -123,15 +124,21 @@ def test_a_reservation_grows_as_its_answer_passes_it_and_is_released_whole() -> 
     assert outputs.forecast("chat") == 20
 
 
-def test_a_growth_that_does_not_fit_leaves_the_reservation() -> None:
+def test_an_answer_past_its_forecast_is_forecast_to_go_on() -> None:
     policy = _policy(0.9)
     for i in range(16):
         _serve(policy, f"warm{i}", float(i), 20)
-    assert _running(policy, 20.0, 33) == 33  # 33 x 3 = 99 of 100 blocks
-    policy.tokens("q0", 200, now=20.5)  # needs 12 more blocks, 1 is free: unchanged, no error
-    assert policy.kv.statistics().used_blocks == 99
-    policy.tokens("q0", 4, now=20.6)  # and again on the next chunk, still unchanged
-    assert policy.kv.statistics().used_blocks == 99
+    assert _running(policy, 20.0, 34) == 33  # each 16 tokens now, 3 blocks at its end
+    before = policy.kv.statistics()
+    assert (before.used_blocks, before.peak_blocks) == (33, 99)
+    policy.tokens("q0", 200, now=20.5)  # past its 20: forecast to end a block on (216)
+    after = policy.kv.statistics()
+    assert after.used_blocks == 32 + math.ceil((16 + 200) / 16)
+    # Recorded whatever the pool: it is what the request does, not a grant;
+    # new starts wait until the forecast peak fits again.
+    assert after.peak_blocks > after.num_blocks
+    policy.submit(Request(id="late", tenant="t", prompt_tokens=16, max_new_tokens=1584), now=21.0)
+    assert policy.dispatch(now=21.0).started == ()
 
 
 def test_without_a_forecast_nothing_is_recorded_or_grown() -> None:

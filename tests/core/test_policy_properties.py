@@ -135,6 +135,10 @@ class PolicyLifecycle(RuleBasedStateMachine):
             assert self.live[started.id] == "queued"
             self.live[started.id] = "running"
         self._started(result.started)
+        if result.started:
+            # Invariant 2: what it started fits the pool at its forecast peak.
+            kv = self.policy.statistics().kv
+            assert kv.peak_blocks <= kv.num_blocks
         self._check_work_conserving()
         # Invariant 6: nothing still queued is past its deadline.
         for entry in self.policy._entries.values():
@@ -239,9 +243,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
                 # (which the driver dispatches after) opens it.
                 assert first_tokens.ahead(lane) > 0
                 continue
-            assert policy.kv.free_blocks(lane) < entry.kv_blocks, (
-                f"{entry.id} in {lane} fits but waits"
-            )
+            assert not policy.reservations.fits(entry), f"{entry.id} in {lane} fits but waits"
 
     @invariant()
     def phases_match(self) -> None:
@@ -269,7 +271,6 @@ class PolicyLifecycle(RuleBasedStateMachine):
         running = self._running_ids()
         assert stats.running == len(running) <= self.policy.max_running
         assert stats.quotas.in_flight == len(self.live)
-        assert stats.kv.used_blocks <= stats.kv.num_blocks
         assert sum(stats.queued.values()) == len(self.live) - len(running)
         counted = sum(stats.outcomes.values())
         assert counted == len(self.ended)

@@ -6,7 +6,10 @@ for every running request leaves most of the engine's KV pool held by tokens
 that never come, so a policy that reserves worst cases serves less than the
 engine's own FCFS queue would. :class:`OutputForecast` learns, per lane, a high
 quantile of what recent completed requests actually generated, and the KV
-ledger reserves that (never more than the request's own ceiling).
+ledger reserves that (never more than the request's own ceiling): each running
+request is forecast to end there, and a request starts iff the peak of the
+running requests' KV over the future fits the pool
+(:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`).
 
 Why this holds on traffic it was not tuned on:
 
@@ -41,7 +44,8 @@ class OutputForecast:
     Args:
         lanes: the lanes it forecasts for.
         quantile: the rank answered, in ``(0, 1]`` (default 0.9: nine answers
-            in ten fit their reservation without growing).
+            in ten end within their forecast; the peak check counts on the
+            others ending at it until they pass it, then a block on, and so on).
         window: answers remembered per lane (the most recent ones).
         min_samples: answers a lane needs before it forecasts less than the
             ceiling.

@@ -9,7 +9,9 @@ trackers, keeps the engine's latest signals, and turns both into the
 * ``queue_wait_fraction``: the larger of the lane's p95 queue wait and the age
   of its oldest waiting request, over the same target, so a queue that is not
   moving shows pressure before anything finishes;
-* ``kv_usage``: the larger of the KV ledger's usage and the engine's report;
+* ``kv_usage``: the larger of the KV ledger's forecast peak (the most its
+  running requests will hold at once, the dispatcher's ``kv_ledger``) and the
+  engine's report;
 * ``decode_tps_drop``: from the engine's signals;
 * ``tool_timeout_rate``: the larger of the reported one and the tool pool's
   own rolling rate (``tool_signal``, when its limits ask it to report one);

@@ -6,7 +6,7 @@ A thin face: the public names of this wing, re-exported from its modules.
 from __future__ import annotations
 
 from slopolicy.core.kv.ledger import KVReservation as KVReservation
-from slopolicy.core.kv.ledger import KVStatistics as KVStatistics
 from slopolicy.core.kv.peak import peak_fits as peak_fits
+from slopolicy.core.kv.snapshot import KVStatistics as KVStatistics
 
 __all__ = ("KVReservation", "KVStatistics", "peak_fits")

@@ -1,35 +1,36 @@
 """KV-cache admission: a ledger of the engine's PagedAttention block pool.
 
-At dispatch a request may start only if the blocks it reserves fit, and each
-lane with a ``kv_reserve`` keeps a floor of blocks no other lane can take: a
-burst of batch work cannot push an interactive request into the engine's
-waiting queue.
+At dispatch a request may start only if its KV fits, and each lane with a
+``kv_reserve`` keeps a floor of blocks no other lane can take: a burst of
+batch work cannot push an interactive request into the engine's waiting
+queue.
 
-What a request reserves is its caller's choice (tokens in, blocks held from
-dispatch until release). :meth:`KVReservation.tokens_needed` gives the worst
-case, ``prompt + max_new_tokens x sequences``, which can never force a
-preemption; the Policy reserves the prompt plus a forecast of the answer
-(:mod:`slopolicy.core.cost.outputs`) and grows it with :meth:`KVReservation.resize`
-as the answer passes it, because ceilings are often ten times the answers and
-a ledger of ceilings holds the pool idle. Either way a reservation is O(1) per
-dispatch, needs nothing but the request, and releases exactly what it took.
-The peak check of SIMULATOR.md (:func:`~slopolicy.core.kv.peak.peak_fits`)
-admits more still (requests finish at different times) but needs every
-running request's current length and remaining budget at each dispatch, and
-sorts them: O(n log n), fed by per-token progress the core does not otherwise
-need. It is offered as a separate function for the simulator and for callers
-that track progress.
+A reservation is tokens held from dispatch until release. Made with
+:meth:`KVReservation.try_reserve` it is held whole all that time (its worst
+case, :meth:`KVReservation.tokens_needed`, can never force a preemption).
+Made with :meth:`KVReservation.try_start` it is a running request's forecast:
+the context it holds now, growing by one token per step and sequence (the
+caller reports it with :meth:`KVReservation.progress`) up to the tokens it
+reserved, where its answer is forecast to end and its blocks to come back.
+Requests end at different times, so admission asks whether the *peak* over
+the future of everything live fits the pool, lane by lane
+(:func:`~slopolicy.core.kv.peak.worst_over_time`, SIMULATOR.md's peak check),
+not whether the sum of every request's own peak does; a ledger of whole
+reservations only is the special case where the two agree. The check is
+O(1) while the sum of peaks fits (the common case below saturation) and
+O(n log n) over the n running requests otherwise.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from decimal import Decimal
 from types import MappingProxyType
 
 from slopolicy.core.checks import check_count, check_now, is_number, shown
+from slopolicy.core.kv.future import FutureUse, Reservation, check_name, floors_of
+from slopolicy.core.kv.peak import Running, started
+from slopolicy.core.kv.snapshot import KVStatistics
 from slopolicy.errors import UsageError
 
 __all__ = ("KVReservation", "KVStatistics")
@@ -39,51 +40,6 @@ __all__ = ("KVReservation", "KVStatistics")
 _USAGE_SLACK = 1e-9
 
 
-@dataclass(frozen=True, slots=True)
-class KVStatistics:
-    """A snapshot of a :class:`KVReservation`. Counts are in blocks.
-
-    Attributes:
-        num_blocks: blocks in the pool.
-        block_size: tokens per block.
-        used_blocks: blocks held by live reservations (the ledger).
-        used_by_lane: ``used_blocks`` split by lane; lanes with a floor always
-            appear, other lanes only while they hold blocks.
-        reserved_by_lane: each lane's floor, ``floor(fraction x num_blocks)``.
-        shared_blocks: the pool outside every floor.
-        shared_used_blocks: blocks lanes hold beyond their own floor.
-        engine_used_blocks: used blocks per the last engine observation still
-            in force, or ``None`` (none yet, or older than ``max_observation_age``).
-        last_observed_at: time of the last observation (monotonic seconds).
-        unseen_blocks: blocks reserved since that observation.
-        reservations: live reservations.
-    """
-
-    num_blocks: int
-    block_size: int
-    used_blocks: int
-    used_by_lane: Mapping[str, int] = field(hash=False)
-    reserved_by_lane: Mapping[str, int] = field(hash=False)
-    shared_blocks: int
-    shared_used_blocks: int
-    engine_used_blocks: int | None
-    last_observed_at: float | None
-    unseen_blocks: int
-    reservations: int
-
-
-class _Reservation:
-    """One live reservation; ``unseen`` of its ``blocks`` were added in ``epoch``."""
-
-    __slots__ = ("blocks", "epoch", "lane", "unseen")
-
-    def __init__(self, lane: str, blocks: int, epoch: int) -> None:
-        self.lane = lane
-        self.blocks = blocks
-        self.epoch = epoch
-        self.unseen = blocks
-
-
 class KVReservation:
     """The engine's KV block pool as a ledger, with per-lane reserved floors.
 
@@ -91,22 +47,24 @@ class KVReservation:
     use; its floor is ``floor(fraction x num_blocks)`` blocks and the fractions
     must sum below 1. The rest is the shared pool. A lane using ``u`` blocks
     against a floor ``r`` draws ``min(u, r)`` from its floor and ``max(0, u - r)``
-    from the shared pool, and the overflows of all lanes never exceed the shared
-    pool, so no lane ever holds blocks from another lane's floor. Lanes not in
-    ``reserves`` are valid: they have no floor and use only the shared pool.
+    from the shared pool, and a reservation is admitted only if the overflows
+    of all lanes never exceed the shared pool, now or (for started requests,
+    as forecast) at any step until they end, so no lane ever holds blocks from
+    another lane's floor. A lane with a floor is protected: for another lane's
+    admission its started requests count at their peak for good (its next
+    arrivals take their place; see :mod:`slopolicy.core.kv.future`). Lanes not
+    in ``reserves`` are valid: they have no floor and use only the shared pool.
 
-    Engine reconciliation: ``free_blocks(lane)`` is the smaller of the ledger's
-    free blocks for the lane (its unused floor plus the unused shared pool) and
-    the engine's view: blocks free per the last :meth:`observe`, minus the
-    blocks reserved since then and still held (the engine has not seen them),
-    minus the unused part of *other* lanes' floors; never below 0. The engine may use more than
-    the ledger (traffic not routed through us, fragmentation, answers longer
-    than their reservation), which the engine view catches; it usually uses
-    less (it allocates as tokens arrive, the ledger holds whole reservations),
-    which the ledger bounds, so a stale
-    low reading cannot let a lane exceed the ledger. An observation older than
-    ``max_observation_age`` seconds (``None``: never) is ignored, so a scraper
-    that stops cannot hold admission shut with one high reading.
+    Engine reconciliation: the engine may hold more than the ledger (traffic
+    not routed through us, fragmentation, answers longer than forecast), and
+    the excess counts against every admission: blocks used per the last
+    :meth:`observe`, plus the blocks held since then (the engine has not seen
+    them), minus what the ledger holds now, when positive. It usually holds
+    less (it allocates as tokens arrive, a whole reservation holds the most it
+    may need), which the ledger bounds, so a stale low reading cannot let a
+    lane exceed the ledger. An observation older than ``max_observation_age``
+    seconds (``None``: never) is ignored, so a scraper that stops cannot hold
+    admission shut with one high reading.
 
     ``now`` is monotonic seconds; a ``now`` earlier than one already seen counts
     as that latest time. Misuse raises :class:`UsageError` and changes nothing.
@@ -117,6 +75,7 @@ class KVReservation:
         "_epoch",
         "_floor_used",
         "_floors",
+        "_future",
         "_now",
         "_observed_at",
         "_overflow",
@@ -146,12 +105,13 @@ class KVReservation:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.max_observation_age = max_observation_age
-        self._floors = _floors(reserves or {}, num_blocks)
+        self._floors = floors_of(reserves or {}, num_blocks)
         self.shared_blocks = num_blocks - sum(self._floors.values())
         self._used: dict[str, int] = dict.fromkeys(self._floors, 0)
         self._floor_used = 0  # sum of min(u, r) over lanes
         self._overflow = 0  # sum of max(0, u - r) over lanes
-        self._reservations: dict[str, _Reservation] = {}
+        self._reservations: dict[str, Reservation] = {}
+        self._future = FutureUse(self._floors, block_size)
         self._now = -math.inf
         self._engine_used: int | None = None
         self._observed_at: float | None = None
@@ -197,30 +157,38 @@ class KVReservation:
         return self._floors.get(lane, 0) + self.shared_blocks
 
     def free_blocks(self, lane: str) -> int:
-        """Blocks ``lane`` could take as of the latest ``now`` given (see the class
-        docstring for the rule)."""
-        _check_name("lane", lane)
-        return self._free(lane)
+        """The most blocks a whole reservation of ``lane`` could take as of the
+        latest ``now`` given: its unused floor plus the shared pool, less what
+        the lanes take from it at their forecast peak and the engine's excess
+        (see the class docstring); never below 0."""
+        check_name("lane", lane)
+        worst = self._future.worst(self._future.group(lane))
+        room = (self.shared_blocks - self._engine_excess()) * self.block_size - worst
+        return max(0, room // self.block_size)
 
-    def _free(self, lane: str) -> int:
-        own_unused = self._unused_floor(lane)
-        ledger = own_unused + self.shared_blocks - self._overflow
-        if self._engine_used is None:  # never observed: the ledger alone
-            return ledger
-        engine_used = self._engine_in_force()
-        if engine_used is None:
-            return ledger
-        floors_unused = self.num_blocks - self.shared_blocks - self._floor_used
-        others_unused = floors_unused - own_unused
-        engine = self.num_blocks - engine_used - self._unseen - others_unused
-        return max(0, min(ledger, engine))
+    def fits(self, lane: str, tokens: int, *, held: int | None = None, sequences: int = 1) -> bool:
+        """Whether :meth:`try_start` (or, with ``held`` unset, :meth:`try_reserve`)
+        of ``tokens`` in ``lane`` would succeed now; changes nothing."""
+        check_name("lane", lane)
+        check_count("tokens", tokens)
+        check_count("sequences", sequences, minimum=1)
+        if held is None:
+            blocks = self._blocks_for(tokens)
+            return not blocks or self._admits(lane, blocks * self.block_size, None, None)
+        check_count("held", held)
+        if held > tokens:
+            raise UsageError(f"held ({held}) must be <= tokens ({tokens})")
+        steps = -(-(tokens - held) // sequences)
+        running = started(steps, self._future.group(lane), held, sequences, self.block_size)
+        return self._admits(lane, 0, running, None)
 
     def try_reserve(self, request_id: str, lane: str, tokens: int, *, now: float) -> bool:
-        """Reserve ``blocks_for(tokens)`` blocks for ``request_id`` in ``lane``, all or
-        nothing. ``False`` (it does not fit) leaves the ledger as it was (only the
-        clock moves on to ``now``); an id that already holds a reservation raises."""
-        _check_name("request_id", request_id)
-        _check_name("lane", lane)
+        """Reserve ``blocks_for(tokens)`` blocks for ``request_id`` in ``lane``, held
+        whole until released, all or nothing. ``False`` (it does not fit) leaves
+        the ledger as it was (only the clock moves on to ``now``); an id that
+        already holds a reservation raises."""
+        check_name("request_id", request_id)
+        check_name("lane", lane)
         blocks = self.blocks_for(tokens)
         check_now(now)
         return self._reserve(request_id, lane, blocks, now)
@@ -231,47 +199,127 @@ class KVReservation:
             raise UsageError(f"request {request_id!r} already holds a KV reservation")
         if now > self._now:  # _tick, inlined on the dispatch path
             self._now = now
-        if blocks > self._free(lane):
+        size = blocks * self.block_size
+        if blocks and not self._admits(lane, size, None, None):
             return False
-        self._reservations[request_id] = _Reservation(lane, blocks, self._epoch)
+        entry = Reservation(request_id, lane, self._future.group(lane), blocks, self._epoch)
+        self._reservations[request_id] = entry
         self._unseen += blocks
         self._add(lane, blocks)
+        self._future.add(entry)
         return True
 
+    def try_start(
+        self, request_id: str, lane: str, tokens: int, *, held: int, sequences: int = 1, now: float
+    ) -> bool:
+        """Reserve ``tokens`` for a request of ``lane`` that starts holding ``held``
+        of them (its prompt) and grows by ``sequences`` tokens a step (one per
+        sequence) until it holds them all, when it is forecast to end; admitted
+        iff the forecast peak of everything live fits (see the module), all or
+        nothing. Report its growth with :meth:`progress`. ``False`` leaves the
+        ledger as it was; an id that already holds a reservation raises."""
+        check_name("request_id", request_id)
+        check_name("lane", lane)
+        check_count("tokens", tokens)
+        check_count("held", held)
+        check_count("sequences", sequences, minimum=1)
+        if held > tokens:
+            raise UsageError(f"held ({held}) must be <= tokens ({tokens})")
+        check_now(now)
+        return self._start(request_id, lane, tokens, held, sequences, now)
+
+    def _start(
+        self, request_id: str, lane: str, tokens: int, held: int, sequences: int, now: float
+    ) -> bool:
+        """:meth:`try_start` for a caller that checked its arguments."""
+        if request_id in self._reservations:
+            raise UsageError(f"request {request_id!r} already holds a KV reservation")
+        if now > self._now:
+            self._now = now
+        group, size = self._future.group(lane), self.block_size
+        steps = -(-(tokens - held) // sequences)
+        if not self._admits(lane, 0, started(steps, group, held, sequences, size), None):
+            return False
+        blocks = self._blocks_for(held)
+        entry = Reservation(request_id, lane, group, blocks, self._epoch)
+        entry.held, entry.rate, entry.steps = held, sequences, steps
+        self._reservations[request_id] = entry
+        self._unseen += blocks
+        self._add(lane, blocks)
+        self._future.add(entry)
+        return True
+
+    def progress(self, request_id: str, held: int, tokens: int, *, now: float) -> None:
+        """A started request now holds ``held`` tokens and is forecast to grow
+        until it holds ``tokens`` (its reservation, changed or not; ``held`` at
+        most: it ends now). Always recorded: it is what the request does, not
+        an admission. An id that holds no started reservation raises."""
+        check_name("request_id", request_id)
+        check_count("held", held)
+        check_count("tokens", tokens)
+        check_now(now)
+        entry = self._reservations.get(request_id)
+        if entry is None or not entry.rate:
+            raise UsageError(f"request {request_id!r} holds no started KV reservation")
+        self._progress(entry, held, tokens, now)
+
+    def _progress(self, entry: Reservation, held: int, tokens: int, now: float) -> None:
+        """:meth:`progress` of a started ``entry`` for a caller that checked its arguments."""
+        if now > self._now:
+            self._now = now
+        self._future.remove(entry)
+        entry.held = held
+        entry.steps = -(-max(0, tokens - held) // entry.rate)
+        self._future.add(entry)
+        self._hold(entry, self._blocks_for(held))
+
     def resize(self, request_id: str, tokens: int, *, now: float) -> bool:
-        """Change a live reservation to ``blocks_for(tokens)`` blocks: a shrink always
-        succeeds, a growth only if the extra blocks fit (``False`` leaves it as it
-        was). An id that holds no reservation raises."""
-        _check_name("request_id", request_id)
+        """Change a live reservation to ``tokens`` (a whole one to ``blocks_for(tokens)``
+        blocks, a started one's forecast end to when it holds ``tokens``): a shrink
+        always succeeds, a growth only if the forecast peak still fits (``False``
+        leaves it as it was). An id that holds no reservation raises."""
+        check_name("request_id", request_id)
         blocks = self.blocks_for(tokens)
         check_now(now)
-        if request_id not in self._reservations:
+        entry = self._reservations.get(request_id)
+        if entry is None:
             raise UsageError(f"request {request_id!r} holds no KV reservation")
+        if entry.rate:
+            return self._regrow(entry, tokens, now)
         return self._resize(request_id, blocks, now)
 
     def _resize(self, request_id: str, blocks: int, now: float) -> bool:
-        """:meth:`resize` to ``blocks`` blocks of a live reservation, for a caller
-        that checked its arguments."""
+        """:meth:`resize` to ``blocks`` blocks of a live whole reservation, for a
+        caller that checked its arguments."""
         entry = self._reservations[request_id]
         self._tick(now)
-        delta = blocks - entry.blocks
-        if delta > 0:
-            if delta > self._free(entry.lane):
+        if blocks > entry.blocks and not self._admits(
+            entry.lane, blocks * self.block_size, None, entry
+        ):
+            return False
+        self._future.remove(entry)
+        self._hold(entry, blocks)
+        self._future.add(entry)
+        return True
+
+    def _regrow(self, entry: Reservation, tokens: int, now: float) -> bool:
+        """:meth:`resize` of a started ``entry`` to end at ``tokens``, for a caller
+        that checked its arguments."""
+        self._tick(now)
+        steps = -(-max(0, tokens - entry.held) // entry.rate)
+        if steps > entry.steps:
+            running = started(steps, entry.group, entry.held, entry.rate, self.block_size)
+            if not self._admits(entry.lane, 0, running, entry):
                 return False
-            if entry.epoch != self._epoch:
-                entry.epoch, entry.unseen = self._epoch, 0
-            entry.unseen += delta
-            self._unseen += delta
-        elif delta < 0:
-            self._forget_unseen(entry, -delta)
-        entry.blocks = blocks
-        self._add(entry.lane, delta)
+        self._future.remove(entry)
+        entry.steps = steps
+        self._future.add(entry)
         return True
 
     def release(self, request_id: str, *, now: float) -> int:
-        """Free ``request_id``'s blocks and return how many; an id that holds no
-        reservation (never reserved, or already released) frees 0."""
-        _check_name("request_id", request_id)
+        """Free ``request_id``'s blocks and return how many it held; an id that holds
+        no reservation (never reserved, or already released) frees 0."""
+        check_name("request_id", request_id)
         check_now(now)
         return self._release(request_id, now)
 
@@ -282,6 +330,7 @@ class KVReservation:
         entry = self._reservations.pop(request_id, None)
         if entry is None:
             return 0
+        self._future.remove(entry)
         self._forget_unseen(entry, entry.blocks)
         self._add(entry.lane, -entry.blocks)
         return entry.blocks
@@ -305,9 +354,10 @@ class KVReservation:
 
     def statistics(self) -> KVStatistics:
         """A frozen snapshot of the ledger and the engine view."""
+        size = self.block_size
         return KVStatistics(
             num_blocks=self.num_blocks,
-            block_size=self.block_size,
+            block_size=size,
             used_blocks=self._floor_used + self._overflow,
             used_by_lane=MappingProxyType(dict(self._used)),
             reserved_by_lane=MappingProxyType(dict(self._floors)),
@@ -317,10 +367,38 @@ class KVReservation:
             last_observed_at=self._observed_at,
             unseen_blocks=self._unseen,
             reservations=len(self._reservations),
+            peak_blocks=-(-self._future.peak() // size),
         )
 
-    def _unused_floor(self, lane: str) -> int:
-        return max(0, self._floors.get(lane, 0) - self._used.get(lane, 0))
+    def _admits(
+        self, lane: str, whole: int, running: Running | None, without: Reservation | None
+    ) -> bool:
+        """Whether ``lane`` may add ``whole`` tokens held for good and a started
+        request ``running``, with ``without`` (a reservation being resized) left
+        out: the forecast peak, less the engine's excess, fits (see the class)."""
+        budget = (self.shared_blocks - self._engine_excess()) * self.block_size
+        return self._future.admits(lane, whole, running, without, budget)
+
+    def _hold(self, entry: Reservation, blocks: int) -> None:
+        """``entry`` holds ``blocks`` blocks now: the ledger and the engine view follow."""
+        delta = blocks - entry.blocks
+        if delta > 0:
+            if entry.epoch != self._epoch:
+                entry.epoch, entry.unseen = self._epoch, 0
+            entry.unseen += delta
+            self._unseen += delta
+        elif delta < 0:
+            self._forget_unseen(entry, -delta)
+        entry.blocks = blocks
+        self._add(entry.lane, delta)
+
+    def _engine_excess(self) -> int:
+        """Blocks the engine holds beyond the ledger, per its reading in force
+        (>= 0): that reading plus the blocks held since, less the ledger's."""
+        engine_used = self._engine_in_force()
+        if engine_used is None:
+            return 0
+        return max(0, engine_used + self._unseen - self._floor_used - self._overflow)
 
     def _engine_in_force(self) -> int | None:
         age = self.max_observation_age
@@ -335,7 +413,7 @@ class KVReservation:
     def _tick(self, now: float) -> None:
         self._now = max(self._now, now)
 
-    def _forget_unseen(self, entry: _Reservation, blocks: int) -> None:
+    def _forget_unseen(self, entry: Reservation, blocks: int) -> None:
         # The newest blocks go first: those are the ones the engine has not seen.
         if entry.epoch == self._epoch:
             gone = min(entry.unseen, blocks)
@@ -357,22 +435,3 @@ class KVReservation:
         self._floor_used += min(after, floor) - min(before, floor)
         self._overflow += max(0, after - floor) - max(0, before - floor)
         self._used[lane] = after
-
-
-def _floors(reserves: Mapping[str, float], num_blocks: int) -> dict[str, int]:
-    # Decimal of the float's repr keeps the fraction the user wrote: 0.29 of 100
-    # blocks is 29 (not 28.999...), and 0.7 + 0.2 + 0.1 sums to exactly 1.
-    exact: dict[str, Decimal] = {}
-    for lane, fraction in reserves.items():
-        _check_name("lane", lane)
-        if not (is_number(fraction) and 0.0 <= fraction < 1.0):
-            raise UsageError(f"reserve of lane {lane!r} must be in [0, 1), got {shown(fraction)}")
-        exact[lane] = Decimal(repr(float(fraction)))
-    if sum(exact.values(), Decimal(0)) >= 1:
-        raise UsageError(f"KV reserves must sum below 1, got {dict(reserves)!r}")
-    return {lane: math.floor(value * num_blocks) for lane, value in exact.items()}
-
-
-def _check_name(name: str, value: object) -> None:
-    if not isinstance(value, str) or not value:
-        raise UsageError(f"{name} must be a non-empty string, got {shown(value)}")

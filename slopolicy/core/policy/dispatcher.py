@@ -29,6 +29,7 @@ class Dispatcher:
         "_kv",
         "_pace",
         "_queues",
+        "_reservations",
         "_router",
         "_seats",
         "_tasks",
@@ -39,6 +40,7 @@ class Dispatcher:
         self._router = parts.router
         self._health = parts.health
         self._kv = parts.kv
+        self._reservations = parts.reservations
         self._queues = parts.queues
         self._deadlines = parts.deadlines
         self._seats = parts.seats
@@ -82,7 +84,7 @@ class Dispatcher:
         head = self._deadlines.oldest(self._health.watch_lane)
         oldest = 0.0 if head is None else now - head.arrival
         return self._health.evaluate(
-            now=now, kv_ledger=kv.used_blocks / kv.num_blocks, oldest_wait=oldest
+            now=now, kv_ledger=kv.peak_blocks / kv.num_blocks, oldest_wait=oldest
         )
 
     def _start_next(self, now: float, expired: list[Finished]) -> Entry | None:
@@ -106,7 +108,7 @@ class Dispatcher:
                     break
                 if not first_tokens.admits(lane, entry.prompt_tokens):
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
-                if self._kv._reserve(entry.id, lane, entry.kv_blocks, now):
+                if self._reservations.start(entry, now=now):
                     self._start(lane, entry, needed, now)
                     return entry
             else:

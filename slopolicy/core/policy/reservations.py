@@ -2,12 +2,18 @@
 
 A request reserves its prompt plus the answer it is expected to write: the
 per-lane forecast of :mod:`slopolicy.core.cost.outputs`, never more than its
-own ``max_new_tokens``; without a forecast, its worst case. An answer that
-runs past its reservation grows it as its tokens arrive, to twice what it
-reserved or, where that does not fit, to what it holds plus a block; where
-neither fits the reservation stays, and the engine's own KV reading (see
-:class:`~slopolicy.core.kv.ledger.KVReservation`) still bounds new starts. Completed
-answers feed the forecast.
+own ``max_new_tokens``; without a forecast, its worst case. It starts
+holding its prompt and is forecast to grow by a token a step (per sequence)
+until it has written that answer and ends: it is admitted iff the peak over
+the future of the running requests' KV and its own fits the pool, lane
+floors respected (:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`).
+Its tokens are reported as they arrive; an answer that runs past its
+forecast is forecast to end within a block more (at most its ceiling), and
+again as it passes that. Forecasting it to go on as long again (doubling)
+held more of the pool for answers that mostly end soon: it cost a third of
+the ServeGen trace's capacity and gained nothing on any other trace
+(``python -m benchmarks.bench_capacity --quick``). Completed answers feed
+the forecast.
 """
 
 from __future__ import annotations
@@ -51,22 +57,40 @@ class Reservations:
             return worst, output
         return self.blocks_for(prompt_tokens, output, sequences), output
 
-    def grow(self, entry: Entry, *, now: float) -> None:
-        """Grow ``entry``'s reservation where its answer has passed it."""
-        request = entry.request
-        sequences = request.sequences
-        if entry.output_tokens <= entry.kv_output * sequences:
-            return
-        ceiling = request.max_new_tokens
-        if entry.kv_output >= ceiling:
-            return
-        held = -(-entry.output_tokens // sequences) + self.kv.block_size
-        for output in (max(2 * entry.kv_output, held), held):
-            output = min(output, ceiling)
-            blocks = self.blocks_for(entry.prompt_tokens, output, sequences)
-            if self.kv._resize(entry.id, blocks, now):
-                entry.kv_output, entry.kv_blocks = output, blocks
-                return
+    def start(self, entry: Entry, *, now: float) -> bool:
+        """Reserve ``entry``'s prompt and forecast answer if the peak fits (see
+        the module); ``False`` leaves the ledger as it was."""
+        kv, request = self.kv, entry.request
+        sequences, prompt = request.sequences, entry.prompt_tokens
+        tokens = kv._tokens_needed(prompt, entry.kv_output, sequences)
+        held = kv._tokens_needed(prompt, 0, sequences)
+        return kv._start(entry.id, entry.lane, tokens, held, sequences, now)
+
+    def fits(self, entry: Entry) -> bool:
+        """Whether :meth:`start` of the queued ``entry`` would succeed now."""
+        kv, request = self.kv, entry.request
+        sequences, prompt = request.sequences, entry.prompt_tokens
+        tokens = kv._tokens_needed(prompt, entry.kv_output, sequences)
+        held = kv._tokens_needed(prompt, 0, sequences)
+        return kv.fits(entry.lane, tokens, held=held, sequences=sequences)
+
+    def progress(self, entry: Entry, *, now: float) -> None:
+        """``entry``'s answer grew: what it holds now, and its forecast end
+        moved on where the answer has passed it."""
+        request, kv = entry.request, self.kv
+        sequences, prompt = request.sequences, entry.prompt_tokens
+        written = -(-entry.output_tokens // sequences)
+        output = entry.kv_output
+        if written > output and output < request.max_new_tokens:
+            output = min(written + kv.block_size, request.max_new_tokens)
+            entry.kv_output = output
+            entry.kv_blocks = self.blocks_for(prompt, output, sequences)
+        kv._progress(
+            kv._reservations[entry.id],
+            kv._tokens_needed(prompt, written, sequences),
+            kv._tokens_needed(prompt, output, sequences),
+            now,
+        )
 
     def completed(self, entry: Entry) -> None:
         """``entry`` completed: its answer's length feeds the forecast."""

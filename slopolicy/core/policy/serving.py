@@ -79,7 +79,7 @@ class Serving:
         entry.last_token_at = now
         entry.output_tokens += count
         self._charge_output(entry)
-        self._reservations.grow(entry, now=now)
+        self._reservations.progress(entry, now=now)
         return gap
 
     def finish(
