@@ -141,12 +141,24 @@ class EngineConfig(ConfigModel):
     target; with neither, off. ``0`` or ``null``: off (the engine's own FCFS
     queue orders everything released). See :mod:`slopolicy.core.queueing.ttft`.
 
+    ``share_window_s`` is the window over which each tenant's demand is
+    compared with its max-min share of what the engine serves (decayed sums
+    of the cost queued and the cost started; see
+    :mod:`slopolicy.core.queueing.demand`). Only while the tenants together
+    ask for more than is served, a tenant asking for more than its share is
+    ordered, inside each lane's fair slack, after the tenants within theirs:
+    the over-share absorb the shortfall, and the counters still bound what
+    they lose. Long enough to hold several requests of a small tenant, short
+    enough to follow a change of load; ``null``: off (the slack orders by key
+    alone).
+
     ``max_running`` defaults to vLLM's default ``--max-num-seqs`` (256): set
     it to your engine's own limit.
     """
 
     max_running: Count = 256
     prefill_horizon_s: Annotated[float, Field(ge=0, le=3600)] | Literal["auto"] | None = "auto"
+    share_window_s: Annotated[float, Field(gt=0, le=86_400)] | None = 10.0
     dispatch_rate: CostUnits | None = None
     dispatch_burst: Annotated[float, Field(ge=0, le=1e15)] | None = None
 

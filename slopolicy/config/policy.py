@@ -198,6 +198,7 @@ class PolicyConfig(ConfigModel):
             signal_max_age=self.ladder.signal_max_age_s,
             prefill_horizon=self.prefill_horizon(),
             tools=self.tools.to_limits(),
+            share_window=self.engine.share_window_s,
         )
 
     def prefill_horizon(self) -> float | None:

@@ -257,6 +257,10 @@ class PolicySpec:
             for no budget.
         tools: the limits of the tool pool (:attr:`Policy.tools`); ``None``
             limits nothing.
+        share_window: seconds over which tenants' demand and the engine's
+            service are compared (:class:`~slopolicy.core.queueing.demand.TenantDemand`):
+            under saturation, inside a lane's slack, tenants within their
+            max-min share go before those over it; ``None``: not compared.
     """
 
     router: LaneRouter
@@ -274,6 +278,7 @@ class PolicySpec:
     max_tracked_tenants: int = 1024
     prefill_horizon: float | None = None
     tools: ToolLimits | None = None
+    share_window: float | None = None
 
 
 class PolicySource(Protocol):

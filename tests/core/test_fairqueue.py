@@ -92,21 +92,24 @@ class NaiveVTC:
 
 
 class NaiveKeyedVTC(NaiveVTC):
-    """The pick with keys and a slack, as plainly as possible: a tenant is
-    eligible while its counter is at most V + slack; of those, the one whose
-    first job (by key, then push order) has the smallest key is served, ties
-    by the smaller counter, then the tenant backlogged first. Everything is
-    found by scanning."""
+    """The pick with keys, flags and a slack, as plainly as possible: a tenant
+    is eligible while its counter is at most V + slack; of those, the tenants
+    whose last push was not behind come first, then the one whose first job
+    (by key, then push order) has the smallest key is served, ties by the
+    smaller counter, then the tenant backlogged first. Everything is found by
+    scanning."""
 
     def __init__(self, capacity: int, slack: float) -> None:
         super().__init__(capacity)
         self.slack = slack
         self.order: dict[int, tuple[float, int]] = {}  # id(job) -> (key, push number)
+        self.behind: dict[str, bool] = {}  # tenant -> its last push's flag
 
-    def push_at(self, job: Job, tenant: str, weight: float, key: float) -> bool:
+    def push_at(self, job: Job, tenant: str, weight: float, key: float, behind: bool) -> bool:
         if not self.push(job, tenant, weight):
             return False
         self.order[id(job)] = (key, next(self.clock))
+        self.behind[tenant] = behind
         return True
 
     def first(self, tenant: str) -> Job:
@@ -119,7 +122,12 @@ class NaiveKeyedVTC(NaiveVTC):
         eligible = [t for t in self.fifo if self.counters[t] <= v + self.slack]
         tenant = min(
             eligible,
-            key=lambda t: (self.order[id(self.first(t))][0], self.counters[t], self.joined[t]),
+            key=lambda t: (
+                self.behind[t],
+                self.order[id(self.first(t))][0],
+                self.counters[t],
+                self.joined[t],
+            ),
         )
         return self.first(tenant)
 
@@ -139,7 +147,8 @@ class FairQueueMachine(RuleBasedStateMachine):
     :class:`NaiveVTC`, the rules as they were before keys: today's pick, kept.
     ``equal``: a random slack and the same key (not 0) for every job, against
     the same model: equal keys give VTC's pick whatever the slack, through the
-    pick heaps. ``keyed``: random keys and slack against :class:`NaiveKeyedVTC`.
+    pick heaps. ``keyed``: random keys, flags (``behind``) and slack against
+    :class:`NaiveKeyedVTC`.
     """
 
     mode = "plain"
@@ -163,7 +172,9 @@ class FairQueueMachine(RuleBasedStateMachine):
         self.model = NaiveKeyedVTC(capacity, slack) if self.mode == "keyed" else NaiveVTC(capacity)
         self.max_idle = max_idle
 
-    def push_both(self, job: Job, tenant: str, weight: float, key: float) -> bool:
+    def push_both(
+        self, job: Job, tenant: str, weight: float, key: float, behind: bool = False
+    ) -> bool:
         """Push ``job`` to the queue and the model; whether both took it."""
         if self.mode == "plain":
             pushed = self.queue.push(job, tenant, weight)
@@ -173,16 +184,16 @@ class FairQueueMachine(RuleBasedStateMachine):
             assert pushed == self.model.push(job, tenant, weight)
         else:
             assert isinstance(self.model, NaiveKeyedVTC)
-            pushed = self.queue.push(job, tenant, weight, key=key)
-            assert pushed == self.model.push_at(job, tenant, weight, key)
+            pushed = self.queue.push(job, tenant, weight, key=key, behind=behind)
+            assert pushed == self.model.push_at(job, tenant, weight, key, behind)
         return pushed
 
     def waiting_jobs(self) -> list[Job]:
         return [job for jobs in self.model.fifo.values() for job in jobs]
 
-    @rule(tenant=st.sampled_from(TENANTS), weight=_weights, key=_keys)
-    def push(self, tenant: str, weight: float, key: float) -> None:
-        self.push_both(Job(tenant), tenant, weight, key)
+    @rule(tenant=st.sampled_from(TENANTS), weight=_weights, key=_keys, behind=st.booleans())
+    def push(self, tenant: str, weight: float, key: float, behind: bool) -> None:
+        self.push_both(Job(tenant), tenant, weight, key, behind)
 
     @precondition(lambda self: len(self.retired) > 0)
     @rule(data=st.data(), tenant=st.sampled_from(TENANTS), weight=_weights, key=_keys)
@@ -299,9 +310,9 @@ class FairQueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def pick_heaps_list_every_waiting_tenant(self) -> None:
-        # Once a key other than 0 came, each tenant with jobs waiting has one
-        # valid entry, eligible or parked, at its counter; an eligible one at a
-        # key no larger than its first job's. A tenant's FIFO without a heap
+        # Once a key other than 0 or a flag came, each tenant with jobs waiting
+        # has one valid entry, eligible or parked, at its counter; an eligible
+        # one at its flag and a key no larger than its first job's. A tenant's FIFO without a heap
         # is in key order.
         queue = self.queue
         for record in queue._tenants.values():
@@ -314,7 +325,7 @@ class FairQueueMachine(RuleBasedStateMachine):
         if queue._keyed is None:
             return
         eligible = {
-            id(e[4]): e for e in queue._keyed._eligible if e[4].pick_stamp == e[3] and e[4].live
+            id(e[5]): e for e in queue._keyed._eligible if e[5].pick_stamp == e[4] and e[5].live
         }
         parked = {
             id(e[3]): e for e in queue._keyed._parked if e[3].pick_stamp == e[2] and e[3].live
@@ -325,7 +336,8 @@ class FairQueueMachine(RuleBasedStateMachine):
                 continue
             first = min(e for e in record.items if backlog._alive(queue._where, e))
             if id(record) in eligible:
-                key, counter, joined = eligible[id(record)][:3]
+                behind, key, counter, joined = eligible[id(record)][:4]
+                assert behind is record.behind
                 assert key == record.key <= first[0]
             else:
                 counter, joined = parked[id(record)][:2]

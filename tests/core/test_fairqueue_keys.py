@@ -162,3 +162,39 @@ def test_a_bad_key_changes_nothing(key: Any) -> None:
     assert len(queue) == 1
     assert queue.counter("b") is None
     assert queue.pop() is waiting
+
+
+def test_a_tenant_pushed_behind_goes_after_those_within_their_share() -> None:
+    # The deep backlog of small items would win every pick by key; behind, it
+    # waits for the tenant within its share, inside the slack.
+    queue: FairQueue[Job] = FairQueue(100, slack=1e6)
+    deep = [_push(queue, "deep", 1, cost=1) for _ in range(5)]
+    assert queue.push(Job("deep", 1), "deep", 1.0, key=1, behind=True)
+    light = _push(queue, "light", 50, cost=1)
+    assert queue.pop() is light
+    queue.charge("light", 1)
+    assert queue.pop() is deep[0]
+
+
+def test_behind_changes_the_order_never_the_bound() -> None:
+    # A tenant always behind is still served once the others' counters pass
+    # V + s: the counters keep it within U/w + s of them.
+    u, s = 1.0, 10.0
+    queue: FairQueue[Job] = FairQueue(1000, slack=s)
+    for _ in range(200):
+        assert queue.push(Job("over", u), "over", 1.0, key=0.0, behind=True)
+        _push(queue, "within", 5.0, cost=u)
+    served = {"over": 0.0, "within": 0.0}
+    for _ in range(200):
+        job = queue.pop()
+        queue.charge(job.tenant, job.cost)
+        served[job.tenant] += job.cost
+        assert abs(served["within"] - served["over"]) <= u + s
+    assert served["over"] > 0
+
+
+def test_behind_must_be_a_bool() -> None:
+    queue: FairQueue[Job] = FairQueue(4)
+    with pytest.raises(UsageError, match="behind must be a bool"):
+        queue.push(Job("a", 1), "a", 1.0, behind=1)  # type: ignore[arg-type]
+    assert len(queue) == 0

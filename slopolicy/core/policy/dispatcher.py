@@ -24,6 +24,7 @@ class Dispatcher:
     __slots__ = (
         "_book",
         "_deadlines",
+        "_demand",
         "_first_tokens",
         "_health",
         "_kv",
@@ -47,6 +48,7 @@ class Dispatcher:
         self._first_tokens = parts.first_tokens
         self._tasks = parts.tasks
         self._pace = parts.pace
+        self._demand = parts.demand
 
     def dispatch(self, *, now: float, max_expired: int | None) -> Dispatch:
         """Expire overdue queued requests, then start every request that fits."""
@@ -124,6 +126,8 @@ class Dispatcher:
         self._queues._charge(lane, entry.tenant, prompt_cost, entry.weight)
         if self._pace is not None:
             self._pace._charge(entry.cost, now)
+        if self._demand is not None:
+            self._demand._serve(entry.cost, now)
         self._first_tokens.started(entry.id, lane, entry.prompt_tokens, now=now)
         entry.phase = Phase.RUNNING
         entry.dispatched_at = now

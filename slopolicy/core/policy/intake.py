@@ -30,6 +30,7 @@ class Intake:
     __slots__ = (
         "_book",
         "_deadlines",
+        "_demand",
         "_health",
         "_interference",
         "_kv",
@@ -48,6 +49,7 @@ class Intake:
         self._router = parts.router
         self._health = parts.health
         self._interference = parts.interference
+        self._demand = parts.demand
         self._kv = parts.kv
         self._reservations = parts.reservations
         self._quotas = parts.quotas
@@ -256,7 +258,11 @@ class Intake:
         )
         entry.kv_output = reserved_output
         queues, key = self._queues, lane.queue_key(entry.prompt_tokens)
-        if not queues._push(lane.name, entry, request.tenant, tier.weight, key=key):
+        # Under saturation, a tenant asking for more than its max-min share
+        # goes after those within theirs (inside the lane's slack).
+        demand = self._demand
+        behind = demand is not None and demand._offer(request.tenant, entry.cost, tier.weight, now)
+        if not queues._push(lane.name, entry, request.tenant, tier.weight, key=key, behind=behind):
             # Full: room is made only from a tenant holding more than its share.
             victim = queues._displaced(lane.name, request.tenant, tier.weight)
             if victim is None:
@@ -270,7 +276,7 @@ class Intake:
                 )
             queues.remove(lane.name, victim)
             displaced = self._displace(victim, lane, now)
-            queues._push(lane.name, entry, request.tenant, tier.weight, key=key)
+            queues._push(lane.name, entry, request.tenant, tier.weight, key=key, behind=behind)
             decision = dataclasses.replace(decision, displaced=displaced)
         book.entries[request.id] = entry
         self._deadlines.add(entry, lane_deadline)

@@ -19,6 +19,7 @@ from slopolicy.core.policy.book import Book
 from slopolicy.core.policy.reservations import Reservations
 from slopolicy.core.queueing.counters import check_weight
 from slopolicy.core.queueing.deadlines import Deadlines
+from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.core.queueing.interference import PrefillInterference
 from slopolicy.core.queueing.pacing import DispatchPace
 from slopolicy.core.queueing.scheduler import LaneScheduler
@@ -55,6 +56,7 @@ class Parts:
     pace: DispatchPace | None
     first_tokens: FirstTokenCheck
     interference: PrefillInterference
+    demand: TenantDemand | None
     tasks: TaskTable
     deadlines: Deadlines
     book: Book
@@ -140,6 +142,7 @@ class Parts:
             ),
             pace=spec.pace,
             first_tokens=first_tokens,
+            demand=None if spec.share_window is None else TenantDemand(spec.share_window),
             interference=interference,
             tasks=tasks,
             deadlines=Deadlines(lanes),

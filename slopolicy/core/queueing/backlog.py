@@ -54,11 +54,13 @@ class _Tenant(Generic[T]):
     ``stamp`` names the tenant's one valid heap entry (in the ready heap while
     backlogged, in the idle heap otherwise); older entries are stale.
     ``pick_stamp`` names its one valid entry in the queue's pick heaps (while
-    backlogged). ``place_stamp`` names its entry in the queue's :class:`Places`
-    (-1: none), listed at ``place``.
+    backlogged), listed at ``behind`` (its last push's flag) and ``key``.
+    ``place_stamp`` names its entry in the queue's :class:`Places` (-1: none),
+    listed at ``place``.
     """
 
     __slots__ = (
+        "behind",
         "counter",
         "items",
         "joined",
@@ -84,6 +86,7 @@ class _Tenant(Generic[T]):
         self.live = 0  # items waiting
         self.joined = 0  # when it last became backlogged: the tie-break
         self.key = 0.0
+        self.behind = False  # pushed last as over its share: goes after those not
         self.stamp = -1
         self.pick_stamp = -1
         self.place = 0.0

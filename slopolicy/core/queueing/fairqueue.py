@@ -10,19 +10,27 @@ items, each pushed with a ``key`` (a finite number, 0 unless given):
   credit;
 - **pick**: a backlogged tenant is *eligible* while ``c_u <= V + s`` (``s`` the
   queue's ``slack``, cost units per unit weight, >= 0). Of the eligible
-  tenants, the one whose first item has the smallest key is served (ties: the
-  smaller counter, then the tenant backlogged first); a tenant's items go by
-  ``(key, push order)``, so with equal keys in arrival order (FIFO);
+  tenants, those whose last push was not *behind* come first (the caller
+  pushes a tenant behind when it asks for more than its max-min share:
+  :mod:`slopolicy.core.queueing.demand`), then the one whose first item has
+  the smallest key is served (ties: the smaller counter, then the tenant
+  backlogged first); a tenant's items go by ``(key, push order)``, so with
+  equal keys in arrival order (FIFO);
 - **charge**: the caller charges what it serves, ``c_u += cost / w_u``.
 
-With ``s = 0`` and equal keys the pick is VTC's: the head of the backlogged
-tenant with the smallest counter (ties: backlogged first), and heads are never
-skipped, so a large request cannot be starved by small ones behind it. Keys
-order the work inside the fairness the counters keep: with prompt tokens as
-keys, shortest first inside each tenant, and across the tenants within ``s`` of
-the least served. An item may then wait behind later ones with smaller keys, of
-its own tenant or of another within the slack; its deadline bounds that wait
-(DESIGN.md invariant 6), and the slack bounds how far its tenant falls behind.
+With ``s = 0``, equal keys and nothing pushed behind the pick is VTC's: the
+head of the backlogged tenant with the smallest counter (ties: backlogged
+first), and heads are never skipped, so a large request cannot be starved by
+small ones behind it. Keys order the work inside the fairness the counters
+keep: with prompt tokens as keys, shortest first inside each tenant, and across
+the tenants within ``s`` of the least served. An item may then wait behind
+later ones with smaller keys, of its own tenant or of another within the
+slack; its deadline bounds that wait (DESIGN.md invariant 6), and the slack
+bounds how far its tenant falls behind. The flag orders the same choice: under
+saturation a tenant within its share is not passed, inside the slack, by the
+short items of a tenant with a deep backlog (which would otherwise win every
+pick until its counter rose by ``s``); the counters still bound what the
+over-share tenant loses, so it is never starved.
 
 ``V`` never decreases (a lift puts a tenant at or above it, leaving the
 backlog and charging only raise the minimum, and refunds stop at ``V``), so a
@@ -59,16 +67,18 @@ served over an interval) is the growth of ``c_i``, and ``c_i - c_j`` stays in
 ``s = 0`` this is the paper's ``2U`` at equal weights. The slack counts twice
 over an interval because keys can move a tenant from one end of its slack to
 the other (small items first in one tenant, then in the other), and the bound
-is then reached. With equal keys the pick is VTC's whatever ``s`` is (the
-smallest counter is eligible and wins the tie on key), so the bounds hold with
-``s = 0``, the interval's approached to within one cost quantum but not reached.
+is then reached. With equal keys and nothing behind the pick is VTC's
+whatever ``s`` is (the smallest counter is eligible and wins the tie on key),
+so the bounds hold with ``s = 0``, the interval's approached to within one
+cost quantum but not reached. The proof reads only eligibility, so the flags,
+like the keys, change the order inside the bound, never the bound.
 
 Costs, with ``n`` the tenants kept and ``k`` one tenant's items waiting:
 push, pop, remove and charge are ``O(log n + log k)`` amortized (heaps with
 lazy invalidation, rebuilt once mostly stale; a tenant's heap of keys only
 once a key smaller than an earlier one arrives, and the pick's heaps of
-:mod:`slopolicy.core.queueing.keyed` only once a key other than 0 does: until
-then the pick is the top of the counter heap, as in VTC); peek is amortized
+:mod:`slopolicy.core.queueing.keyed` only once a key other than 0 or a push
+behind does: until then the pick is the top of the counter heap, as in VTC); peek is amortized
 ``O(1)`` plus that heap clean-up; ``len`` is ``O(1)`` and exact.
 """
 
@@ -190,23 +200,31 @@ class FairQueue(Generic[T]):
     def __len__(self) -> int:
         return len(self._where)
 
-    def push(self, item: T, tenant: str, weight: float, *, key: float = 0.0) -> bool:
+    def push(
+        self, item: T, tenant: str, weight: float, *, key: float = 0.0, behind: bool = False
+    ) -> bool:
         """Queue ``item`` for ``tenant``, served inside the tenant by
         ``(key, push order)``: with equal keys, FIFO.
 
         ``weight`` (finite, > 0) becomes the tenant's weight for later
         charges; ``key`` is a finite number (with prompt tokens: shortest
-        first). Returns ``False``, changing nothing, when ``capacity`` items
-        already wait. Raises :class:`UsageError` for a bad weight or key or an
-        item already waiting.
+        first); ``behind`` (the tenant asks for more than its share) puts the
+        tenant after those not behind among the eligible, until a later push
+        says otherwise. Returns ``False``, changing nothing, when ``capacity``
+        items already wait. Raises :class:`UsageError` for a bad weight or key
+        or an item already waiting.
         """
         check_weight(weight)
         check_finite(key, "key")
+        if not isinstance(behind, bool):
+            raise UsageError(f"behind must be a bool, got {behind!r}")
         if id(item) in self._where:
             raise UsageError(f"{item!r} is already waiting")
-        return self._push(item, tenant, weight, key=key)
+        return self._push(item, tenant, weight, key=key, behind=behind)
 
-    def _push(self, item: T, tenant: str, weight: float, *, key: float = 0.0) -> bool:
+    def _push(
+        self, item: T, tenant: str, weight: float, *, key: float = 0.0, behind: bool = False
+    ) -> bool:
         """:meth:`push` for a caller that has checked the weight, the key and the item."""
         if len(self._where) >= self._capacity:
             return False
@@ -231,18 +249,23 @@ class FairQueue(Generic[T]):
             # Indexed once live: a heap rebuild here keeps only live tenants.
             self._index_ready(record)
         if self._keyed is not None:
+            moved = behind is not record.behind
+            record.behind = behind
             if joining or key < record.key:  # its first key falls (a rise waits for the pick)
-                record.key = key
+                record.key, moved = key, True
+            if moved:
                 self._keyed.index(record, self._backlogged)
-        elif key != 0:
+        elif key != 0 or behind:
+            record.behind = behind
             self._key_all(record, key)
         if self._places is not None:
             self._places.grew(record, self._backlogged)
         return True
 
     def _key_all(self, record: _Tenant[T], key: float) -> None:
-        """The first key other than 0 (pushed for ``record``): the pick keeps
-        its heaps from now on, listing every backlogged tenant (``O(n)`` once)."""
+        """The first key other than 0 or push behind (for ``record``): the
+        pick keeps its heaps from now on, listing every backlogged tenant
+        (``O(n)`` once)."""
         backlogged = [e[3] for e in self._ready if e[3].stamp == e[2] and e[3].live]
         for other in backlogged:
             other.key = 0.0  # every key before this one was 0

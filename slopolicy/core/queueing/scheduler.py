@@ -170,23 +170,42 @@ class LaneScheduler(Generic[T]):
     def __len__(self) -> int:
         return sum(len(lane.queue) for lane in self._lanes)
 
-    def push(self, lane: str, item: T, tenant: str, weight: float, *, key: float = 0.0) -> bool:
+    def push(
+        self,
+        lane: str,
+        item: T,
+        tenant: str,
+        weight: float,
+        *,
+        key: float = 0.0,
+        behind: bool = False,
+    ) -> bool:
         """Queue ``item`` for ``tenant`` (tenant ``weight``) in ``lane``, at
         ``key`` (the order inside the tenant, and across tenants within the
-        lane's slack; 0: arrival order).
+        lane's slack; 0: arrival order), ``behind`` when the tenant asks for
+        more than its share.
 
         ``False`` when the lane is full; see :meth:`FairQueue.push`.
         """
         record = self._lane(lane)
-        pushed = record.queue.push(item, tenant, weight, key=key)
+        pushed = record.queue.push(item, tenant, weight, key=key, behind=behind)
         self._sync()
         return pushed
 
-    def _push(self, lane: str, item: T, tenant: str, weight: float, *, key: float = 0.0) -> bool:
-        """:meth:`push` for a trusted caller: a known lane, a checked weight and
-        key, and an item not waiting anywhere (the policy's own entries)."""
+    def _push(
+        self,
+        lane: str,
+        item: T,
+        tenant: str,
+        weight: float,
+        *,
+        key: float = 0.0,
+        behind: bool = False,
+    ) -> bool:
+        """:meth:`push` for a trusted caller: a known lane, a checked weight,
+        key and flag, and an item not waiting anywhere (the policy's own entries)."""
         record = self._by_name[lane]
-        pushed = record.queue._push(item, tenant, weight, key=key)
+        pushed = record.queue._push(item, tenant, weight, key=key, behind=behind)
         if pushed and not record.backlogged:  # the lane joins, lifted to V
             # Flags are current (every change goes through this scheduler), so
             # only this lane moves: what _sync would do, for it alone.

@@ -1,0 +1,114 @@
+"""TenantDemand: who asks for more than its max-min share of what is served."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slopolicy.core.queueing.demand import TenantDemand
+from slopolicy.errors import UsageError
+
+
+def test_nobody_is_over_while_the_engine_keeps_up() -> None:
+    demand = TenantDemand(10.0)
+    for t in range(100):
+        demand.served(100.0, now=t)  # what was asked a moment before, started
+        assert not demand.offered("big", 90.0, 1.0, now=t)
+        assert not demand.offered("small", 10.0, 1.0, now=t)
+    assert demand.level(now=100.0) == math.inf
+    assert not demand.over("big", now=100.0)
+
+
+def test_under_saturation_only_the_tenant_above_the_level_is_over() -> None:
+    # Served 60 of 100 asked each second: small (10) keeps all of it, the
+    # level is what is left split between the two others by weight.
+    demand = TenantDemand(10.0)
+    for t in range(200):
+        demand.offered("small", 10.0, 1.0, now=t)
+        demand.offered("mid", 30.0, 1.0, now=t)
+        demand.offered("big", 60.0, 2.0, now=t)
+        demand.served(60.0, now=t)
+    now = 200.0
+    level = demand.level(now=now)
+    assert not demand.over("small", now=now)
+    assert demand.over("mid", now=now)  # 30 > 1 * level
+    assert demand.over("big", now=now)  # 60 > 2 * level
+    # Small's 10 met in full, the 50 left split over weights 1 + 2: a level
+    # of 50/3 per second, in the decayed sums' units (served stands for 60).
+    assert level / demand._decayed(demand._served, demand._served_at, now) == pytest.approx(
+        (50.0 / 3.0) / 60.0
+    )
+
+
+@given(
+    rates=st.dictionaries(
+        st.sampled_from("abcdef"),
+        st.tuples(st.floats(0.5, 100.0), st.sampled_from([0.5, 1.0, 2.0])),
+        min_size=1,
+    ),
+    served=st.floats(1.0, 300.0),
+)
+def test_the_level_shares_out_exactly_what_was_served(
+    rates: dict[str, tuple[float, float]], served: float
+) -> None:
+    # Everything offered and served at one instant, read a refresh later
+    # (the level is recomputed every window/20): every sum decayed alike.
+    demand = TenantDemand(10.0)
+    for tenant, (rate, weight) in rates.items():
+        demand.offered(tenant, rate, weight, now=1.0)
+    demand.served(served, now=1.0)
+    now, f = 1.5, math.exp(-0.05)
+    level = demand.level(now=now)
+    total = sum(rate for rate, _ in rates.values())
+    if total <= served:
+        assert level == math.inf
+        assert not any(demand.over(t, now=now) for t in rates)
+        return
+    shares = sum(min(f * rate, weight * level) for rate, weight in rates.values())
+    assert shares == pytest.approx(f * served, rel=1e-9)
+    for tenant, (rate, weight) in rates.items():
+        assert demand.over(tenant, now=now) == (f * rate > weight * level)
+    # Max-min: the smallest demand per weight is never over unless all are.
+    smallest = min(rates, key=lambda t: rates[t][0] / rates[t][1])
+    if demand.over(smallest, now=now):
+        assert all(demand.over(t, now=now) for t in rates)
+
+
+def test_demand_decays_and_idle_tenants_are_forgotten() -> None:
+    demand = TenantDemand(1.0)
+    demand.offered("a", 5.0, 1.0, now=0.0)
+    demand.served(1.0, now=0.0)
+    assert demand.over("a", now=0.1)  # a refresh later (window / 20)
+    assert demand.level(now=100.0) == math.inf  # both decayed to nothing
+    assert not demand.over("a", now=100.0)
+    assert "a" not in demand._demand
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda d: d.offered("a", -1.0, 1.0, now=0.0), "cost must be >= 0"),
+        (lambda d: d.offered("a", math.nan, 1.0, now=0.0), "cost must be a finite number"),
+        (lambda d: d.offered("a", 1.0, 0.0, now=0.0), "weight must be finite and > 0"),
+        (lambda d: d.offered("a", 1.0, 1.0, now=math.inf), "now must be"),
+        (lambda d: d.served(-2.0, now=0.0), "cost must be >= 0"),
+        (lambda d: d.served(1.0, now=math.nan), "now must be"),
+        (lambda d: d.over("a", now=-math.inf), "now must be"),
+    ],
+)
+def test_bad_input_is_refused_and_changes_nothing(call: object, match: str) -> None:
+    demand = TenantDemand(5.0)
+    demand.offered("a", 1.0, 1.0, now=0.0)
+    before = dict(demand._demand), demand._served
+    with pytest.raises(UsageError, match=match):
+        call(demand)  # type: ignore[operator]
+    assert (dict(demand._demand), demand._served) == before
+
+
+@pytest.mark.parametrize("window", [0.0, -1.0, math.inf, math.nan])
+def test_a_bad_window_is_refused(window: float) -> None:
+    with pytest.raises(UsageError, match="window_s"):
+        TenantDemand(window)
