@@ -22,7 +22,8 @@ def test_validate_explains_a_valid_policy(capsys: pytest.CaptureFixture[str]) ->
     assert "KV pool: 26,688 blocks x 16 tokens = 427,008 tokens." in out
     assert (
         "Engine: at most 256 requests running at once, 75 ms of prompt work handed ahead "
-        "(at the measured rate); starts not paced."
+        "(at the measured rate); under saturation, tenants over their max-min share (over "
+        "10 s) go after the rest inside a lane's slack; starts not paced."
     ) in out
 
 

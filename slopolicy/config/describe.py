@@ -179,6 +179,11 @@ def _engine(config: PolicyConfig) -> str:
     horizon = config.prefill_horizon()
     if horizon is not None:
         running += f", {_seconds(horizon)} of prompt work handed ahead (at the measured rate)"
+    if engine.share_window_s is not None:
+        running += (
+            f"; under saturation, tenants over their max-min share (over "
+            f"{_seconds(engine.share_window_s)}) go after the rest inside a lane's slack"
+        )
     pace = engine.build_pace()
     if pace is None:
         return f"{running}; starts not paced."
