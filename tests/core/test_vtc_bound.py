@@ -48,7 +48,9 @@ def _served_per_weight_gap(
 class VTCBoundMachine(RuleBasedStateMachine):
     """Weighted tenants arrive late, burst, go idle, return and cancel; every
     served job is charged its cost at once. Jobs carry keys: none (all 0), their
-    cost (shortest first, as prompt tokens) or random, under a random slack."""
+    cost (shortest first, as prompt tokens) or random, under a random slack;
+    with keys, each push also flags its tenant behind or not at random (the
+    flags reorder inside the slack, so the bound is the same)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -84,7 +86,9 @@ class VTCBoundMachine(RuleBasedStateMachine):
         for cost in costs:
             job = Job(tenant, cost)
             key = {"none": 0.0, "cost": float(cost), "random": float(data.draw(st.integers(0, 9)))}
-            assert self.queue.push(job, tenant, self.weights[tenant], key=key[self.keys])
+            behind = self.keys != "none" and data.draw(st.booleans())
+            weight = self.weights[tenant]
+            assert self.queue.push(job, tenant, weight, key=key[self.keys], behind=behind)
             self.order[id(job)] = (key[self.keys], next(self.pushes))
             self.jobs[tenant].append(job)
         self.track()
