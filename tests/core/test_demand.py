@@ -7,6 +7,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.errors import UsageError
@@ -112,3 +113,54 @@ def test_bad_input_is_refused_and_changes_nothing(call: object, match: str) -> N
 def test_a_bad_window_is_refused(window: float) -> None:
     with pytest.raises(UsageError, match="window_s"):
         TenantDemand(window)
+
+
+class DemandMachine(RuleBasedStateMachine):
+    """Tenants queue work and the engine starts some, at times that only move
+    forward; whenever the level is recomputed it shares out exactly what was
+    served (decayed), and a tenant is over iff above its weighted level."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.demand = TenantDemand(10.0)
+        self.now = 0.0
+        self.weights: dict[str, float] = {}
+
+    @rule(
+        tenant=st.sampled_from("abcd"),
+        cost=st.floats(0.0, 500.0),
+        weight=st.sampled_from([0.5, 1.0, 3.0]),
+        step=st.floats(0.0, 2.0),
+    )
+    def offer(self, tenant: str, cost: float, weight: float, step: float) -> None:
+        self.now += step
+        self.weights[tenant] = weight
+        self.demand.offered(tenant, cost, weight, now=self.now)
+
+    @rule(cost=st.floats(0.0, 800.0), step=st.floats(0.0, 2.0))
+    def serve(self, cost: float, step: float) -> None:
+        self.now += step
+        self.demand.served(cost, now=self.now)
+
+    @invariant()
+    def the_level_shares_out_what_was_served(self) -> None:
+        demand = self.demand
+        self.now += 0.5  # a refresh later: recomputed from the sums now
+        level = demand.level(now=self.now)
+        kept = {
+            tenant: (demand._decayed(value, at, self.now), weight)
+            for tenant, (value, at, weight) in demand._demand.items()
+        }
+        served = demand._decayed(demand._served, demand._served_at, self.now)
+        total = sum(value for value, _ in kept.values())
+        if level == math.inf:
+            assert total <= served or served <= 0
+        else:
+            shares = sum(min(value, weight * level) for value, weight in kept.values())
+            assert shares == pytest.approx(served, rel=1e-6, abs=1e-9)
+        for tenant, (value, weight) in kept.items():
+            assert demand.over(tenant, now=self.now) == (value > weight * level)
+        assert set(demand._demand) <= set(self.weights)
+
+
+TestDemandMachine = DemandMachine.TestCase
