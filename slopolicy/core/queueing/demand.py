@@ -18,9 +18,11 @@ tenants seen within about ``window_s``; one sort per recomputation).
 
 Demand is counted when work is queued and service when it starts, so while
 queues hold work the two sums differ by what waits, and the largest tenant
-reads as over its share even when the engine keeps up. That is harmless: the
-flag only orders tenants competing in one queue, and without saturation
-queues drain before the order matters.
+reads as over its share whenever work waits. The flag only orders the
+tenants competing inside one queue's slack, so it matters only where a queue
+forms: below the knee it changes little, near it it trades some of
+shortest-first's goodput for the light tenants' attainment, and past it the
+over-share tenants absorb the shortfall (``benchmarks/README.md``).
 
 Both sides are counted at the policy's estimate of a request's cost (prompt
 and forecast output) so the units agree: a request queued and started adds

@@ -78,8 +78,9 @@ push, pop, remove and charge are ``O(log n + log k)`` amortized (heaps with
 lazy invalidation, rebuilt once mostly stale; a tenant's heap of keys only
 once a key smaller than an earlier one arrives, and the pick's heaps of
 :mod:`slopolicy.core.queueing.keyed` only once a key other than 0 or a push
-behind does: until then the pick is the top of the counter heap, as in VTC); peek is amortized
-``O(1)`` plus that heap clean-up; ``len`` is ``O(1)`` and exact.
+behind does: until then the pick is the top of the counter heap, as in VTC);
+peek is amortized ``O(1)`` plus that heap clean-up; ``len`` is ``O(1)`` and
+exact.
 """
 
 from __future__ import annotations
