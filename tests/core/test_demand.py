@@ -145,7 +145,7 @@ class DemandMachine(RuleBasedStateMachine):
     @invariant()
     def the_level_shares_out_what_was_served(self) -> None:
         demand = self.demand
-        self.now += 0.5  # a refresh later: recomputed from the sums now
+        self.now += 0.6  # past a refresh (0.5 s): recomputed from the sums now
         level = demand.level(now=self.now)
         kept = {
             tenant: (demand._decayed(value, at, self.now), weight)
