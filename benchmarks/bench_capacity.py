@@ -35,6 +35,7 @@ size to the engine). ``--quick`` halves every trace. One process per trace,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
@@ -78,8 +79,19 @@ class Trace:
 
 
 def _scenario(name: str, seconds: float) -> Trace:
+    """A built-in scenario's first ``seconds``; a lane hint the default config
+    has no lane for (the agents scenario's ``agent``) is dropped, so the
+    request routes by its size, as every policy here routes it."""
     scenario = builtin_scenario(name)
-    return Trace(scenario.workload.window(0.0, seconds), scenario.engine)
+    lanes = {lane.name for lane in PolicyConfig().lanes}
+    workload = scenario.workload.window(0.0, seconds)
+    requests = tuple(
+        request
+        if request.lane in lanes or request.lane is None
+        else dataclasses.replace(request, lane=None)
+        for request in workload
+    )
+    return Trace(dataclasses.replace(workload, requests=requests), scenario.engine)
 
 
 #: Each trace, built at full length (``True``: ``--quick``, half of it).
@@ -90,6 +102,7 @@ TRACES: dict[str, Callable[[bool], Trace]] = {
     "long-prompts": lambda quick: _scenario("long-prompts", 150.0 if quick else 300.0),
     "multi-tenant": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0), H100),
     "long-context": lambda quick: Trace(long_context(150.0 if quick else 300.0), H100),
+    "agents": lambda quick: _scenario("agents", 150.0 if quick else 300.0),
 }
 
 

@@ -99,7 +99,9 @@ def _saturated(
     picked: Sequence[SimRequest], engine: EngineSpec, scheduler: Scheduler | None = None
 ) -> tuple[RequestRecord, ...]:
     """``picked``, all waiting at 0 (outputs capped at ``max_new_tokens``),
-    through ``scheduler`` (default FCFS)."""
+    through ``scheduler`` (default FCFS). Each is its own request: an agent
+    task's turns lose their task (a backlog has no tool waits, and a mix
+    cycled to its sample size would hold a task twice)."""
     backlog = tuple(
         dataclasses.replace(
             r,
@@ -107,6 +109,11 @@ def _saturated(
             arrival=0.0,
             retries=0,
             output_tokens=_output(r),
+            task=None,
+            turn=0,
+            turns=None,
+            tool_wait=0.0,
+            task_deadline=None,
         )
         for i, r in enumerate(picked)
     )

@@ -292,3 +292,27 @@ def test_bad_tool_time_raises_and_changes_nothing(seconds: object) -> None:
     with pytest.raises(UsageError, match="seconds"):
         table.tool_used("t", seconds, now=1.0)  # type: ignore[arg-type]
     assert table.budget(ref, now=1.0).tool_s == 0.0
+
+
+def test_a_task_whose_context_outgrows_its_lane_moves_lanes_and_is_counted_in_its_own() -> None:
+    # The first turn routes to chat, the second (its context grown past chat's
+    # prompt budget) to heavy: starting it once took a count from the wrong lane.
+    config = PolicyConfig.model_validate(
+        {
+            "lanes": [
+                {"name": "chat", "max_prompt_tokens": 100, "over_budget": "demote"},
+                {"name": "heavy"},
+            ]
+        }
+    )
+    policy = Policy(config, counter=HeuristicCounter())
+    first = Request(id="a.0", tenant="t", prompt_tokens=50, task=TaskRef("a", 0))
+    assert policy.submit(first, now=0.0).lane == "chat"
+    policy.dispatch(now=0.0)
+    policy.finish("a.0", now=1.0)
+    second = Request(id="a.1", tenant="t", prompt_tokens=500, task=TaskRef("a", 1))
+    assert policy.submit(second, now=2.0).lane == "heavy"
+    assert policy.tasks.waiting("chat") == 1  # the task's lane
+    assert [s.id for s in policy.dispatch(now=2.0)] == ["a.1"]
+    assert policy.tasks.waiting("chat") == policy.tasks.waiting("heavy") == 0
+    policy.finish("a.1", now=3.0)

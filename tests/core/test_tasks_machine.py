@@ -17,6 +17,7 @@ from slopolicy.core.tasks import TaskEnded, TaskOutcome, TaskRef, TaskTrackers
 
 LANE = "agent"
 MAX_TASKS = 3
+_prompts = st.sampled_from([10, 100])  # 100 is over the agent lane's budget
 
 
 class _Recording(TaskTrackers):
@@ -40,13 +41,17 @@ class TaskMachine(RuleBasedStateMachine):
                     {
                         "name": LANE,
                         "slo_deadline": False,
+                        # A turn whose context outgrows it moves to "big".
+                        "max_prompt_tokens": 50,
+                        "over_budget": "demote",
                         "task": {
                             "deadline_s": 40,
                             "idle_timeout_s": 15,
                             "max_tasks": MAX_TASKS,
                             "hold_new_tasks": True,
                         },
-                    }
+                    },
+                    {"name": "big", "slo_deadline": False},
                 ],
                 "engine": {"max_running": 2},
             }
@@ -64,28 +69,29 @@ class TaskMachine(RuleBasedStateMachine):
         self.opened: dict[str, int] = {}  # the turn each task was first admitted at
         self.tool_s: dict[str, float] = {}  # tool seconds counted, per task under way
 
-    def _send(self, ref: TaskRef) -> None:
+    def _send(self, ref: TaskRef, prompt: int) -> None:
         self.sent += 1
-        request = Request(id=f"r{self.sent}", tenant="t", prompt_tokens=10, task=ref)
+        request = Request(id=f"r{self.sent}", tenant="t", prompt_tokens=prompt, task=ref)
         if self.policy.submit(request, now=self.now).accepted:
             self.live[request.id] = ref
             self.opened.setdefault(ref.id, ref.turn)
 
-    @rule(turns=st.integers(1, 4))
-    def new_task(self, turns: int) -> None:
+    @rule(turns=st.integers(1, 4), prompt=_prompts)
+    def new_task(self, turns: int, prompt: int) -> None:
         self.tasks += 1
         task = f"task{self.tasks}"
         self.turns[task] = turns
-        self._send(TaskRef(task, 0, expected_turns=turns))
+        self._send(TaskRef(task, 0, expected_turns=turns), prompt)
 
     @precondition(lambda self: self.tasks)
-    @rule(data=st.data(), jump=st.integers(-1, 2))
-    def some_turn(self, data: st.DataObject, jump: int) -> None:
-        """A turn of a task made before: the next one, or one out of order."""
+    @rule(data=st.data(), jump=st.integers(-1, 2), prompt=_prompts)
+    def some_turn(self, data: st.DataObject, jump: int, prompt: int) -> None:
+        """A turn of a task made before: the next one, or one out of order,
+        in the task's lane or, its context grown, the next."""
         task = f"task{data.draw(st.integers(1, self.tasks))}"
         turn = max(0, len(self.started.get(task, [])) + jump)
         if turn < self.turns[task]:
-            self._send(TaskRef(task, turn, expected_turns=self.turns[task]))
+            self._send(TaskRef(task, turn, expected_turns=self.turns[task]), prompt)
 
     @rule()
     def dispatch(self) -> None:
@@ -160,18 +166,20 @@ class TaskMachine(RuleBasedStateMachine):
         ended = len(self.recording.ended)
         assert stats.started == stats.active + ended
         assert stats.completed + stats.failed + stats.abandoned == ended
-        assert self.policy.tasks.active(LANE) == stats.active == len(self.policy.tasks)
-        assert stats.active <= MAX_TASKS
+        tasks = self.policy.tasks
+        assert tasks.active(LANE) + tasks.active("big") == stats.active == len(tasks)
+        assert tasks.active(LANE) <= MAX_TASKS
         queued = sum(1 for i in self.live if self.policy.phase(i) == "queued")
-        assert 0 <= self.policy.tasks.waiting(LANE) <= queued
+        assert 0 <= tasks.waiting(LANE) + tasks.waiting("big") <= queued
 
     def teardown(self) -> None:
         # Everything ends: cancel what is live, then let every task time out.
         for request_id in sorted(self.live):
             self.policy.cancel(request_id, now=self.now)
         self.policy.dispatch(now=self.now + 1000.0)
-        assert self.policy.tasks.active(LANE) == len(self.policy.tasks) == 0
-        assert self.policy.tasks.waiting(LANE) == 0
+        tasks = self.policy.tasks
+        assert tasks.active(LANE) == tasks.active("big") == len(tasks) == 0
+        assert tasks.waiting(LANE) == tasks.waiting("big") == 0
         stats = self.policy.tasks.statistics()
         assert stats.started == len(self.recording.ended)
 

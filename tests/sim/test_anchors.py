@@ -7,7 +7,19 @@ import pytest
 
 from slopolicy import PolicyConfig
 from slopolicy.errors import UsageError
-from slopolicy.sim import DynamoRouter, LlmdFlowControl, VLLMQueueLimits
+from slopolicy.sim import (
+    POLICIES,
+    DynamoRouter,
+    EngineSpec,
+    LlmdFlowControl,
+    VLLMQueueLimits,
+    Workload,
+    classify,
+    evaluate,
+    make_scheduler,
+    profile,
+)
+from slopolicy.sim.workload import SimRequest
 from tests.sim.harness import engine_view, sim_request, started_ids
 
 CONFIG = PolicyConfig()  # lanes interactive (weight 8), heavy (2), background (1)
@@ -181,3 +193,31 @@ def test_vllm_refuses_prompts_past_its_token_limit() -> None:
     assert vllm.submit(sim_request("a", prompt=600), now=0.0).accepted
     assert not vllm.submit(sim_request("b", prompt=500), now=0.0).accepted
     assert vllm.submit(sim_request("c", prompt=400), now=0.0).accepted
+
+
+def test_a_lane_hint_the_config_lacks_routes_by_size_for_every_baseline() -> None:
+    # A scenario's hint ("agent") that the policy config has no lane for once
+    # stopped llm-d, dynamo and priority with a KeyError; they route it as the
+    # config would route a request without the hint.
+    config = PolicyConfig()
+    requests = tuple(
+        SimRequest(
+            id=f"r{k}",
+            arrival=0.1 * k,
+            tenant=f"t{k % 3}",
+            prompt_tokens=200 if k % 2 else 20_000,
+            output_tokens=20,
+            max_new_tokens=50,
+            lane="agent",
+        )
+        for k in range(20)
+    )
+    workload = Workload(requests, 2.0)
+    lanes = classify(workload, config)
+    assert {lanes["r1"], lanes["r0"]} == {"interactive", "heavy"}
+    engine = EngineSpec(profile("llama3-8b/h100"))
+    for name in POLICIES:
+        if name == "slopolicy":
+            continue  # ours refuses a hint naming no lane (unknown_lane), as the Policy does
+        _, report = evaluate(make_scheduler(name, config), workload, engine, config)
+        assert report.offered == 20, name

@@ -88,3 +88,29 @@ def test_in_share_attainment_counts_only_the_tenants_within() -> None:
     assert share.attained is not None
     assert share.attained < found.attained  # the big tenant's are left out
     assert share.attainment == share.attained / 10
+
+
+def test_the_engine_capacity_of_an_agent_mix_counts_each_turn_alone() -> None:
+    # A mix of agent turns, cycled to the sample size, once put one task's
+    # turns into the backlog twice and stopped on a duplicate request.
+    engine = EngineSpec(profile("llama3-8b/h100"))
+    turns = tuple(
+        SimRequest(
+            id=f"a{task}.{turn}",
+            arrival=float(task),
+            tenant="agent",
+            prompt_tokens=1000 * (turn + 1),
+            output_tokens=100,
+            max_new_tokens=200,
+            task=f"a{task}",
+            turn=turn,
+            turns=3,
+            tool_wait=1.0 if turn else 0.0,
+        )
+        for task in range(4)
+        for turn in range(3)
+    )
+    rate = saturated_cost_rate(turns, engine, sample=60)
+    assert rate > 0
+    found = in_share(Workload(turns, 10.0), engine)
+    assert found.tenants == frozenset({"agent"})

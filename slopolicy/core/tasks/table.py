@@ -107,8 +107,9 @@ class TaskTable:
         return self._active.get(lane, 0)
 
     def waiting(self, lane: str) -> int:
-        """Turns of tasks under way queued in ``lane`` (not yet started): what
-        the running tasks still need that the engine has not taken yet."""
+        """Queued turns (not yet started) of the tasks under way in ``lane``
+        (a task's lane is its first turn's): what the running tasks still
+        need that the engine has not taken yet."""
         return self._waiting.get(lane, 0)
 
     def tool_time(self, lane: str) -> float | None:
@@ -259,7 +260,9 @@ class TaskTable:
         else:
             self._tasks.move_to_end(ref.id)
             task.waiting = True
-            self._waiting[lane] = self._waiting.get(lane, 0) + 1
+            # Counted in the task's lane (its first turn's), where it is taken
+            # back: a later turn may route to another lane as its context grows.
+            self._waiting[task.lane] = self._waiting.get(task.lane, 0) + 1
             if ref.turn == task.next_turn and task.turns:  # the gap after a completed turn
                 gap = now - task.touched
                 mean = self._gaps.get(lane)

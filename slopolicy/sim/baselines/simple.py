@@ -63,23 +63,27 @@ class FCFS:
 
 
 def lane_of(router: LaneRouter, request: SimRequest) -> str:
-    """The lane ``router`` would route ``request`` to (its hint, or the first
-    lane, when routing refuses it)."""
+    """The lane ``router`` would route ``request`` to; when routing refuses
+    it, its hint if the router has that lane, else where its size routes it
+    (a hint naming a lane the config lacks is dropped), else the first lane."""
     from slopolicy.core.request import Request
 
-    decision = router.route(
-        Request(
-            id=request.id,
-            tenant=request.tenant,
-            prompt_tokens=request.prompt_tokens,
-            max_new_tokens=request.max_new_tokens,
-            lane=request.lane,
-            tier=request.tier,
+    names = [lane.name for lane in router.lanes]
+    hints = (request.lane, None) if request.lane not in names else (request.lane,)
+    for hint in hints:
+        decision = router.route(
+            Request(
+                id=request.id,
+                tenant=request.tenant,
+                prompt_tokens=request.prompt_tokens,
+                max_new_tokens=request.max_new_tokens,
+                lane=hint,
+                tier=request.tier,
+            )
         )
-    )
-    if decision.lane is not None:
-        return decision.lane
-    return request.lane or router.lanes[0].name
+        if decision.lane is not None:
+            return decision.lane
+    return request.lane if request.lane in names else names[0]
 
 
 class Lanes:
