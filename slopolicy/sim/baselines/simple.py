@@ -69,21 +69,20 @@ def lane_of(router: LaneRouter, request: SimRequest) -> str:
     from slopolicy.core.request import Request
 
     names = [lane.name for lane in router.lanes]
-    hints = (request.lane, None) if request.lane not in names else (request.lane,)
-    for hint in hints:
-        decision = router.route(
-            Request(
-                id=request.id,
-                tenant=request.tenant,
-                prompt_tokens=request.prompt_tokens,
-                max_new_tokens=request.max_new_tokens,
-                lane=hint,
-                tier=request.tier,
-            )
+    hint = request.lane if request.lane in names else None
+    decision = router.route(
+        Request(
+            id=request.id,
+            tenant=request.tenant,
+            prompt_tokens=request.prompt_tokens,
+            max_new_tokens=request.max_new_tokens,
+            lane=hint,
+            tier=request.tier,
         )
-        if decision.lane is not None:
-            return decision.lane
-    return request.lane if request.lane in names else names[0]
+    )
+    if decision.lane is not None:
+        return decision.lane
+    return hint or names[0]
 
 
 class Lanes:
