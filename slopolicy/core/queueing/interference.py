@@ -43,6 +43,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from slopolicy.core.queueing.ttft import FirstTokenCheck
+from slopolicy.errors import UsageError
 
 __all__ = ("ArrivalRate", "PrefillInterference")
 
@@ -57,7 +58,7 @@ class ArrivalRate:
 
     def __init__(self, window: float = RATE_WINDOW_S) -> None:
         if not (isinstance(window, int | float) and 0 < window < math.inf):
-            raise ValueError(f"window must be a finite number > 0, got {window!r}")
+            raise UsageError(f"window must be a finite number > 0, got {window!r}")
         self.window = float(window)
         self._value = 0.0
         self._at = -math.inf

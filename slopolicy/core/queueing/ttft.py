@@ -56,7 +56,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from slopolicy.core.queueing.ttft_model import SQUARES_UNIT, FirstTokenModel
+from slopolicy.core.queueing.ttft_model import FirstTokenModel
+from slopolicy.errors import UsageError
 
 __all__ = ("Around", "FirstTokenCheck", "FirstTokenModel")
 
@@ -98,7 +99,7 @@ class FirstTokenCheck:
         if horizon is not None and not (
             isinstance(horizon, int | float) and 0 < horizon < float("inf")
         ):
-            raise ValueError(f"horizon must be a finite number > 0 or None, got {horizon!r}")
+            raise UsageError(f"horizon must be a finite number > 0 or None, got {horizon!r}")
         self._bounds = dict(bounds)
         self.horizon = None if horizon is None else float(horizon)
         #: Each lane's engine TTFT as it has been (every lane's first tokens
@@ -145,12 +146,13 @@ class FirstTokenCheck:
         shadow = self.shadow(lane, now)
         if shadow is None:
             return None
-        squares = self._squares
-        return (
-            self.ahead(lane) + prompt_tokens,
-            sum(squares[name] for name in self._ahead_of[lane]) + float(prompt_tokens) ** 2,
-            shadow,
-        )
+        return (*self._load(lane, prompt_tokens), shadow)
+
+    def _load(self, lane: str, prompt_tokens: int) -> tuple[int, float]:
+        """Prompt tokens ahead of a ``prompt_tokens`` request of ``lane``
+        started now, its own included, and their squared lengths summed."""
+        squares = sum(self._squares[name] for name in self._ahead_of[lane])
+        return self.ahead(lane) + prompt_tokens, squares + float(prompt_tokens) ** 2
 
     def _engine(self) -> FirstTokenModel | None:
         """The model the prefill budget reads: the first lane's that is
@@ -178,13 +180,11 @@ class FirstTokenCheck:
         horizon, model = self.horizon, self._engine()
         if horizon is None or model is None:
             return True
-        ahead = self.ahead(lane)
-        if ahead == 0:
+        ahead, squares = self._load(lane, prompt_tokens)
+        if ahead == prompt_tokens:  # nothing ahead of it
             return True
-        assert model.rate is not None  # fitted
-        squares = sum(self._squares[name] for name in self._ahead_of[lane])
-        squares += float(prompt_tokens) ** 2
-        seconds = (ahead + prompt_tokens) / model.rate + model.quadratic * squares / SQUARES_UNIT
+        seconds = model.compute(ahead, squares=squares)
+        assert seconds is not None  # fitted
         return seconds <= horizon
 
     def lost(self, lane: str, prompt_tokens: int, *, arrival: float, now: float) -> bool:

@@ -34,6 +34,8 @@ from __future__ import annotations
 import math
 from itertools import combinations
 
+from slopolicy.errors import UsageError
+
 __all__ = ("FirstTokenModel",)
 
 #: Squared prompt lengths are counted in millions of tokens², which keeps
@@ -68,9 +70,9 @@ class FirstTokenModel:
 
     def __init__(self, *, half_life: float = 256.0, min_samples: int = 32) -> None:
         if not (isinstance(half_life, int | float) and 1 <= half_life < float("inf")):
-            raise ValueError(f"half_life must be a finite number >= 1, got {half_life!r}")
+            raise UsageError(f"half_life must be a finite number >= 1, got {half_life!r}")
         if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 2:
-            raise ValueError(f"min_samples must be an int >= 2, got {min_samples!r}")
+            raise UsageError(f"min_samples must be an int >= 2, got {min_samples!r}")
         self._decay = 0.5 ** (1.0 / half_life)
         self.min_samples = min_samples
         #: The fitted floor (seconds), rate (prompt tokens per second),
@@ -121,12 +123,19 @@ class FirstTokenModel:
         tokens ahead (its own included), ``squares`` their squared lengths
         summed (tokens²) and ``shadow`` seconds of later lanes' prefill left,
         in seconds; ``None`` while the model is not fitted."""
-        rate, floor = self.rate, self.floor
-        if rate is None or floor is None:
+        computed, floor = self.compute(ahead, squares=squares), self.floor
+        if computed is None or floor is None:
             return None
-        return (
-            floor + ahead / rate + self.quadratic * squares / SQUARES_UNIT + self.blocking * shadow
-        )
+        return floor + computed + self.blocking * shadow
+
+    def compute(self, ahead: int, *, squares: float = 0.0) -> float | None:
+        """Seconds the engine computes ``ahead`` prompt tokens in, ``squares``
+        their squared lengths summed (tokens²): the rate and quadratic terms of
+        :meth:`expected`, without the floor or a shadow (``None``: not fitted)."""
+        rate = self.rate
+        if rate is None:
+            return None
+        return ahead / rate + self.quadratic * squares / SQUARES_UNIT
 
     def optimistic(self, ahead: int, *, squares: float = 0.0, shadow: float = 0.0) -> float | None:
         """:meth:`expected` less one standard deviation of the residuals: a
