@@ -17,8 +17,8 @@ def test_nobody_is_over_while_the_engine_keeps_up() -> None:
     demand = TenantDemand(10.0)
     for t in range(100):
         demand.served(100.0, now=t)  # what was asked a moment before, started
-        assert not demand.offered("big", 90.0, 1.0, now=t)
-        assert not demand.offered("small", 10.0, 1.0, now=t)
+        assert not demand.offered("big", cost=90.0, weight=1.0, now=t)
+        assert not demand.offered("small", cost=10.0, weight=1.0, now=t)
     assert demand.level(now=100.0) == math.inf
     assert not demand.over("big", now=100.0)
 
@@ -28,9 +28,9 @@ def test_under_saturation_only_the_tenant_above_the_level_is_over() -> None:
     # level is what is left split between the two others by weight.
     demand = TenantDemand(10.0)
     for t in range(200):
-        demand.offered("small", 10.0, 1.0, now=t)
-        demand.offered("mid", 30.0, 1.0, now=t)
-        demand.offered("big", 60.0, 2.0, now=t)
+        demand.offered("small", cost=10.0, weight=1.0, now=t)
+        demand.offered("mid", cost=30.0, weight=1.0, now=t)
+        demand.offered("big", cost=60.0, weight=2.0, now=t)
         demand.served(60.0, now=t)
     now = 200.0
     level = demand.level(now=now)
@@ -59,7 +59,7 @@ def test_the_level_shares_out_exactly_what_was_served(
     # (the level is recomputed every window/20): every sum decayed alike.
     demand = TenantDemand(10.0)
     for tenant, (rate, weight) in rates.items():
-        demand.offered(tenant, rate, weight, now=1.0)
+        demand.offered(tenant, cost=rate, weight=weight, now=1.0)
     demand.served(served, now=1.0)
     now, f = 1.5, math.exp(-0.05)
     level = demand.level(now=now)
@@ -80,7 +80,7 @@ def test_the_level_shares_out_exactly_what_was_served(
 
 def test_demand_decays_and_idle_tenants_are_forgotten() -> None:
     demand = TenantDemand(1.0)
-    demand.offered("a", 5.0, 1.0, now=0.0)
+    demand.offered("a", cost=5.0, weight=1.0, now=0.0)
     demand.served(1.0, now=0.0)
     assert demand.over("a", now=0.1)  # a refresh later (window / 20)
     assert demand.level(now=100.0) == math.inf  # both decayed to nothing
@@ -91,10 +91,13 @@ def test_demand_decays_and_idle_tenants_are_forgotten() -> None:
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda d: d.offered("a", -1.0, 1.0, now=0.0), "cost must be >= 0"),
-        (lambda d: d.offered("a", math.nan, 1.0, now=0.0), "cost must be a finite number"),
-        (lambda d: d.offered("a", 1.0, 0.0, now=0.0), "weight must be finite and > 0"),
-        (lambda d: d.offered("a", 1.0, 1.0, now=math.inf), "now must be"),
+        (lambda d: d.offered("a", cost=-1.0, weight=1.0, now=0.0), "cost must be >= 0"),
+        (
+            lambda d: d.offered("a", cost=math.nan, weight=1.0, now=0.0),
+            "cost must be a finite number",
+        ),
+        (lambda d: d.offered("a", cost=1.0, weight=0.0, now=0.0), "weight must be finite and > 0"),
+        (lambda d: d.offered("a", cost=1.0, weight=1.0, now=math.inf), "now must be"),
         (lambda d: d.served(-2.0, now=0.0), "cost must be >= 0"),
         (lambda d: d.served(1.0, now=math.nan), "now must be"),
         (lambda d: d.over("a", now=-math.inf), "now must be"),
@@ -102,7 +105,7 @@ def test_demand_decays_and_idle_tenants_are_forgotten() -> None:
 )
 def test_bad_input_is_refused_and_changes_nothing(call: object, match: str) -> None:
     demand = TenantDemand(5.0)
-    demand.offered("a", 1.0, 1.0, now=0.0)
+    demand.offered("a", cost=1.0, weight=1.0, now=0.0)
     before = dict(demand._demand), demand._served
     with pytest.raises(UsageError, match=match):
         call(demand)  # type: ignore[operator]
@@ -135,7 +138,7 @@ class DemandMachine(RuleBasedStateMachine):
     def offer(self, tenant: str, cost: float, weight: float, step: float) -> None:
         self.now += step
         self.weights[tenant] = weight
-        self.demand.offered(tenant, cost, weight, now=self.now)
+        self.demand.offered(tenant, cost=cost, weight=weight, now=self.now)
 
     @rule(cost=st.floats(0.0, 800.0), step=st.floats(0.0, 2.0))
     def serve(self, cost: float, step: float) -> None:

@@ -67,7 +67,7 @@ class TenantDemand:
         self._level = math.inf
         self._at = -math.inf
 
-    def offered(self, tenant: str, cost: float, weight: float, *, now: float) -> bool:
+    def offered(self, tenant: str, *, cost: float, weight: float, now: float) -> bool:
         """``tenant`` (at ``weight`` > 0) queued work of ``cost`` units at
         ``now``: counted, then whether it is over its share. ``cost`` is
         finite and >= 0."""
