@@ -21,7 +21,9 @@ targets (TTFT and TPOT of what it served). Then the issue's bar for
 ours: at least 1.3x the best baseline, or within 5% of the limit where that
 would pass it, never below the best baseline by more than 3%, no harm
 worse than -0.01, and in-share attainment of at least 0.9 at twice FCFS's
-capacity.
+capacity. Beside the bar, ``degraded``: ours' largest degraded goodput
+(requests/s answered within target but cut short or downgraded) over every
+point of its sweep, counted apart from goodput.
 
 The engine is Llama-3-8B on one H100 (``llama3-8b/h100``, vLLM's default
 knobs), except for the built-in scenarios, which keep their own engine
@@ -185,7 +187,9 @@ def verdict(found: Sweep, at_2x: Mapping[str, Any] | None = None) -> dict[str, A
     harm = found.no_harm.get(OURS)
     worst = None if harm is None else harm.worst
     in_share_ours = None if at_2x is None else at_2x["policies"][OURS]["in_share_attainment"]
+    degraded = max(point.degraded_goodput_rps for point in found.policies[OURS].points)
     return {
+        "degraded_rps": degraded,
         "in_share_at_2x": in_share_ours,
         "in_share_ok": in_share_ours is None or in_share_ours >= TARGET,
         "best_baseline": best_name,
@@ -254,7 +258,7 @@ def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
     """Ours against the bar, one line per trace."""
     print(
         f"\n{'trace':<14}{'limit':>7}{'ours':>11}{'fcfs':>8}  {'best baseline':<18}"
-        f"{'ours/best':>10}{'ours/limit':>11}{'no harm':>9}{'in-share':>10}  bar"
+        f"{'ours/best':>10}{'ours/limit':>11}{'no harm':>9}{'in-share':>10}{'degraded':>10}  bar"
     )
     for data in results:
         found, policies = data["verdict"], data["policies"]
@@ -270,6 +274,7 @@ def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
             f"{found['ratio_to_best']:>10.2f}{found['of_limit']:>11.0%}"
             f"{_pct(found['no_harm_worst']):>9}"
             f"{_share(found['in_share_at_2x']):>10}"
+            f"{found['degraded_rps']:>10.3g}"
             f"  {bar}"
         )
 
