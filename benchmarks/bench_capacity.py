@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.workloads import azure, long_context, multi_tenant, servegen
+from benchmarks.workloads import azure, long_context, long_conversation, multi_tenant, servegen
 from slopolicy import PolicyConfig
 from slopolicy.sim import (
     OURS,
@@ -104,6 +104,7 @@ TRACES: dict[str, Callable[[bool], Trace]] = {
     "long-prompts": lambda quick: _scenario("long-prompts", 150.0 if quick else 300.0),
     "multi-tenant": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0), H100),
     "long-context": lambda quick: Trace(long_context(150.0 if quick else 300.0), H100),
+    "long-conversation": lambda quick: Trace(long_conversation(150.0 if quick else 300.0), H100),
     "agents": lambda quick: _scenario("agents", 150.0 if quick else 300.0),
 }
 
@@ -256,8 +257,9 @@ def print_trace(data: Mapping[str, Any], seconds: float) -> None:
 
 def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
     """Ours against the bar, one line per trace."""
+    width = max([14, *(len(data["trace"]) + 1 for data in results)])
     print(
-        f"\n{'trace':<14}{'limit':>7}{'ours':>11}{'fcfs':>8}  {'best baseline':<18}"
+        f"\n{'trace':<{width}}{'limit':>7}{'ours':>11}{'fcfs':>8}  {'best baseline':<18}"
         f"{'ours/best':>10}{'ours/limit':>11}{'no harm':>9}{'in-share':>10}{'degraded':>10}  bar"
     )
     for data in results:
@@ -269,7 +271,7 @@ def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
         passed = all(found[k] for k in ("wins", "not_below_best", "no_harm", "in_share_ok"))
         bar = "pass" if passed else "FAIL"
         print(
-            f"{data['trace']:<14}{data['limit']:>6.3g}x{_capacity(policies[OURS]):>11}"
+            f"{data['trace']:<{width}}{data['limit']:>6.3g}x{_capacity(policies[OURS]):>11}"
             f"{fcfs:>8}  {best:<18}"
             f"{found['ratio_to_best']:>10.2f}{found['of_limit']:>11.0%}"
             f"{_pct(found['no_harm_worst']):>9}"

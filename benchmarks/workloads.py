@@ -13,6 +13,10 @@
   Zipf share of the rest; bursty (Gamma, CV 2) chat-sized requests.
 - ``long-context``: chat beside a conversation whose prompts run to tens of
   thousands of tokens (median 16k).
+- ``long-conversation``: one conversation stream of 24 users (Zipf-skewed),
+  prompts median 9k tokens up to 120k: throughput-bound, FCFS already near
+  the limit (the shape of issue 18's long-context trace), so the question
+  is who keeps their SLO past it.
 
 Lane hints are dropped (every request routes by its size under the policy
 judged), since the default policy has no ``code`` lane.
@@ -37,7 +41,15 @@ from slopolicy.sim import (
     build_workload,
 )
 
-__all__ = ("SERVEGEN", "azure", "long_context", "multi_tenant", "servegen", "without_hints")
+__all__ = (
+    "SERVEGEN",
+    "azure",
+    "long_context",
+    "long_conversation",
+    "multi_tenant",
+    "servegen",
+    "without_hints",
+)
 
 #: The ServeGen DeepSeek-R1 descriptors shipped beside the benchmarks.
 SERVEGEN = Path(__file__).parent / "data" / "servegen_deepseek_r1"
@@ -138,3 +150,17 @@ def long_context(duration_s: float = 300.0, *, seed: int = 18) -> Workload:
         max_new_tokens=2048,
     )
     return build_workload([chat, long], duration=duration_s, seed=seed, name="long-context")
+
+
+def long_conversation(duration_s: float = 300.0, *, seed: int = 7) -> Workload:
+    """One long-context conversation stream (2 requests/s, 24 users, Zipf
+    skew 1.1): prompts median 9k tokens, 300 to 120k; answers median 250."""
+    conversation = Stream(
+        "conversation",
+        Poisson(2.0),
+        LogNormal(9000, 1.0, 300, 120_000),
+        LogNormal(250, 0.7, 8, 2048),
+        Tenants.numbered("user-", 24, skew=1.1),
+        max_new_tokens=2048,
+    )
+    return build_workload([conversation], duration=duration_s, seed=seed, name="long-conversation")

@@ -104,6 +104,29 @@ def test_terms_the_data_cannot_support_are_left_out() -> None:
         assert model.rate > 0
 
 
+def test_blocking_is_held_at_one_and_the_rest_fitted_to_what_the_shadow_leaves() -> None:
+    # Starts in a later lane's shadow waited 1.5x it (the shadow ran long, or
+    # the engine was full): a free fit would read blocking 1.5, which would
+    # make every start in a short shadow look lost. Held at 1, the rate and
+    # floor are fitted to the TTFT less the shadow.
+    model = FirstTokenModel(half_life=1e9, min_samples=8)
+    for k in range(200):
+        ahead = 500 + (k * 7919) % 8000
+        shadow = 0.0 if k % 2 else (k * 104_729) % 2000 / 1000
+        model.observe(ahead, 0.03 + ahead / 40_000 + 1.5 * shadow, shadow=shadow)
+    assert model.blocking == 1.0
+    assert model.rate is not None
+    assert model.rate > 0
+    free = FirstTokenModel(half_life=1e9, min_samples=8)
+    for k in range(200):  # the same starts with the shadow's excess taken out
+        ahead = 500 + (k * 7919) % 8000
+        shadow = 0.0 if k % 2 else (k * 104_729) % 2000 / 1000
+        free.observe(ahead, 0.03 + ahead / 40_000 + 1.5 * shadow - shadow)
+    assert model.rate == pytest.approx(free.rate)
+    assert model.floor == pytest.approx(free.floor)
+    assert model.spread == pytest.approx(free.spread, abs=1e-9)
+
+
 @given(
     st.lists(
         st.tuples(st.integers(1, 200_000), st.floats(0, 1e4), st.floats(0, 1e4)),
@@ -121,6 +144,7 @@ def test_every_fit_is_finite_and_never_negative(points: list[tuple[int, float, f
             for value in (model.floor, model.quadratic, model.blocking, model.spread):
                 assert value >= 0
                 assert value < float("inf")
+            assert model.blocking <= 1
             assert 0 <= model.r2 <= 1
 
 

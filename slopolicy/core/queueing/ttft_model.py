@@ -18,13 +18,18 @@ started requests' observed dispatch-to-first-token times,
   a running prefill first, and one without a cap on a request's chunk per
   iteration (vLLM's default ``long_prefill_token_threshold`` 0) gives a
   long prompt whole iterations, so a request started beside it waits for
-  it. ``blocking`` (a share, 0 to about 1) measures how much: near 1 on
+  it. ``blocking`` (a share, 0 to 1) measures how much: near 1 on
   such an engine, near 0 on one that interleaves long prompts with other
   work.
 
 Terms the data cannot support (no squares or no shadow varies, or a fitted
 coefficient below 0) are left out and the rest refitted, so a lane that
-never started in another's shadow fits the others alone. It needs no engine
+never started in another's shadow fits the others alone. ``blocking`` is
+held at 1 where a free fit would put it above (a start cannot wait for more
+of the later lanes' prefill than there is: a few starts that waited on
+something else, a full engine, read as blocking otherwise, and every start
+in a short shadow would then look lost), and the other terms are fitted to
+what the shadow leaves of each TTFT. It needs no engine
 profile: every term follows the engine as decode load, prompt mix and
 hardware change. Sans-IO: callers pass observed seconds.
 """
@@ -44,6 +49,8 @@ SQUARES_UNIT = 1e6
 
 # Regressors, by index into the fit's sums: ahead, squares, shadow.
 _AHEAD, _SQUARES, _SHADOW = 0, 1, 2
+# Where :meth:`FirstTokenModel._solved` puts the residual variance.
+_RESIDUAL = -1
 _OPTIONAL = (_SQUARES, _SHADOW)
 
 
@@ -78,7 +85,7 @@ class FirstTokenModel:
         #: The fitted floor (seconds), rate (prompt tokens per second),
         #: quadratic (seconds per million tokens² of squared prompts) and
         #: blocking (the share of later lanes' prefill left that holds a start
-        #: up, 0 to about 1); the
+        #: up, 0 to 1); the
         #: standard deviation of the fit's residuals (seconds) and its R².
         #: ``None``/0 until ``min_samples`` observations of different sizes
         #: give a positive rate.
@@ -168,25 +175,53 @@ class FirstTokenModel:
         usable = [j for j in _OPTIONAL if varies[j]]
         for count in range(len(usable), -1, -1):
             for extra in combinations(usable, count):
-                terms = (_AHEAD, *extra)
-                # Solved on standardized regressors (a correlation matrix),
-                # so terms of very different magnitudes compare fairly.
-                sd = {j: math.sqrt(cov[j][j]) for j in terms}
-                found = _solve(
-                    [[cov[j][k] / (sd[j] * sd[k]) for k in terms] for j in terms],
-                    [cov_y[j] / sd[j] for j in terms],
-                )
-                if found is None or found[0] <= 0 or any(b < 0 for b in found[1:]):
+                found = self._solved((_AHEAD, *extra), cov, cov_y, var_y)
+                if found is not None and found.get(_SHADOW, 0.0) > 1.0:
+                    # A start cannot wait for more of the later lanes' prefill
+                    # than there is left: a fit above 1 reads outliers (or a
+                    # shadow that ran long) as blocking. Hold it at 1 and fit
+                    # the rest to what the shadow leaves of each TTFT (the
+                    # quadratic term too, where it holds).
+                    cov_rest = [cov_y[j] - cov[j][_SHADOW] for j in range(3)]
+                    var_rest = var_y - 2.0 * cov_y[_SHADOW] + cov[_SHADOW][_SHADOW]
+                    kept = (_AHEAD, *(j for j in extra if j != _SHADOW))
+                    for rest in dict.fromkeys((kept, (_AHEAD,))):
+                        found = self._solved(rest, cov, cov_rest, var_rest)
+                        if found is not None:
+                            found[_SHADOW] = 1.0
+                            break
+                if found is None:
                     continue
-                coef = {j: b / sd[j] for j, b in zip(terms, found, strict=True)}
-                explained = sum(b * cov_y[j] for j, b in coef.items())
-                self.rate = 1.0 / coef[_AHEAD]
-                self.quadratic = coef.get(_SQUARES, 0.0)
-                self.blocking = coef.get(_SHADOW, 0.0)
-                self.floor = max(0.0, mean_y - sum(b * mean[j] for j, b in coef.items()))
-                self.r2 = min(1.0, explained / var_y)
+                explained = var_y - found.pop(_RESIDUAL)
+                self.rate = 1.0 / found[_AHEAD]
+                self.quadratic = found.get(_SQUARES, 0.0)
+                self.blocking = found.get(_SHADOW, 0.0)
+                self.floor = max(0.0, mean_y - sum(b * mean[j] for j, b in found.items()))
+                self.r2 = min(1.0, max(0.0, explained / var_y))
                 self.spread = math.sqrt(max(0.0, var_y - explained))
                 return
+
+    @staticmethod
+    def _solved(
+        terms: tuple[int, ...], cov: list[list[float]], cov_y: list[float], var_y: float
+    ) -> dict[int, float] | None:
+        """The least-squares coefficients of ``terms`` for a response of
+        covariances ``cov_y`` with the regressors and variance ``var_y``, and
+        the residual variance under ``_RESIDUAL``; ``None`` when they cannot
+        be told apart, the first (``ahead``: the rate) is not positive or
+        another is negative."""
+        # Solved on standardized regressors (a correlation matrix), so
+        # terms of very different magnitudes compare fairly.
+        sd = {j: math.sqrt(cov[j][j]) for j in terms}
+        found = _solve(
+            [[cov[j][k] / (sd[j] * sd[k]) for k in terms] for j in terms],
+            [cov_y[j] / sd[j] for j in terms],
+        )
+        if found is None or found[0] <= 0 or any(b < 0 for b in found[1:]):
+            return None
+        coef = {j: b / sd[j] for j, b in zip(terms, found, strict=True)}
+        coef[_RESIDUAL] = var_y - sum(b * cov_y[j] for j, b in coef.items())
+        return coef
 
 
 def _solve(matrix: list[list[float]], vector: list[float]) -> list[float] | None:
