@@ -13,8 +13,14 @@ each a sum decayed with time constant ``window_s`` (so a rate times
 ``window_s``, comparable with each other). While the tenants together ask for
 no more than was served (the engine keeps up), or before anything was
 served, nobody is over: ``L`` is infinite, and the estimate changes nothing.
-``L`` is recomputed at most every ``window_s / 20`` (``O(n log n)`` in the
-tenants seen within about ``window_s``; one sort per recomputation).
+``L`` is recomputed at most every ``window_s / 20``, in passes over the
+tenants seen within about ``window_s`` (progressive filling: each pass
+meets in full every demand below the level the rest would share; a handful
+of passes on real mixes, and a sort of what is left after 16, so a crafted
+mix costs ``O(n log n)``). Every sum is kept in the units of one
+epoch (a cost at ``t`` counts ``e^((t - epoch) / window_s)``), so all decay
+by one factor and a recomputation reads no clock per tenant; the epoch moves
+up every ``REBASE`` windows.
 
 Demand is counted when work is queued and service when it starts, so while
 queues hold work the two sums differ by what waits, and the largest tenant
@@ -42,6 +48,11 @@ __all__ = ("TenantDemand",)
 
 # A tenant whose decayed demand has fallen below this (cost units) is forgotten.
 _NEGLIGIBLE = 1e-3
+#: Progressive-filling passes before the rest is sorted instead.
+_PASSES = 16
+#: Windows after which the sums move to a new epoch (e^40 ~ 2e17: far from
+#: overflow, and a cost's rounding is relative).
+REBASE = 40.0
 
 
 class TenantDemand:
@@ -53,7 +64,7 @@ class TenantDemand:
             ``window_s``.
     """
 
-    __slots__ = ("_at", "_demand", "_level", "_refresh", "_served", "_served_at", "_window")
+    __slots__ = ("_at", "_demand", "_epoch", "_level", "_refresh", "_served", "_window")
 
     def __init__(self, window_s: float) -> None:
         check_finite(window_s, "window_s")
@@ -61,10 +72,11 @@ class TenantDemand:
             raise UsageError(f"window_s must be > 0, got {window_s!r}")
         self._window = float(window_s)
         self._refresh = window_s / 20
-        self._demand: dict[str, list[float]] = {}  # tenant -> [decayed cost, at, weight]
+        # Sums in epoch units (see the module): tenant -> [demand, weight].
+        self._demand: dict[str, list[float]] = {}
         self._served = 0.0
-        self._served_at = 0.0
-        self._level = math.inf
+        self._epoch: float | None = None  # set by the first call
+        self._level = math.inf  # per weight, in decayed cost units at its refresh
         self._at = -math.inf
 
     def offered(self, tenant: str, *, cost: float, weight: float, now: float) -> bool:
@@ -78,12 +90,13 @@ class TenantDemand:
 
     def _offer(self, tenant: str, cost: float, weight: float, now: float) -> bool:
         """:meth:`offered` for a caller that checked its arguments."""
+        grown = self._grown(now)
         kept = self._demand.get(tenant)
         if kept is None:
-            self._demand[tenant] = kept = [0.0, now, weight]
-        kept[0] = self._decayed(kept[0], kept[1], now) + cost
-        kept[1], kept[2] = max(kept[1], now), weight
-        return kept[0] > weight * self._level_at(now)
+            self._demand[tenant] = kept = [0.0, weight]
+        kept[0] += cost * grown
+        kept[1] = weight
+        return kept[0] > weight * self._level_at(now) * grown
 
     def served(self, cost: float, *, now: float) -> None:
         """The policy started work of ``cost`` (finite, >= 0) units at ``now``."""
@@ -93,50 +106,84 @@ class TenantDemand:
 
     def _serve(self, cost: float, now: float) -> None:
         """:meth:`served` for a caller that checked its arguments."""
-        self._served = self._decayed(self._served, self._served_at, now) + cost
-        self._served_at = max(self._served_at, now)
+        self._served += cost * self._grown(now)
 
     def over(self, tenant: str, *, now: float) -> bool:
         """Whether ``tenant`` asks for more than its share at ``now``."""
         check_now(now)
+        grown = self._grown(now)  # first: it may move the epoch
         kept = self._demand.get(tenant)
         if kept is None:
             return False
-        return self._decayed(kept[0], kept[1], now) > kept[2] * self._level_at(now)
+        return kept[0] > kept[1] * self._level_at(now) * grown
 
     def level(self, *, now: float) -> float:
-        """``L``: the share per unit of weight (decayed cost units; ``inf``
-        while the engine keeps up with what is asked)."""
+        """``L``: the share per unit of weight (decayed cost units, as of its
+        last recomputation; ``inf`` while the engine keeps up with what is
+        asked)."""
         check_now(now)
         return self._level_at(now)
 
-    def _decayed(self, value: float, at: float, now: float) -> float:
-        return value * math.exp(-(now - at) / self._window) if now > at else value
+    def asked(self, tenant: str, *, now: float) -> float:
+        """``tenant``'s decayed demand at ``now`` (cost units; 0 if unknown)."""
+        check_now(now)
+        kept = self._demand.get(tenant)
+        return 0.0 if kept is None else kept[0] / self._grown(now)
+
+    def started(self, *, now: float) -> float:
+        """The decayed cost started, at ``now`` (cost units)."""
+        check_now(now)
+        return self._served / self._grown(now)
+
+    def _grown(self, now: float) -> float:
+        """What a cost at ``now`` counts in epoch units, moving the epoch up
+        first where ``now`` is ``REBASE`` windows past it."""
+        epoch = self._epoch
+        if epoch is None:
+            self._epoch = epoch = now
+        elif now - epoch > REBASE * self._window:
+            shrink = math.exp((epoch - now) / self._window)
+            for kept in self._demand.values():
+                kept[0] *= shrink
+            self._served *= shrink
+            self._epoch = epoch = now
+        return math.exp((now - epoch) / self._window)
 
     def _level_at(self, now: float) -> float:
+        """The level, recomputed at most every refresh."""
         if now - self._at < self._refresh:
             return self._level
         self._at = now
-        served = self._decayed(self._served, self._served_at, now)
-        normalized: list[tuple[float, float, float]] = []  # demand per weight, demand, weight
-        total = 0.0
-        for tenant, kept in list(self._demand.items()):
-            demand = self._decayed(kept[0], kept[1], now)
-            if demand < _NEGLIGIBLE:
-                del self._demand[tenant]
-                continue
-            normalized.append((demand / kept[2], demand, kept[2]))
-            total += demand
+        grown = self._grown(now)
+        negligible = _NEGLIGIBLE * grown
+        demands = self._demand
+        for tenant in [t for t, kept in demands.items() if kept[0] < negligible]:
+            del demands[tenant]
+        served = self._served
+        total = sum(kept[0] for kept in demands.values())
         self._level = math.inf
         if total > served > 0:  # nothing served yet: nothing to share out
-            # Water-filling: the smallest demands are met in full, and the
-            # level is where what is left, split by weight, falls below the next.
-            normalized.sort()
-            left, weights = served, sum(weight for _, _, weight in normalized)
-            for per_weight, demand, weight in normalized:
-                if per_weight * weights >= left:
-                    self._level = left / weights
+            # Progressive filling: at the level what is left would give the
+            # rest by weight, every demand below it is met in full; take
+            # those out and raise the level until none is below.
+            rest, left = list(demands.values()), served
+            weights = sum(kept[1] for kept in rest)
+            for _ in range(_PASSES):
+                level = left / weights
+                met = [kept for kept in rest if kept[0] < level * kept[1]]
+                if not met or len(met) == len(rest):  # (all: a tie rounded)
                     break
-                left -= demand
-                weights -= weight
+                left -= sum(kept[0] for kept in met)
+                weights -= sum(kept[1] for kept in met)
+                rest = [kept for kept in rest if kept[0] >= level * kept[1]]
+            else:
+                # A mix crafted to meet one demand a pass: finish in order
+                # of demand per weight, O(n log n). The largest is never met.
+                rest.sort(key=lambda kept: kept[0] / kept[1])
+                for kept in rest[:-1]:
+                    if kept[0] * weights >= left * kept[1]:
+                        break
+                    left -= kept[0]
+                    weights -= kept[1]
+            self._level = left / weights / grown
         return self._level
