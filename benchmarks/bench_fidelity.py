@@ -9,6 +9,10 @@ holding the machine's live lock so no other timing run shares the CPUs::
     flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity --priority -10  # ~8 minutes
     flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity --quick         # ~4 minutes
 
+``--twice`` replays each workload live a second time and reports the second
+replay against the first in the same terms: how close two live runs come on
+this machine, the floor under how close a model can be shown to come.
+
 ``--priority N`` runs it, and the server, in a session of its own whose
 autogroup has nice ``N`` (:func:`benchmarks.live_seed.raise_priority`): on a
 machine shared with other jobs, without it their load moves every timing.
@@ -40,6 +44,7 @@ from benchmarks.fidelity import (
     seed_config,
     seed_workload,
     table,
+    within,
 )
 from benchmarks.live_seed import add_server_options, raise_priority, server_from
 from slopolicy import PolicyConfig
@@ -53,20 +58,36 @@ from slopolicy.sim.scenario import Scenario
 from slopolicy.sim.workload import Workload
 
 
-async def _both(
+async def _live(
     target: Target, name: str, workload: Workload, config: PolicyConfig, engine: EngineSpec
-) -> tuple[list[Row], Comparison, Comparison]:
+) -> Comparison:
+    """``workload`` replayed on ``target``, direct and gated, as a Comparison."""
     scenario = Scenario(name, workload, engine, config)
     live = LiveReplay(target, scenario, drain=120.0)
     plan = await live.prepare()
     runs = await replay_lanes(live, plan, ("fcfs", OURS), stop=anyio.Event())
-    measured = live_comparison(live, runs)
     print(f"{name}: {live.fit(runs).describe()}", flush=True)
     for lane, run in runs.items():
         if run.client is not None:
             print(
                 f"{name} {lane}: {run.client.describe()}; at most {run.peak_open} open", flush=True
             )
+    return live_comparison(live, runs)
+
+
+async def _both(
+    target: Target,
+    name: str,
+    workload: Workload,
+    config: PolicyConfig,
+    engine: EngineSpec,
+    again: list[Row] | None,
+) -> tuple[list[Row], Comparison, Comparison]:
+    """Live and simulated rows of ``workload``; with ``again``, a second live
+    replay's rows against the first are added to it (the run-to-run noise)."""
+    measured = await _live(target, name, workload, config, engine)
+    if again is not None:
+        again += rows(name, measured, await _live(target, name, workload, config, engine))
     # llama-server has no priority scheduling: ours sends it none, live and simulated.
     simulated = compare(
         forced_lengths(workload), config, engine, policies=(OURS, "fcfs"), engine_priority=False
@@ -86,17 +107,25 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             print(calibration.describe(), flush=True)
             engine = calibration.engine
             found_rows: list[Row] = []
+            again: list[Row] | None = [] if args.twice else None
             seed = seed_workload(args.slot_context, quick=args.quick)
-            more, *seeds = await _both(target, "seed", seed, seed_config(engine), engine)
+            more, *seeds = await _both(target, "seed", seed, seed_config(engine), engine, again)
             found_rows += more
             azure, scale = azure_slice(engine, seconds=40.0 if args.quick else 90.0, load=args.load)
             share = f"{args.load:.0%} of the calibrated capacity"
             print(f"azure slice: {len(azure)} requests over {azure.duration:.0f} s "
                   f"(rate scale {scale:.3f}, {share})", flush=True)  # fmt: skip
-            more, _, _ = await _both(target, "azure", azure, azure_config(engine), engine)
+            more, _, _ = await _both(target, "azure", azure, azure_config(engine), engine, again)
             found_rows += more
     print(f"llama-server -np {args.slots} -c {context} -b {args.batch} -t {args.threads}")
     print(table(found_rows))
+    hits, total = within(found_rows)
+    print(f"simulated within 25% of live: {hits} of {total} measures")
+    if again is not None:
+        print("live again against live (the 'sim' columns are the second replay's):")
+        print(table(again))
+        hits, total = within(again)
+        print(f"a second live replay within 25% of the first: {hits} of {total} measures")
     claims = {}
     for label, comparison in zip(("live", "simulated"), seeds, strict=True):
         claims[label] = [(claim.holds, claim.text) for claim in seed_claims(comparison)]
@@ -108,6 +137,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "claims": claims,
         "rows": [{"workload": r.workload, "lane": r.lane, "policy": r.policy,
                   "live": dict(r.live), "sim": dict(r.sim)} for r in found_rows],
+        "live_again": [{"workload": r.workload, "lane": r.lane, "policy": r.policy,
+                        "first": dict(r.live), "second": dict(r.sim)} for r in again or ()],
     }  # fmt: skip
 
 
@@ -122,6 +153,11 @@ def main(argv: list[str] | None = None) -> None:
         help="azure load: arrivals over the calibrated capacity for the slice (default 0.7)",
     )
     parser.add_argument("--json", metavar="OUT", help="write the rows as JSON")
+    parser.add_argument(
+        "--twice",
+        action="store_true",
+        help="replay each workload live a second time: the run-to-run noise, in the same terms",
+    )
     parser.add_argument("--repeats", type=int, help="calibration rounds (default 5, quick 3)")
     parser.add_argument(
         "--priority", type=int, metavar="NICE",

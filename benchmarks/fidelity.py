@@ -36,7 +36,7 @@ from slopolicy.sim.reports import quantile
 from slopolicy.sim.scenario import builtin_scenario
 from slopolicy.sim.workload import SimRequest, Workload
 
-__all__ = ("Row", "azure_slice", "rows", "seed_workload", "table", "targets_for")
+__all__ = ("Row", "azure_slice", "rows", "seed_workload", "table", "targets_for", "within")
 
 #: Tokens the chat template would add; a completion prompt has none, and the BOS is counted.
 _BOS = 1
@@ -117,6 +117,8 @@ class Row:
 
 
 _MEASURES = ("ttft_p50", "ttft_p95", "tpot_p50", "attainment")
+#: The measures issue 20's target holds to 25% (attainment is held to its verdict).
+_TIMED = ("ttft_p50", "ttft_p95", "tpot_p50")
 
 
 def _measures(comparison: Comparison, policy: str, lane: str) -> dict[str, float | None]:
@@ -176,3 +178,17 @@ def table(found: list[Row]) -> str:
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def within(found: list[Row], tolerance: float = 0.25) -> tuple[int, int]:
+    """How many of the rows' TTFT p50/p95 and TPOT p50 measures have
+    ``sim`` within ``tolerance`` of ``live`` (a ratio in ``1 ± tolerance``),
+    of how many both sides measured."""
+    hits = total = 0
+    for row in found:
+        for measure in _TIMED:
+            live, sim = row.live[measure], row.sim[measure]
+            if live and sim is not None and not math.isnan(live) and not math.isnan(sim):
+                total += 1
+                hits += abs(sim / live - 1.0) <= tolerance
+    return hits, total
