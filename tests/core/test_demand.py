@@ -157,6 +157,18 @@ def test_sums_stay_exact_across_epochs() -> None:
     assert demand.over("b", now=now)
 
 
+def test_a_clock_that_went_back_reads_as_the_epoch() -> None:
+    # Far behind the epoch a cost would decay to nothing and a reading
+    # would divide by 0; earlier times count as the epoch instead.
+    demand = TenantDemand(1.0)
+    demand.offered("a", cost=5.0, weight=1.0, now=1000.0)
+    demand.served(1.0, now=1000.0)
+    assert demand.asked("a", now=0.0) == pytest.approx(5.0)
+    assert demand.started(now=0.0) == pytest.approx(1.0)
+    demand.offered("a", cost=1.0, weight=1.0, now=-1e6)  # counted at the epoch
+    assert demand.asked("a", now=1000.0) == pytest.approx(6.0)
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [

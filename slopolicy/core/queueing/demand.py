@@ -137,7 +137,8 @@ class TenantDemand:
 
     def _grown(self, now: float) -> float:
         """What a cost at ``now`` counts in epoch units, moving the epoch up
-        first where ``now`` is ``REBASE`` windows past it."""
+        first where ``now`` is ``REBASE`` windows past it; a time before the
+        epoch counts as the epoch (never 0, whatever the clock did)."""
         epoch = self._epoch
         if epoch is None:
             self._epoch = epoch = now
@@ -147,7 +148,7 @@ class TenantDemand:
                 kept[0] *= shrink
             self._served *= shrink
             self._epoch = epoch = now
-        return math.exp((now - epoch) / self._window)
+        return math.exp(max(0.0, now - epoch) / self._window)
 
     def _level_at(self, now: float) -> float:
         """The level, recomputed at most every refresh."""
