@@ -9,7 +9,10 @@ holding the machine's live lock so no other timing run shares the CPUs::
     flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity --priority -10  # ~8 minutes
     flock /tmp/llama-live.lock python -m benchmarks.bench_fidelity --quick         # ~4 minutes
 
-``--twice`` replays each workload live a second time and reports the second
+``--json OUT`` writes the rows, the engine file, the claims and every
+request's times, live and simulated (``records``: workload, then ``live``
+or ``simulated``, then policy), for a request-by-request look at where the
+model misses. ``--twice`` replays each workload live a second time and reports the second
 replay against the first in the same terms: how close two live runs come on
 this machine, the floor under how close a model can be shown to come.
 
@@ -75,6 +78,27 @@ async def _live(
     return live_comparison(live, runs)
 
 
+def _records(comparison: Comparison) -> dict[str, list[dict[str, Any]]]:
+    """Each policy's requests, one dict each (seconds from the workload's start)."""
+    return {
+        policy: [
+            {
+                "id": r.request.id,
+                "lane": r.lane,
+                "prompt_tokens": r.request.prompt_tokens,
+                "arrival": r.request.arrival,
+                "outcome": r.outcome.value,
+                "dispatched": r.dispatched_at,
+                "first_token": r.first_token_at,
+                "finished": r.finished_at,
+                "output_tokens": r.output_tokens,
+            }
+            for r in result.records
+        ]
+        for policy, result in comparison.results.items()
+    }
+
+
 async def _both(
     target: Target,
     name: str,
@@ -111,12 +135,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             seed = seed_workload(args.slot_context, quick=args.quick)
             more, *seeds = await _both(target, "seed", seed, seed_config(engine), engine, again)
             found_rows += more
+            records = {"seed": dict(zip(("live", "simulated"), map(_records, seeds), strict=True))}
             azure, scale = azure_slice(engine, seconds=40.0 if args.quick else 90.0, load=args.load)
             share = f"{args.load:.0%} of the calibrated capacity"
             print(f"azure slice: {len(azure)} requests over {azure.duration:.0f} s "
                   f"(rate scale {scale:.3f}, {share})", flush=True)  # fmt: skip
-            more, _, _ = await _both(target, "azure", azure, azure_config(engine), engine, again)
+            more, *both = await _both(target, "azure", azure, azure_config(engine), engine, again)
             found_rows += more
+            records["azure"] = dict(zip(("live", "simulated"), map(_records, both), strict=True))
     print(f"llama-server -np {args.slots} -c {context} -b {args.batch} -t {args.threads}")
     print(table(found_rows))
     hits, total = within(found_rows)
@@ -139,6 +165,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                   "live": dict(r.live), "sim": dict(r.sim)} for r in found_rows],
         "live_again": [{"workload": r.workload, "lane": r.lane, "policy": r.policy,
                         "first": dict(r.live), "second": dict(r.sim)} for r in again or ()],
+        "records": records,
     }  # fmt: skip
 
 
