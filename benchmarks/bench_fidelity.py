@@ -78,24 +78,28 @@ async def _live(
     return live_comparison(live, runs)
 
 
-def _records(comparison: Comparison) -> dict[str, list[dict[str, Any]]]:
-    """Each policy's requests, one dict each (seconds from the workload's start)."""
+def _records(*comparisons: Comparison) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Each policy's requests, live then simulated, one dict each (seconds
+    from the workload's start)."""
     return {
-        policy: [
-            {
-                "id": r.request.id,
-                "lane": r.lane,
-                "prompt_tokens": r.request.prompt_tokens,
-                "arrival": r.request.arrival,
-                "outcome": r.outcome.value,
-                "dispatched": r.dispatched_at,
-                "first_token": r.first_token_at,
-                "finished": r.finished_at,
-                "output_tokens": r.output_tokens,
-            }
-            for r in result.records
-        ]
-        for policy, result in comparison.results.items()
+        source: {
+            policy: [
+                {
+                    "id": r.request.id,
+                    "lane": r.lane,
+                    "prompt_tokens": r.request.prompt_tokens,
+                    "arrival": r.request.arrival,
+                    "outcome": r.outcome.value,
+                    "dispatched": r.dispatched_at,
+                    "first_token": r.first_token_at,
+                    "finished": r.finished_at,
+                    "output_tokens": r.output_tokens,
+                }
+                for r in result.records
+            ]
+            for policy, result in comparison.results.items()
+        }
+        for source, comparison in zip(("live", "simulated"), comparisons, strict=True)
     }
 
 
@@ -135,14 +139,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             seed = seed_workload(args.slot_context, quick=args.quick)
             more, *seeds = await _both(target, "seed", seed, seed_config(engine), engine, again)
             found_rows += more
-            records = {"seed": dict(zip(("live", "simulated"), map(_records, seeds), strict=True))}
+            records = {"seed": _records(*seeds)}
             azure, scale = azure_slice(engine, seconds=40.0 if args.quick else 90.0, load=args.load)
             share = f"{args.load:.0%} of the calibrated capacity"
             print(f"azure slice: {len(azure)} requests over {azure.duration:.0f} s "
                   f"(rate scale {scale:.3f}, {share})", flush=True)  # fmt: skip
             more, *both = await _both(target, "azure", azure, azure_config(engine), engine, again)
             found_rows += more
-            records["azure"] = dict(zip(("live", "simulated"), map(_records, both), strict=True))
+            records["azure"] = _records(*both)
     print(f"llama-server -np {args.slots} -c {context} -b {args.batch} -t {args.threads}")
     print(table(found_rows))
     hits, total = within(found_rows)
