@@ -105,6 +105,9 @@ TRACES: dict[str, Callable[[bool], Trace]] = {
     "multi-tenant": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0), H100),
     "long-context": lambda quick: Trace(long_context(150.0 if quick else 300.0), H100),
     "long-conversation": lambda quick: Trace(long_conversation(150.0 if quick else 300.0), H100),
+    "long-conversation-narrow": lambda quick: Trace(
+        long_conversation(150.0 if quick else 300.0, spread=0.6), H100
+    ),
     "agents": lambda quick: _scenario("agents", 150.0 if quick else 300.0),
 }
 

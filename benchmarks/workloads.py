@@ -14,9 +14,13 @@
 - ``long-context``: chat beside a conversation whose prompts run to tens of
   thousands of tokens (median 16k).
 - ``long-conversation``: one conversation stream of 24 users (Zipf-skewed),
-  prompts median 9k tokens up to 120k: throughput-bound, FCFS already near
-  the limit (the shape of issue 18's long-context trace), so the question
-  is who keeps their SLO past it.
+  prompts median 9k tokens up to 120k (log-normal spread 1.0): FCFS at 74%
+  of the limit, its misses the chat turns that land behind a long prefill.
+- ``long-conversation-narrow``: the same stream with the prompts' spread
+  narrowed to 0.6: fewer giant prompts, so the trace is throughput-bound
+  (FCFS at 79% of the limit, the engine saturated at twice FCFS's capacity),
+  nearer issue 18's long-context trace (FCFS at 98% of its limit), and the
+  question is who keeps their SLO past the knee.
 
 Lane hints are dropped (every request routes by its size under the policy
 judged), since the default policy has no ``code`` lane.
@@ -152,13 +156,14 @@ def long_context(duration_s: float = 300.0, *, seed: int = 18) -> Workload:
     return build_workload([chat, long], duration=duration_s, seed=seed, name="long-context")
 
 
-def long_conversation(duration_s: float = 300.0, *, seed: int = 7) -> Workload:
+def long_conversation(duration_s: float = 300.0, *, seed: int = 7, spread: float = 1.0) -> Workload:
     """One long-context conversation stream (2 requests/s, 24 users, Zipf
-    skew 1.1): prompts median 9k tokens, 300 to 120k; answers median 250."""
+    skew 1.1): prompts median 9k tokens, 300 to 120k, log-normal with sigma
+    ``spread``; answers median 250."""
     conversation = Stream(
         "conversation",
         Poisson(2.0),
-        LogNormal(9000, 1.0, 300, 120_000),
+        LogNormal(9000, spread, 300, 120_000),
         LogNormal(250, 0.7, 8, 2048),
         Tenants.numbered("user-", 24, skew=1.1),
         max_new_tokens=2048,

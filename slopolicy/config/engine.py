@@ -148,9 +148,11 @@ class EngineConfig(ConfigModel):
     ask for more than is served, a tenant asking for more than its share is
     ordered, inside each lane's fair slack, after the tenants within theirs:
     the over-share absorb the shortfall, and the counters still bound what
-    they lose. Long enough to hold several requests of a small tenant, short
-    enough to follow a change of load; ``null``: off (the slack orders by key
-    alone).
+    they lose. The ladder's ``shed`` rung refuses by the same estimate: of a
+    tenant over its share, the part of its requests beyond it; a tenant
+    within its share still queues. Long enough to hold several requests of
+    a small tenant, short enough to follow a change of load; ``null``: off
+    (the slack orders by key alone, and ``shed`` refuses the whole lane).
 
     ``max_running`` defaults to vLLM's default ``--max-num-seqs`` (256): set
     it to your engine's own limit.

@@ -182,6 +182,10 @@ def test_a_clock_that_went_back_reads_as_the_epoch() -> None:
         (lambda d: d.served(-2.0, now=0.0), "cost must be >= 0"),
         (lambda d: d.served(1.0, now=math.nan), "now must be"),
         (lambda d: d.over("a", now=-math.inf), "now must be"),
+        (lambda d: d.sheds("a", cost=-1.0, weight=1.0, now=0.0), "cost must be >= 0"),
+        (lambda d: d.sheds("a", cost=1.0, weight=-1.0, now=0.0), "weight must be finite and > 0"),
+        (lambda d: d.sheds("a", cost=1.0, weight=1.0, now=math.nan), "now must be"),
+        (lambda d: d.offered("a", cost=1.0, weight=1.0, now=0.0, spared=1), "spared must be"),
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(call: object, match: str) -> None:
@@ -215,16 +219,45 @@ class DemandMachine(RuleBasedStateMachine):
         cost=st.floats(0.0, 500.0),
         weight=st.sampled_from([0.5, 1.0, 3.0]),
         step=st.floats(0.0, 2.0),
+        spared=st.booleans(),
     )
-    def offer(self, tenant: str, cost: float, weight: float, step: float) -> None:
+    def offer(self, tenant: str, cost: float, weight: float, step: float, spared: bool) -> None:
         self.now += step
         self.weights[tenant] = weight
-        self.demand.offered(tenant, cost=cost, weight=weight, now=self.now)
+        self.demand.offered(tenant, cost=cost, weight=weight, now=self.now, spared=spared)
 
     @rule(cost=st.floats(0.0, 800.0), step=st.floats(0.0, 2.0))
     def serve(self, cost: float, step: float) -> None:
         self.now += step
         self.demand.served(cost, now=self.now)
+
+    @rule(
+        tenant=st.sampled_from("abcd"),
+        cost=st.floats(0.0, 500.0),
+        weight=st.sampled_from([0.5, 1.0, 3.0]),
+        step=st.floats(0.0, 2.0),
+    )
+    def shed(self, tenant: str, cost: float, weight: float, step: float) -> None:
+        self.now += step
+        demand = self.demand
+        level = demand.level(now=self.now)  # (a refresh is due no sooner in sheds)
+        before = demand.asked(tenant, now=self.now)
+        within = before <= weight * level
+        self.weights.setdefault(tenant, weight)
+        refused = demand.sheds(tenant, cost=cost, weight=weight, now=self.now)
+        if within:
+            assert not refused  # a tenant within its share is never shed
+        after = demand.asked(tenant, now=self.now)
+        # A refused request counts as demand; one let through is counted when it queues.
+        assert after == pytest.approx(before + (cost if refused else 0.0), rel=1e-9, abs=1e-9)
+        if refused:
+            self.weights[tenant] = weight
+
+    @invariant()
+    def carries_stay_below_one_request_and_the_spared_part_within_the_demand(self) -> None:
+        for demand, _, carry, spared in self.demand._demand.values():
+            assert 0.0 <= carry < 1.0
+            assert 0.0 <= spared <= demand * (1 + 1e-9)
 
     @invariant()
     def the_level_shares_out_what_was_served(self) -> None:
@@ -232,8 +265,8 @@ class DemandMachine(RuleBasedStateMachine):
         self.now += 0.6  # past a refresh (0.5 s): recomputed from the sums now
         level = demand.level(now=self.now)
         kept = {
-            tenant: (demand.asked(tenant, now=self.now), weight)
-            for tenant, (_, weight) in demand._demand.items()
+            tenant: (demand.asked(tenant, now=self.now), kept[1])
+            for tenant, kept in demand._demand.items()
         }
         served = demand.started(now=self.now)
         total = sum(value for value, _ in kept.values())
@@ -249,3 +282,47 @@ class DemandMachine(RuleBasedStateMachine):
 
 
 TestDemandMachine = DemandMachine.TestCase
+
+
+def test_shedding_takes_from_each_tenant_what_its_share_leaves() -> None:
+    # 100 served; a asks 20 (met in full), b asks 200 and gets the other 80:
+    # shedding refuses 1 - 80/200 = 60% of b's requests, evenly, none of a's.
+    demand = TenantDemand(20.0)  # the level is recomputed every second
+    demand.offered("a", cost=20.0, weight=1.0, now=0.0)
+    demand.offered("b", cost=200.0, weight=1.0, now=0.0)
+    demand.served(100.0, now=0.0)
+    assert demand.level(now=1.0) == pytest.approx(80.0 * math.exp(-1 / 20))
+    a = [demand.sheds("a", cost=0.0, weight=1.0, now=1.0) for _ in range(50)]
+    b = [demand.sheds("b", cost=0.0, weight=1.0, now=1.0) for _ in range(50)]
+    assert not any(a)
+    assert sum(b) in (29, 30)  # 50 times 0.6, to float rounding
+    assert all(sum(b[i : i + 5]) in (2, 3, 4) for i in range(0, 50, 5))  # spread, not a burst
+    assert not demand.sheds("new", cost=5.0, weight=1.0, now=1.0)  # asked nothing yet
+    assert demand.asked("new", now=1.0) == 0.0  # counted when it queues, not here
+
+
+def test_shedding_takes_a_tenants_excess_from_the_work_it_may_refuse() -> None:
+    # b asks 200, 50 of it in a lane shedding spares: its excess of 120 over
+    # its share of 80 comes out of the other 150, so 80% of what it may lose.
+    demand = TenantDemand(20.0)
+    demand.offered("a", cost=20.0, weight=1.0, now=0.0)
+    demand.offered("b", cost=150.0, weight=1.0, now=0.0)
+    demand.offered("b", cost=50.0, weight=1.0, now=0.0, spared=True)
+    demand.served(100.0, now=0.0)
+    b = [demand.sheds("b", cost=0.0, weight=1.0, now=1.0) for _ in range(50)]
+    assert sum(b) in (39, 40)
+    # c's spared work alone is over its share: every request it may lose is shed.
+    demand.offered("c", cost=500.0, weight=1.0, now=1.0, spared=True)
+    assert all(demand.sheds("c", cost=0.0, weight=1.0, now=2.0) for _ in range(5))
+
+
+def test_a_shed_request_counts_as_demand_and_a_tenant_back_within_its_share_starts_clean() -> None:
+    demand = TenantDemand(20.0)
+    demand.offered("b", cost=200.0, weight=1.0, now=0.0)
+    demand.served(100.0, now=0.0)
+    assert not demand.sheds("b", cost=7.0, weight=1.0, now=1.0)  # carry 0.5
+    assert demand.sheds("b", cost=7.0, weight=1.0, now=1.0)  # carry 1.0: refused
+    assert demand.asked("b", now=1.0) == pytest.approx(200.0 * math.exp(-1 / 20) + 7.0)
+    demand.served(1000.0, now=2.0)  # at the next refresh the engine serves all it asks
+    assert not demand.sheds("b", cost=7.0, weight=1.0, now=3.0)
+    assert demand._demand["b"][2] == 0.0

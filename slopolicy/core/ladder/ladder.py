@@ -286,11 +286,16 @@ class FallbackLadder:
             self._applied[name] += 1
         return request, tuple(applied)
 
-    def admission(self, lane: str) -> LadderVerdict | None:
-        """Whether new requests in ``lane`` are held or refused now: the verdict
-        of the highest active rung that acts on the lane, or ``None``."""
+    def sheds(self, lane: str) -> bool:
+        """Whether an active rung sheds new requests in ``lane`` now."""
+        return any(rung.admission(lane) is AdmissionAction.SHED for rung in self.active_rungs)
+
+    def admission(self, lane: str, *, shed: bool = True) -> LadderVerdict | None:
+        """Whether a new request in ``lane`` is held or refused now: the verdict
+        of the highest active rung that acts on it, or ``None``. ``shed=False``
+        spares it the shedding rungs (its tenant is within its fair share)."""
         for rung in reversed(self.active_rungs):
-            action = rung.admission(lane)
+            action = rung.admission(lane, shed=shed)
             if action is None:
                 continue
             retry_after = self.cooldown if rung.retry_after is None else rung.retry_after

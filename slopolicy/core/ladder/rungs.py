@@ -24,7 +24,7 @@ order, after a first rung that only reorders):
 | ``compress_prompt`` | every lane | the host's ``compress`` hook; without one, a marker |
 | ``cheaper_model`` | ``downgrade_lanes`` | ``model`` -> ``cheaper_model`` (no-op when unset) |
 | ``pause_background`` | admission | new requests in ``pause_lanes`` are held |
-| ``shed`` | admission | lanes but the interactive ones: 503 + ``Retry-After`` |
+| ``shed`` | admission | lanes but the interactive ones: 503 + ``Retry-After`` (by share) |
 
 ``reasoning_effort`` is capped at ``"low"`` rather than cleared: ``None``
 means the model's default, which for reasoning models is usually ``medium``,
@@ -32,7 +32,9 @@ so clearing it could raise the cost it is meant to cut.
 
 Shedding follows Google SRE's criticality order: the lowest lanes go first
 (``pause_background`` holds the background lanes one rung earlier), and
-``shed`` then refuses everything below the interactive lanes. The interactive
+``shed`` then refuses everything below the interactive lanes; the policy
+sheds by share (of each tenant, the part of its requests beyond its max-min
+share: ``admission(lane, shed=False)`` spares the rest). The interactive
 lanes are what the ladder protects, so no built-in rung refuses them; quotas,
 queue bounds and the KV reserve guard them instead.
 """
@@ -150,9 +152,10 @@ class Rung:
         """Whether ``transform`` or ``marker`` applies to requests in ``lane``."""
         return self.lanes is None or lane in self.lanes
 
-    def admission(self, lane: str) -> AdmissionAction | None:
-        """What this rung does to new requests in ``lane`` (shed wins over pause)."""
-        if self.shed and lane not in self.keep_lanes:
+    def admission(self, lane: str, *, shed: bool = True) -> AdmissionAction | None:
+        """What this rung does to a new request in ``lane`` (shed wins over
+        pause); ``shed=False``: one its shedding spares."""
+        if shed and self.shed and lane not in self.keep_lanes:
             return AdmissionAction.SHED
         if lane in self.pause_lanes:
             return AdmissionAction.PAUSE

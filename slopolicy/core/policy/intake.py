@@ -40,6 +40,7 @@ class Intake:
         "_reservations",
         "_router",
         "_slo_bounds",
+        "_spared",
         "_task_slos",
         "_tasks",
     )
@@ -58,6 +59,15 @@ class Intake:
         self._tasks = parts.tasks
         self._slo_bounds = parts.slo_bounds
         self._lanes = {lane.name: lane for lane in parts.router.lanes}
+        ladder = parts.health.ladder
+        #: Lanes no rung sheds: their demand counts toward a tenant's share
+        #: and shedding takes the tenant's excess from its other lanes.
+        self._spared = frozenset(
+            name
+            for name in self._lanes
+            if ladder is None
+            or all(rung.admission(name) is not AdmissionAction.SHED for rung in ladder.rungs)
+        )
         self._task_slos: dict[str, TaskSLO | None] = {
             lane.name: lane.task for lane in parts.router.lanes
         }
@@ -115,7 +125,7 @@ class Intake:
         book.submitted += 1
         decision = self._router.route(request)
         if isinstance(decision, (Admit, Demote)):
-            decision = self._degrade(decision)
+            decision = self._degrade(decision, now)
         if not decision.accepted:
             book.rejected(decision, request.tenant, now=now)
         return decision
@@ -138,7 +148,7 @@ class Intake:
             self._book.rejected(result, decision.request.tenant, now=now)
         return result
 
-    def _degrade(self, decision: Admit | Demote) -> Decision:
+    def _degrade(self, decision: Admit | Demote, now: float) -> Decision:
         """Apply the fallback ladder's active rungs to an accepted decision."""
         ladder = self._health.ladder
         if ladder is None or ladder.level == 0:
@@ -159,12 +169,24 @@ class Intake:
                 steps=steps,
                 prompt_tokens=decision.prompt_tokens,
             )
-        verdict = ladder.admission(lane)
+        # Over-share tenants absorb the shedding: of each, the part of its
+        # requests beyond its max-min share is refused; what a tenant within
+        # its share asks goes on to queue (it fits what the engine serves).
+        demand, tenant = self._demand, decision.request.tenant
+        shed = ladder.sheds(lane)
+        if shed and demand is not None:
+            tier = self._router.tiers.get(decision.tier)
+            assert tier is not None  # the router only names tiers it knows
+            shed = demand._sheds(tenant, decision.cost, tier.weight, now)
+        verdict = ladder.admission(lane, shed=shed)
         if verdict is not None and verdict.action is AdmissionAction.SHED:
-            steps = (*decision.steps, Step("fallback", lane, verdict.message))
+            message = verdict.message
+            if demand is not None:
+                message = f"{message}: tenant {tenant!r} asks for more than its fair share"
+            steps = (*decision.steps, Step("fallback", lane, message))
             return Defer(
                 reason=Reason.OVERLOAD_SHED,
-                message=verdict.message,
+                message=message,
                 retry_after=verdict.retry_after,
                 http_status=503,
                 lane=lane,
@@ -261,7 +283,10 @@ class Intake:
         # Under saturation, a tenant asking for more than its max-min share
         # goes after those within theirs (inside the lane's slack).
         demand = self._demand
-        behind = demand is not None and demand._offer(request.tenant, entry.cost, tier.weight, now)
+        spared = lane.name in self._spared
+        behind = demand is not None and demand._offer(
+            request.tenant, entry.cost, tier.weight, now, spared
+        )
         if not queues._push(lane.name, entry, request.tenant, tier.weight, key=key, behind=behind):
             # Full: room is made only from a tenant holding more than its share.
             victim = queues._displaced(lane.name, request.tenant, tier.weight)

@@ -30,6 +30,11 @@ forms: below the knee it changes little, near it it trades some of
 shortest-first's goodput for the light tenants' attainment, and past it the
 over-share tenants absorb the shortfall (``benchmarks/README.md``).
 
+:meth:`TenantDemand.sheds` is the ladder's ``shed`` rung by share: of a
+tenant over its share it refuses the part of its requests beyond the share,
+spread evenly, and none of a tenant within it; what it refuses counts as
+demand.
+
 Both sides are counted at the policy's estimate of a request's cost (prompt
 and forecast output) so the units agree: a request queued and started adds
 the same amount to both. What expires or is refused after queueing adds to
@@ -72,29 +77,40 @@ class TenantDemand:
             raise UsageError(f"window_s must be > 0, got {window_s!r}")
         self._window = float(window_s)
         self._refresh = window_s / 20
-        # Sums in epoch units (see the module): tenant -> [demand, weight].
+        # Sums in epoch units (see the module): tenant -> [demand, weight,
+        # shedding carry, the part of the demand shedding spares (see sheds)].
         self._demand: dict[str, list[float]] = {}
         self._served = 0.0
         self._epoch: float | None = None  # set by the first call
         self._level = math.inf  # per weight, in decayed cost units at its refresh
         self._at = -math.inf
 
-    def offered(self, tenant: str, *, cost: float, weight: float, now: float) -> bool:
+    def offered(
+        self, tenant: str, *, cost: float, weight: float, now: float, spared: bool = False
+    ) -> bool:
         """``tenant`` (at ``weight`` > 0) queued work of ``cost`` units at
         ``now``: counted, then whether it is over its share. ``cost`` is
-        finite and >= 0."""
+        finite and >= 0; ``spared``: the work is in a lane shedding never
+        refuses (it counts toward the share, and :meth:`sheds` takes the
+        tenant's excess from the rest)."""
         check_slack(cost, "cost")
         check_weight(weight)
         check_now(now)
-        return self._offer(tenant, cost, weight, now)
+        if not isinstance(spared, bool):
+            raise UsageError(f"spared must be a bool, got {spared!r}")
+        return self._offer(tenant, cost, weight, now, spared)
 
-    def _offer(self, tenant: str, cost: float, weight: float, now: float) -> bool:
+    def _offer(
+        self, tenant: str, cost: float, weight: float, now: float, spared: bool = False
+    ) -> bool:
         """:meth:`offered` for a caller that checked its arguments."""
         grown = self._grown(now)
         kept = self._demand.get(tenant)
         if kept is None:
-            self._demand[tenant] = kept = [0.0, weight]
+            self._demand[tenant] = kept = [0.0, weight, 0.0, 0.0]
         kept[0] += cost * grown
+        if spared:
+            kept[3] += cost * grown
         kept[1] = weight
         return kept[0] > weight * self._level_at(now) * grown
 
@@ -107,6 +123,44 @@ class TenantDemand:
     def _serve(self, cost: float, now: float) -> None:
         """:meth:`served` for a caller that checked its arguments."""
         self._served += cost * self._grown(now)
+
+    def sheds(self, tenant: str, *, cost: float, weight: float, now: float) -> bool:
+        """Whether shedding by share refuses this request of ``tenant`` (at
+        ``weight`` > 0, costing ``cost`` units) at ``now``.
+
+        Of a tenant over its share, what it asks beyond the share, ``d - w
+        L``, is taken from the part of its demand shedding may refuse (``d``
+        less what it queued ``spared``): that fraction of its requests (1 at
+        most) is refused, spread evenly over them (each adds the fraction to
+        a carry; a request that brings it to 1 is refused); none of a tenant
+        within its share. So shedding takes from each tenant what max-min
+        fairness would not give it, and a tenant read as barely over loses
+        barely anything. A refused request counts as demand (a shortfall);
+        one that is not is counted by :meth:`offered` when it queues."""
+        check_slack(cost, "cost")
+        check_weight(weight)
+        check_now(now)
+        return self._sheds(tenant, cost, weight, now)
+
+    def _sheds(self, tenant: str, cost: float, weight: float, now: float) -> bool:
+        """:meth:`sheds` for a caller that checked its arguments."""
+        grown = self._grown(now)
+        share = weight * self._level_at(now) * grown  # first: it may forget tenants
+        kept = self._demand.get(tenant)
+        if kept is None:
+            return False
+        excess = kept[0] - share
+        if excess <= 0.0:
+            kept[2] = 0.0
+            return False
+        sheddable = kept[0] - kept[3]
+        kept[2] += 1.0 if sheddable <= excess else excess / sheddable
+        if kept[2] < 1.0:
+            return False
+        kept[2] -= 1.0
+        kept[0] += cost * grown
+        kept[1] = weight
+        return True
 
     def over(self, tenant: str, *, now: float) -> bool:
         """Whether ``tenant`` asks for more than its share at ``now``."""
@@ -146,6 +200,7 @@ class TenantDemand:
             shrink = math.exp((epoch - now) / self._window)
             for kept in self._demand.values():
                 kept[0] *= shrink
+                kept[3] *= shrink
             self._served *= shrink
             self._epoch = epoch = now
         return math.exp(max(0.0, now - epoch) / self._window)

@@ -1,0 +1,84 @@
+"""The ``shed`` rung takes from the tenants over their max-min share: of each,
+the part of its requests beyond its share is refused, and a tenant within its
+share queues as it would without the ladder (issue 18: over-share tenants
+absorb the shedding; in-share tenants keep their attainment)."""
+
+from __future__ import annotations
+
+from slopolicy import Policy, PolicyConfig, Reason, Request
+from slopolicy.core.cost.tokens import HeuristicCounter
+from slopolicy.core.decisions import Defer
+from slopolicy.core.ladder.pressure import Pressure
+
+
+def _policy(share_window_s: float | None = 10.0) -> Policy:
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {"name": "chat", "slo": {"ttft_p95_s": 0.5}, "max_prompt_tokens": 1000},
+                {"name": "batch", "max_prompt_tokens": 100_000, "max_queue_wait_s": 600},
+            ],
+            "engine": {"max_running": 3, "share_window_s": share_window_s},
+            "ladder": {"rungs": ["shed"], "dwell_s": 1.0, "cooldown_s": 100.0},
+        }
+    )
+    return Policy(config, counter=HeuristicCounter())
+
+
+def _batch(request_id: str, tenant: str) -> Request:
+    return Request(id=request_id, tenant=tenant, prompt_tokens=5000, max_new_tokens=100)
+
+
+def _saturate(policy: Policy) -> None:
+    """``big`` fills the engine's three seats and queues 27 more; ``small``
+    queues one: 31 asked, 3 served, ``small`` within its share, ``big`` far
+    over; then the ladder climbs to ``shed``."""
+    for index in range(30):
+        assert policy.submit(_batch(f"big{index}", "big"), now=0.0).accepted
+    assert policy.submit(_batch("small0", "small"), now=0.0).accepted
+    assert len(policy.dispatch(now=0.0).started) == 3
+    ladder = policy.health.ladder
+    assert ladder is not None
+    assert ladder.update(Pressure(kv_usage=0.99), now=1.0) is not None
+    assert ladder.sheds("batch")
+    assert not ladder.sheds("chat")
+
+
+def test_shedding_refuses_the_over_share_tenants_part_and_queues_the_others() -> None:
+    policy = _policy()
+    _saturate(policy)
+    # big's share is what is left of 3 served after small's 1: 2 of its 30
+    # asked, so about 14 of every 15 of its requests are shed.
+    big = [policy.submit(_batch(f"big-late{k}", "big"), now=2.0) for k in range(15)]
+    shed = [d for d in big if isinstance(d, Defer)]
+    assert 13 <= len(shed) <= 14
+    assert all(d.reason is Reason.OVERLOAD_SHED for d in shed)
+    assert "tenant 'big' asks for more than its fair share" in shed[0].message
+    assert shed[0].retry_after is not None
+    # small asked 1 of the 3 served: within its share, it queues.
+    assert all(policy.submit(_batch(f"small{k}", "small"), now=2.0).accepted for k in range(1, 3))
+    # A tenant the policy has not seen asks nothing yet: it queues.
+    assert policy.submit(_batch("new0", "new"), now=2.0).accepted
+    # The interactive lane is never shed.
+    chat = Request(id="chat0", tenant="big", prompt_tokens=50, max_new_tokens=10)
+    assert policy.submit(chat, now=2.0).accepted
+
+
+def test_without_a_share_window_the_rung_sheds_the_whole_lane() -> None:
+    policy = _policy(share_window_s=None)
+    _saturate(policy)
+    for tenant in ("big", "small", "new"):
+        refused = policy.submit(_batch(f"{tenant}-late", tenant), now=2.0)
+        assert isinstance(refused, Defer)
+        assert refused.reason is Reason.OVERLOAD_SHED
+        assert "fair share" not in refused.message
+
+
+def test_a_tenant_over_its_share_in_the_spared_lane_loses_all_it_may_lose() -> None:
+    policy = _policy()
+    _saturate(policy)
+    for index in range(30):  # chat is never shed, but counts toward talker's share
+        chat = Request(id=f"chat{index}", tenant="talker", prompt_tokens=900, max_new_tokens=100)
+        assert policy.submit(chat, now=2.0).accepted
+    refused = [policy.submit(_batch(f"talker{k}", "talker"), now=3.0) for k in range(3)]
+    assert all(isinstance(d, Defer) for d in refused)
