@@ -3,7 +3,9 @@
 :class:`LiveReplay` reads the target's facts, forces every request's output
 to its recorded length (its ``max_new_tokens`` becomes the recorded output,
 sent with ``ignore_eos``, so the engine generates exactly that), makes the
-prompts and runs each lane: ``fcfs`` straight to the engine, ``slopolicy``
+prompts and runs each lane, each from a fresh server's order of llama.cpp's
+slots (:meth:`~slopolicy.replay.target.Target.fresh_slot_order`): ``fcfs``
+straight to the engine, ``slopolicy``
 through a :class:`~slopolicy.Gate` with the scenario's policy (and the
 engine's scraper as its signals, where the target has one: only the signals
 the scenario names, ``signals``, as the simulator feeds its policy; by default
@@ -107,6 +109,7 @@ class LiveReplay:
         """Play lane ``name``: ``fcfs``, or ``slopolicy`` (through the gate)."""
         facts = self.known
         extra = facts.extra_body()
+        await self.target.fresh_slot_order(facts)
         async with self.target.openai_client(timeout=max(60.0, self.drain)) as client:
             if name == "fcfs":
                 send = direct_sender(client, facts.model, extra)

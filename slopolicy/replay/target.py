@@ -187,6 +187,31 @@ class Target:
             return 0
         return max(0, used - counted)
 
+    async def fresh_slot_order(self, facts: EngineFacts) -> None:
+        """On llama.cpp, put the slots in a fresh server's order of use: one
+        one-token request pinned to each slot (``id_slot``), the highest
+        first, so the next requests take the slots from the highest index
+        down, as on a server just started (and as the simulator's engine
+        model starts); elsewhere nothing.
+
+        llama-server gives a request its least recently released free slot
+        and batches prompts in slot-index order: a chat turn in a slot below
+        a long prompt's is computed first, one above it waits for the whole
+        prefill. Which of the two happens depends on the slots' history (a
+        calibration, the replay before), which a simulated replay does not
+        have."""
+        if facts.kind != "llama.cpp" or not facts.slots:
+            return
+        body = facts.extra_body()
+        async with self.openai_client() as client:
+            for slot in reversed(range(facts.slots)):
+                await client.completions.create(
+                    model=facts.model,
+                    prompt="the",
+                    max_tokens=1,
+                    extra_body=body | {"id_slot": slot},
+                )
+
     def openai_client(self, **options: Any) -> AsyncOpenAI:
         """An ``openai.AsyncOpenAI`` for the target's ``/v1`` (see
         :func:`fresh_connections_client`) that never retries by itself."""

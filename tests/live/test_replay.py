@@ -100,3 +100,27 @@ async def test_calibrate_reads_the_servers_shape_and_fits_its_probes(
     low, _, high = found.spread()["t_cpu"]
     assert low <= high
     assert "rounds" in found.describe()
+
+
+async def test_a_replay_starts_from_a_fresh_servers_order_of_slots(server: LlamaServer) -> None:
+    """llama-server gives a request its least recently released free slot;
+    whatever the slots' history, after ``fresh_slot_order`` requests take
+    them from the highest index down, as on a server just started (and in
+    the simulator's engine model)."""
+    async with Target(server.url) as target:
+        facts = await target.facts()
+        # A history: slots used low to high, so the server would pick 0 next.
+        for slot in range(SLOTS):
+            answer = await target.http.post(
+                "/completion", json={"prompt": "of", "n_predict": 1, "id_slot": slot}
+            )
+            assert answer.json()["id_slot"] == slot
+        await target.fresh_slot_order(facts)
+        taken = []
+        for first in ("and", "in", "was"):
+            # Long and unlike any slot's prompt: a prompt sharing over a
+            # tenth of a slot's cached tokens would be given that slot.
+            prompt = " ".join([first] + ["to"] * 40)
+            answer = await target.http.post("/completion", json={"prompt": prompt, "n_predict": 1})
+            taken.append(answer.json()["id_slot"])
+    assert taken == [SLOTS - 1, SLOTS - 2, SLOTS - 3]
