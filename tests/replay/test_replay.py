@@ -20,6 +20,7 @@ from slopolicy import PolicyConfig
 from slopolicy.cli import main
 from slopolicy.errors import UsageError
 from slopolicy.replay import LiveReplay, Plan, Target, live_comparison
+from slopolicy.replay.target import EngineFacts
 from slopolicy.sim.export import SCHEMA
 from slopolicy.sim.records import SimOutcome
 from slopolicy.sim.scenario import Scenario
@@ -245,3 +246,20 @@ async def test_the_gate_is_fed_only_the_signals_the_scenario_names() -> None:
         return None
 
     assert await only(nothing, DEFAULT_SIGNALS)() is None
+
+
+@pytest.mark.anyio
+async def test_fresh_slot_order_pins_one_request_a_slot_highest_first(
+    engine: tuple[ReplayApp, Recorder, str],
+) -> None:
+    _, recorder, url = engine
+    recorder.script("pinned", Script(tokens=1))
+    recorder.script("refused", Script(status=400, message="id_slot is not supported"))
+    async with Target(url) as target:
+        await target.fresh_slot_order(EngineFacts("llama.cpp", "pinned", slots=4))
+        # A server that refuses a pinned request is left as it is: no error.
+        await target.fresh_slot_order(EngineFacts("llama.cpp", "refused", slots=4))
+        await target.fresh_slot_order(EngineFacts("vllm", "pinned"))  # not llama.cpp: nothing
+    assert [hit.body["id_slot"] for hit in recorder.hits["pinned"]] == [3, 2, 1, 0]
+    assert all(hit.body["max_tokens"] == 1 for hit in recorder.hits["pinned"])
+    assert [hit.body["id_slot"] for hit in recorder.hits["refused"]] == [3]
