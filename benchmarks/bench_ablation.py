@@ -108,13 +108,14 @@ def main(argv: list[str] | None = None) -> None:
         results = list(pool.map(_run, jobs))
     table = {(variant, trace): (cap, kept) for variant, trace, cap, kept in results}
     print("capacity (in-share attainment at 2x FCFS)", "whole traces" if args.full else "half")
-    print(f"{'variant':<24}" + "".join(f"{trace:>16}" for trace in traces))
+    widths = [max(16, len(trace) + 2) for trace in traces]
+    print(f"{'variant':<24}" + "".join(f"{t:>{w}}" for t, w in zip(traces, widths, strict=True)))
     for variant in variants:
         cells = []
         for trace in traces:
             cap, kept = table[variant, trace]
             cells.append(f"{cap:.3g}x ({'-' if kept is None else f'{kept:.2f}'})")
-        print(f"{variant:<24}" + "".join(f"{cell:>16}" for cell in cells))
+        print(f"{variant:<24}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True)))
     print(f"\n{time.perf_counter() - began:.0f} s in all")
 
 
