@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from slopolicy import Policy, PolicyConfig, Reason, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Admit, Demote
+from slopolicy.core.ladder.pressure import Pressure
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.errors import UsageError
@@ -62,6 +63,8 @@ _CONFIG = PolicyConfig.from_dict(
         "kv": {"num_blocks": 150, "block_size": 16},
         # The prefill budget on: starts held back while prompts ahead are computed.
         "engine": {"max_running": 3, "prefill_horizon_s": 0.5},
+        # A ladder quick to move, so the runs reach shedding (by share) too.
+        "ladder": {"dwell_s": 0.5, "cooldown_s": 1.0},
     }
 )
 _TENANTS = st.sampled_from(["t0", "t1", "t2", "t3"])
@@ -180,6 +183,15 @@ class PolicyLifecycle(RuleBasedStateMachine):
     def advance(self, dt: float) -> None:
         self.now += dt
 
+    @rule(hot=st.booleans())
+    def pressure(self, hot: bool) -> None:
+        """The engine's KV full or empty: the ladder climbs or comes down."""
+        ladder = self.policy.health.ladder
+        assert ladder is not None
+        ladder.update(Pressure(kv_usage=0.99 if hot else 0.0), now=self.now)
+        if ladder.sheds("heavy"):
+            event("the ladder sheds")
+
     def _refused(self, call: Callable[[], object], match: str) -> None:
         """A bad step raises ``UsageError`` and changes nothing, not even the clock."""
         before = self._state()
@@ -235,6 +247,8 @@ class PolicyLifecycle(RuleBasedStateMachine):
             return
         first_tokens = policy.first_tokens
         for lane, entry in policy._queues.candidates():
+            if policy.health.paused(lane):
+                continue  # the ladder holds it (pause_background): by design
             if not policy.seats.fits(lane, policy.seats.needed(lane, entry.request.sequences)):
                 continue  # its seats are taken (the lane's cap, other lanes' reserves)
             if not first_tokens.admits(lane, entry.prompt_tokens):
