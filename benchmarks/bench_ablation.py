@@ -49,6 +49,10 @@ def _no_favor(config: dict[str, Any]) -> None:
     config["ladder"]["rungs"] = [rung for rung in rungs if rung != "favor_interactive"]
 
 
+def _no_ladder(config: dict[str, Any]) -> None:
+    config["ladder"]["enabled"] = False
+
+
 def _worst_case_kv(config: dict[str, Any]) -> None:
     config["kv"]["output_quantile"] = None
 
@@ -61,6 +65,7 @@ VARIANTS: dict[str, Callable[[dict[str, Any]], None]] = {
     "arrival order": _lanes("queue_order", "arrival"),
     "no interference price": _lanes("max_interference", None),
     "no favor_interactive": _no_favor,
+    "no ladder": _no_ladder,
     "KV worst case": _worst_case_kv,
     "max_running 128": _engine("max_running", 128),
 }

@@ -31,7 +31,8 @@ ENGINE = EngineSpec(profile("llama3-8b/h100"), max_num_seqs=128)
 RATE_SCALE = 2.5  # replay 2.5x faster: the traffic you expect next quarter
 CHAT_ATTAINMENT_GOAL = 0.95
 
-# Each candidate: lane name -> the fields it changes in the starting policy.
+# Each candidate: a lane's name (or a section of the file, such as ``ladder``)
+# -> the fields it changes in the starting policy.
 CANDIDATES: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
     "as configured": {},
     "chat weight 4": {"chat": {"weight": 4}},
@@ -41,14 +42,19 @@ CANDIDATES: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
         "chat": {"weight": 16, "max_queue_wait_s": 1},
         "code": {"max_queue_wait_s": 4},
     },
+    "no fallback ladder": {"ladder": {"enabled": False}},
 }
 
 
 def variant(base: PolicyConfig, changes: Mapping[str, Mapping[str, Any]]) -> PolicyConfig:
-    """``base`` with some lanes' fields replaced, validated like a file."""
+    """``base`` with some lanes' (or sections') fields replaced, validated like a file."""
     data = base.model_dump(mode="json")
     for lane in data["lanes"]:
         lane.update(changes.get(lane["name"], {}))
+    lanes = {lane["name"] for lane in data["lanes"]}
+    for section, fields in changes.items():
+        if section not in lanes:
+            data[section].update(fields)
     return PolicyConfig.from_dict(data)
 
 
