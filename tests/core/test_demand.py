@@ -169,6 +169,12 @@ def test_a_clock_that_went_back_reads_as_the_epoch() -> None:
     assert demand.asked("a", now=1000.0) == pytest.approx(6.0)
 
 
+def _sums(demand: TenantDemand) -> object:
+    """Everything ``demand`` keeps, as plain values."""
+    kept = {t: (k.demand, k.weight, k.carry, k.spared) for t, k in demand._demand.items()}
+    return kept, demand._served
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [
@@ -191,10 +197,10 @@ def test_a_clock_that_went_back_reads_as_the_epoch() -> None:
 def test_bad_input_is_refused_and_changes_nothing(call: object, match: str) -> None:
     demand = TenantDemand(5.0)
     demand.offered("a", cost=1.0, weight=1.0, now=0.0)
-    before = {t: list(kept) for t, kept in demand._demand.items()}, demand._served
+    before = _sums(demand)
     with pytest.raises(UsageError, match=match):
         call(demand)  # type: ignore[operator]
-    assert ({t: list(kept) for t, kept in demand._demand.items()}, demand._served) == before
+    assert _sums(demand) == before
 
 
 @pytest.mark.parametrize("window", [0.0, -1.0, math.inf, math.nan])
@@ -255,9 +261,9 @@ class DemandMachine(RuleBasedStateMachine):
 
     @invariant()
     def carries_stay_below_one_request_and_the_spared_part_within_the_demand(self) -> None:
-        for demand, _, carry, spared in self.demand._demand.values():
-            assert 0.0 <= carry < 1.0
-            assert 0.0 <= spared <= demand * (1 + 1e-9)
+        for kept in self.demand._demand.values():
+            assert 0.0 <= kept.carry < 1.0
+            assert 0.0 <= kept.spared <= kept.demand * (1 + 1e-9)
 
     @invariant()
     def the_level_shares_out_what_was_served(self) -> None:
@@ -265,7 +271,7 @@ class DemandMachine(RuleBasedStateMachine):
         self.now += 0.6  # past a refresh (0.5 s): recomputed from the sums now
         level = demand.level(now=self.now)
         kept = {
-            tenant: (demand.asked(tenant, now=self.now), kept[1])
+            tenant: (demand.asked(tenant, now=self.now), kept.weight)
             for tenant, kept in demand._demand.items()
         }
         served = demand.started(now=self.now)
@@ -325,4 +331,4 @@ def test_a_shed_request_counts_as_demand_and_a_tenant_back_within_its_share_star
     assert demand.asked("b", now=1.0) == pytest.approx(200.0 * math.exp(-1 / 20) + 7.0)
     demand.served(1000.0, now=2.0)  # at the next refresh the engine serves all it asks
     assert not demand.sheds("b", cost=7.0, weight=1.0, now=3.0)
-    assert demand._demand["b"][2] == 0.0
+    assert demand._demand["b"].carry == 0.0

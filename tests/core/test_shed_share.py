@@ -39,6 +39,9 @@ def _saturate(policy: Policy) -> None:
     assert len(policy.dispatch(now=0.0).started) == 3
     ladder = policy.health.ladder
     assert ladder is not None
+    assert ladder.may_shed("batch")  # a rung would, once active
+    assert not ladder.may_shed("chat")
+    assert not ladder.sheds("batch")
     assert ladder.update(Pressure(kv_usage=0.99), now=1.0) is not None
     assert ladder.sheds("batch")
     assert not ladder.sheds("chat")

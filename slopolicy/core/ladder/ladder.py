@@ -288,7 +288,11 @@ class FallbackLadder:
 
     def sheds(self, lane: str) -> bool:
         """Whether an active rung sheds new requests in ``lane`` now."""
-        return any(rung.admission(lane) is AdmissionAction.SHED for rung in self.active_rungs)
+        return _sheds(self.active_rungs, lane)
+
+    def may_shed(self, lane: str) -> bool:
+        """Whether any rung, active or not, sheds new requests in ``lane``."""
+        return _sheds(self._rungs, lane)
 
     def admission(self, lane: str, *, shed: bool = True) -> LadderVerdict | None:
         """Whether a new request in ``lane`` is held or refused now: the verdict
@@ -332,6 +336,10 @@ class FallbackLadder:
             applied=dict(self._applied),
             held=dict(self._held),
         )
+
+
+def _sheds(rungs: Sequence[Rung], lane: str) -> bool:
+    return any(rung.admission(lane) is AdmissionAction.SHED for rung in rungs)
 
 
 def _check_transformed(rung: Rung, before: Request, after: object) -> None:

@@ -63,10 +63,7 @@ class Intake:
         #: Lanes no rung sheds: their demand counts toward a tenant's share
         #: and shedding takes the tenant's excess from its other lanes.
         self._spared = frozenset(
-            name
-            for name in self._lanes
-            if ladder is None
-            or all(rung.admission(name) is not AdmissionAction.SHED for rung in ladder.rungs)
+            name for name in self._lanes if ladder is None or not ladder.may_shed(name)
         )
         self._task_slos: dict[str, TaskSLO | None] = {
             lane.name: lane.task for lane in parts.router.lanes

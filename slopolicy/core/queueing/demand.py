@@ -60,6 +60,18 @@ _PASSES = 16
 REBASE = 40.0
 
 
+class _Asked:
+    """One tenant's sums, in epoch units (see the module)."""
+
+    __slots__ = ("carry", "demand", "spared", "weight")
+
+    def __init__(self, weight: float) -> None:
+        self.demand = 0.0  # what it queued (and what shedding refused)
+        self.weight = weight
+        self.carry = 0.0  # shedding's carry, in requests (see sheds)
+        self.spared = 0.0  # the part of demand queued in lanes shedding spares
+
+
 class TenantDemand:
     """Each tenant's recent demand against its max-min share of recent service.
 
@@ -77,9 +89,7 @@ class TenantDemand:
             raise UsageError(f"window_s must be > 0, got {window_s!r}")
         self._window = float(window_s)
         self._refresh = window_s / 20
-        # Sums in epoch units (see the module): tenant -> [demand, weight,
-        # shedding carry, the part of the demand shedding spares (see sheds)].
-        self._demand: dict[str, list[float]] = {}
+        self._demand: dict[str, _Asked] = {}
         self._served = 0.0
         self._epoch: float | None = None  # set by the first call
         self._level = math.inf  # per weight, in decayed cost units at its refresh
@@ -107,12 +117,12 @@ class TenantDemand:
         grown = self._grown(now)
         kept = self._demand.get(tenant)
         if kept is None:
-            self._demand[tenant] = kept = [0.0, weight, 0.0, 0.0]
-        kept[0] += cost * grown
+            self._demand[tenant] = kept = _Asked(weight)
+        kept.demand += cost * grown
         if spared:
-            kept[3] += cost * grown
-        kept[1] = weight
-        return kept[0] > weight * self._level_at(now) * grown
+            kept.spared += cost * grown
+        kept.weight = weight
+        return kept.demand > weight * self._level_at(now) * grown
 
     def served(self, cost: float, *, now: float) -> None:
         """The policy started work of ``cost`` (finite, >= 0) units at ``now``."""
@@ -149,17 +159,17 @@ class TenantDemand:
         kept = self._demand.get(tenant)
         if kept is None:
             return False
-        excess = kept[0] - share
+        excess = kept.demand - share
         if excess <= 0.0:
-            kept[2] = 0.0
+            kept.carry = 0.0
             return False
-        sheddable = kept[0] - kept[3]
-        kept[2] += 1.0 if sheddable <= excess else excess / sheddable
-        if kept[2] < 1.0:
+        sheddable = kept.demand - kept.spared
+        kept.carry += 1.0 if sheddable <= excess else excess / sheddable
+        if kept.carry < 1.0:
             return False
-        kept[2] -= 1.0
-        kept[0] += cost * grown
-        kept[1] = weight
+        kept.carry -= 1.0
+        kept.demand += cost * grown
+        kept.weight = weight
         return True
 
     def over(self, tenant: str, *, now: float) -> bool:
@@ -169,7 +179,7 @@ class TenantDemand:
         kept = self._demand.get(tenant)
         if kept is None:
             return False
-        return kept[0] > kept[1] * self._level_at(now) * grown
+        return kept.demand > kept.weight * self._level_at(now) * grown
 
     def level(self, *, now: float) -> float:
         """``L``: the share per unit of weight (decayed cost units, as of its
@@ -182,7 +192,7 @@ class TenantDemand:
         """``tenant``'s decayed demand at ``now`` (cost units; 0 if unknown)."""
         check_now(now)
         kept = self._demand.get(tenant)
-        return 0.0 if kept is None else kept[0] / self._grown(now)
+        return 0.0 if kept is None else kept.demand / self._grown(now)
 
     def started(self, *, now: float) -> float:
         """The decayed cost started, at ``now`` (cost units)."""
@@ -199,8 +209,8 @@ class TenantDemand:
         elif now - epoch > REBASE * self._window:
             shrink = math.exp((epoch - now) / self._window)
             for kept in self._demand.values():
-                kept[0] *= shrink
-                kept[3] *= shrink
+                kept.demand *= shrink
+                kept.spared *= shrink
             self._served *= shrink
             self._epoch = epoch = now
         return math.exp(max(0.0, now - epoch) / self._window)
@@ -213,33 +223,33 @@ class TenantDemand:
         grown = self._grown(now)
         negligible = _NEGLIGIBLE * grown
         demands = self._demand
-        for tenant in [t for t, kept in demands.items() if kept[0] < negligible]:
+        for tenant in [t for t, kept in demands.items() if kept.demand < negligible]:
             del demands[tenant]
         served = self._served
-        total = sum(kept[0] for kept in demands.values())
+        total = sum(kept.demand for kept in demands.values())
         self._level = math.inf
         if total > served > 0:  # nothing served yet: nothing to share out
             # Progressive filling: at the level what is left would give the
             # rest by weight, every demand below it is met in full; take
             # those out and raise the level until none is below.
             rest, left = list(demands.values()), served
-            weights = sum(kept[1] for kept in rest)
+            weights = sum(kept.weight for kept in rest)
             for _ in range(_PASSES):
                 level = left / weights
-                met = [kept for kept in rest if kept[0] < level * kept[1]]
+                met = [kept for kept in rest if kept.demand < level * kept.weight]
                 if not met or len(met) == len(rest):  # (all: a tie rounded)
                     break
-                left -= sum(kept[0] for kept in met)
-                weights -= sum(kept[1] for kept in met)
-                rest = [kept for kept in rest if kept[0] >= level * kept[1]]
+                left -= sum(kept.demand for kept in met)
+                weights -= sum(kept.weight for kept in met)
+                rest = [kept for kept in rest if kept.demand >= level * kept.weight]
             else:
                 # A mix crafted to meet one demand a pass: finish in order
                 # of demand per weight, O(n log n). The largest is never met.
-                rest.sort(key=lambda kept: kept[0] / kept[1])
+                rest.sort(key=lambda kept: kept.demand / kept.weight)
                 for kept in rest[:-1]:
-                    if kept[0] * weights >= left * kept[1]:
+                    if kept.demand * weights >= left * kept.weight:
                         break
-                    left -= kept[0]
-                    weights -= kept[1]
+                    left -= kept.demand
+                    weights -= kept.weight
             self._level = left / weights / grown
         return self._level
