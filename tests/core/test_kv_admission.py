@@ -272,3 +272,13 @@ class ForecastWorld(RuleBasedStateMachine):
 
 ForecastWorld.TestCase.settings = settings(max_examples=100, stateful_step_count=50, deadline=None)
 TestForecastWorld = ForecastWorld.TestCase
+
+
+def test_the_reported_peak_is_the_bound_the_admission_went_by() -> None:
+    # Found by ForecastWorld: 15 + 50 and 0 + 51 tokens in blocks of 16 peak
+    # at 5 + 4 = 9 blocks, which the sum of their peaks admits; the padded
+    # step-by-step timeline reads 145 tokens, a tenth block that is never held.
+    kv = _ledger(9, {}, block_size=16)
+    assert kv.try_start("r0", "interactive", 65, held=15, now=0.0)
+    assert kv.try_start("r1", "interactive", 51, held=0, now=0.0)
+    assert kv.statistics().peak_blocks == 9

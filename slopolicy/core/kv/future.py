@@ -165,10 +165,14 @@ class FutureUse:
         return kept
 
     def peak(self) -> int:
-        """The most tokens the live reservations hold at once from now on."""
+        """The most tokens the live reservations hold at once from now on:
+        the lower of two upper bounds, the step-by-step timeline (each
+        sequence's partial block padded) and the sum of every reservation's
+        own peak, as :meth:`admits` admits by either."""
         constant = sum(self._constant.values())
         flat = dict.fromkeys(self._floors, 0)  # every lane counted whole
-        return worst_over_time(self._sorted(None), {None: constant}, flat, None)
+        timeline = worst_over_time(self._sorted(None), {None: constant}, flat, None)
+        return min(timeline, sum(self._peaks.values()))
 
     def _sorted(self, without: Reservation | None) -> list[Running]:
         """The started reservations by steps left, descending (``without`` left out)."""
