@@ -125,7 +125,8 @@ class _Step:
 def _prompt_steps(prompt: int, chunk: int, batch: int = 0, context: float = 0.0) -> list[_Step]:
     """The steps computing one prompt, ``chunk`` tokens each less the ``batch``
     decodes beside it (in the slots just before: one micro-batch with a token
-    of each, then the prompt's rest)."""
+    of each, then the prompt's rest; the decodes attend over the larger of
+    their context and the prompt's, :mod:`slopolicy.sim.ubatches`)."""
     room = max(1, chunk - batch)
     steps = []
     for done in range(0, prompt, room):
@@ -135,7 +136,7 @@ def _prompt_steps(prompt: int, chunk: int, batch: int = 0, context: float = 0.0)
             _Step(
                 batch + c,
                 c * (done + c / 2),
-                batch * context,
+                batch * max(context, done + 1),
                 batch + int(last),
                 int(done == 0),
                 2 if batch and c > 1 else 1,

@@ -248,9 +248,9 @@ class Engine:
             return None
         pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
         done = sum(s.computed + c >= s.prefill_len for s, c in chunks)  # sampled: first tokens
-        ubatches, open_requests = self._shape(chunks)
+        ubatches, open_requests, context = self._shape(chunks)
         seconds = self._profile.iteration_time(
-            pool.count + prompt, pairs, pool.context, pool.count + done, admitted,
+            pool.count + prompt, pairs, context, pool.count + done, admitted,
             ubatches=ubatches, open_requests=open_requests,
         )  # fmt: skip
         self._counts.ran(1, seconds, prompt, pool.count)
@@ -385,11 +385,12 @@ class Engine:
     def _left(self, seq: Seq) -> None:
         """``seq`` finished and left the running requests (a hook for subclasses)."""
 
-    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int]:
-        """The step's micro-batches and the requests open on the engine, for
-        the profile's ``T_ub`` and ``T_wake`` (a hook: vLLM's model has one
-        batch and no per-request wake-ups)."""
-        return 1, 0
+    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int, int]:
+        """The step's micro-batches, the requests open on the engine and the
+        context its decodes attend over (tokens), for the profile's ``T_ub``,
+        ``T_wake`` and ``beta_d`` (a hook: vLLM's model has one batch, no
+        per-request wake-ups, and each decode attends over its own context)."""
+        return 1, 0, self._pool.context
 
     # -- runs of pure decode ------------------------------------------------------
 
@@ -415,8 +416,10 @@ class Engine:
         assert finish is not None
         if fits == 0:
             return None
-        n, context = pool.count, pool.context
-        ubatches, open_requests = self._shape([])  # the same in every iteration of the run
+        n = pool.count
+        # The same in every iteration of the run, but the context, which grows
+        # by one token a decode (each decode's micro-batch's largest does too).
+        ubatches, open_requests, context = self._shape([])
         shape = {"ubatches": ubatches, "open_requests": open_requests}
         k = min(fits, finish, profile.decode_iterations(horizon - now, n, context, **shape))
         seconds = profile.decode_time(k, n, context, **shape)

@@ -25,7 +25,10 @@ own costs:
   one beyond the first costs ``T_ub``;
 - **wake-ups**: each token streamed costs ``T_wake`` for every request open
   on the server, running or queued in it (its result queue wakes the HTTP
-  thread of each one).
+  thread of each one);
+- **shared attention span**: a decode attends over the largest context in
+  its micro-batch (``beta_d`` per cell), so chat turns beside a long prompt
+  being computed, or a long conversation decoding, slow with it.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim._decode import Seq
 from slopolicy.sim.engine import Engine
 from slopolicy.sim.engine_spec import EngineSpec, Scheduling
-from slopolicy.sim.ubatches import ubatch_count
+from slopolicy.sim.ubatches import split
 
 __all__ = ("LlamaEngine", "make_engine")
 
@@ -95,12 +98,14 @@ class LlamaEngine(Engine):
         self._holder[index] = None
         self._used[index] = self._counts.iterations * len(self._holder) + index
 
-    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int]:
-        slot = self._slot_of
-        decoding = sorted(slot[seq.id] for seq in self._running if seq.decoding)
-        prompts = sorted((slot[seq.id], chunk) for seq, chunk in chunks)
-        ubatches = ubatch_count(decoding, prompts, self.spec.ubatch)
-        return max(1, ubatches), len(self._running) + len(self._waiting)
+    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int, int]:
+        slot, pool = self._slot_of, self._pool
+        decoding = sorted(
+            (slot[seq.id], pool.context_of(seq)) for seq in self._running if seq.decoding
+        )
+        prompts = sorted((slot[seq.id], chunk, seq.computed) for seq, chunk in chunks)
+        step = split(decoding, prompts, self.spec.ubatch)
+        return max(1, step.count), len(self._running) + len(self._waiting), step.context
 
     def _head_can_start(self) -> bool:
         return self._waiting.head() is not None and len(self._running) < self.spec.max_num_seqs

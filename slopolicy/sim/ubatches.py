@@ -8,11 +8,25 @@ tokens from each, at most ``n_ubatch`` tokens (``-ub``). Each micro-batch is
 one graph computation, with its own fixed cost, so four decoding slots cost
 more in slots 0, 2, 4 and 6 (four micro-batches) than in slots 0-3 (one).
 
+A micro-batch's attention spans the same number of KV cells in each of its
+streams: ``llama_kv_cache::get_n_kv`` takes the *largest* of its members'
+used cells. Measured on llama-server (CPU), that costs a decode nothing
+beside other decodes (four in slots 0-3, one of them at 8,000 tokens of
+context: 17.2 ms a step, against 20.3 with the long one in slot 6, one
+micro-batch more), but it does beside a prompt: four decodes in slots 0-3
+and an 8,192-token prompt computed in slot 4, whose next token joins their
+micro-batch, took 1.75-1.87 s to its first token against 1.52-1.57 s from
+slot 7, and decoded at 53-55 ms a token against 45-46. So in a micro-batch
+that holds a prompt's tokens, :attr:`Split.context` counts each decode at
+the micro-batch's largest context; elsewhere at its own. (Prompt chunks
+keep their own context, the profile's ``beta_p`` term; the cache's padding
+of ``n_kv`` to 256 cells is left to the fitted terms.)
+
 The server puts each step's tokens in the batch in this order: every
 decoding slot's token in slot order, then each prompt's chunk in slot
-order. :func:`ubatch_count` follows the split on that order one micro-batch
-at a time (a sequence's tokens are contiguous in the batch, so it never
-looks at single tokens):
+order. :func:`split` follows the split on that order one micro-batch at a
+time (a sequence's tokens are contiguous in the batch, so it never looks at
+single tokens):
 
 1. the first sequence with tokens left opens the micro-batch; scanning on
    in batch order, a sequence joins when its id is one more than the last
@@ -24,17 +38,34 @@ looks at single tokens):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ("ubatch_count",)
+__all__ = ("Split", "split")
 
 
-def ubatch_count(decoding: Sequence[int], prompts: Sequence[tuple[int, int]], ubatch: int) -> int:
-    """Micro-batches of one step: ``decoding`` the slots adding one token each
-    (ascending), ``prompts`` ``(slot, tokens)`` of each prompt chunk
-    (ascending by slot), ``ubatch`` llama.cpp's ``-ub``; 0 for an empty step."""
-    order = list(decoding) + [slot for slot, _ in prompts]
-    left = [1] * len(decoding) + [tokens for _, tokens in prompts]
-    count = 0
+@dataclass(frozen=True, slots=True)
+class Split:
+    """One step's micro-batches: ``count`` of them (0 for an empty step), and
+    ``context``, the KV cells its decode tokens are charged for (tokens; see
+    the module doc: beside a prompt, the micro-batch's largest context)."""
+
+    count: int
+    context: int
+
+
+def split(
+    decoding: Sequence[tuple[int, int]], prompts: Sequence[tuple[int, int, int]], ubatch: int
+) -> Split:
+    """The micro-batches of one step: ``decoding`` the ``(slot, context)`` of
+    each slot adding one token (ascending by slot), ``prompts`` the ``(slot,
+    tokens, computed)`` of each prompt chunk (ascending by slot; ``computed``
+    of its prompt already in the cache), ``ubatch`` llama.cpp's ``-ub``."""
+    order = [slot for slot, _ in decoding] + [slot for slot, _, _ in prompts]
+    left = [1] * len(decoding) + [tokens for _, tokens, _ in prompts]
+    # What each sequence holds in its KV stream once its tokens so far are in.
+    held = [context for _, context in decoding] + [computed for _, _, computed in prompts]
+    decodes = len(decoding)
+    count = context = 0
     while True:
         members: list[int] = []
         last = -2
@@ -45,8 +76,14 @@ def ubatch_count(decoding: Sequence[int], prompts: Sequence[tuple[int, int]], ub
                 if len(members) > ubatch:
                     break
         if not members:
-            return count
+            return Split(count, context)
         take = min(min(left[i] for i in members), max(1, ubatch // len(members)))
         for index in members:
             left[index] -= take
+            held[index] += take if index >= decodes else 0
+        beside = [i for i in members if i < decodes]
+        if len(beside) < len(members):  # a prompt's tokens too: the widest span
+            context += max(held[i] for i in members) * len(beside)
+        else:
+            context += sum(held[i] for i in beside)
         count += 1

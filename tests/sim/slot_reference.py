@@ -62,13 +62,16 @@ class SlotReference:
         tokens = [slot_of[id(r)] for r in decoders]  # the batch, one sequence id a token
         for request_id, chunk in chunks.items():
             tokens += [slot_of[id(by_id[request_id])]] * chunk
+        held = {slot_of[id(r)]: r.context for r in decoders}
+        held |= {slot_of[id(by_id[i])]: by_id[i].computed for i in chunks}
+        ubatches, context = split_equal(tokens, self.spec.ubatch, held, len(decoders))
         seconds = self.spec.profile.iteration_time(
             len(decoders) + prompt,
             pairs,
-            sum(r.context for r in decoders),
+            context,
             len(decoders) + finishing,
             started,
-            ubatches=split_equal(tokens, self.spec.ubatch),
+            ubatches=ubatches,
             open_requests=len(self.running) + len(self.waiting),
         )
         end = now + seconds
@@ -93,12 +96,19 @@ class SlotReference:
         return end
 
 
-def split_equal(tokens: list[int], n_ubatch: int) -> int:
+def split_equal(
+    tokens: list[int], n_ubatch: int, held: dict[int, int] | None = None, decodes: int = 0
+) -> tuple[int, int]:
     """llama.cpp's ``llama_batch_allocr::split_equal(n_ubatch, sequential=true)``
     token by token, as its C++ does it: the micro-batches it cuts a batch of
-    these sequence ids into."""
+    these sequence ids into; and the KV cells the first ``decodes`` tokens
+    (one each, the decoding sequences') are charged for: each its own stream,
+    or in a micro-batch with a prompt's tokens the largest stream (``held``:
+    what each sequence's stream holds before the step)."""
+    cells = dict(held or {})
+    decoding = set(tokens[:decodes])
     used = [False] * len(tokens)
-    count = 0
+    count = context = 0
     while not all(used):
         members: list[int] = []
         for i, seq in enumerate(tokens):
@@ -115,5 +125,13 @@ def split_equal(tokens: list[int], n_ubatch: int) -> int:
             taken += 1
             if (taken + 1) * len(members) > n_ubatch:
                 break
+        for seq in members:
+            if seq not in decoding:
+                cells[seq] = cells.get(seq, 0) + taken
+        beside = [seq for seq in members if seq in decoding]
+        if len(beside) < len(members):
+            context += max(cells.get(seq, 0) for seq in members) * len(beside)
+        else:
+            context += sum(cells.get(seq, 0) for seq in beside)
         count += 1
-    return count
+    return count, context

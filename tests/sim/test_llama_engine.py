@@ -14,7 +14,7 @@ from slopolicy.errors import UsageError
 from slopolicy.sim.engine_spec import EngineSpec
 from slopolicy.sim.llama_engine import LlamaEngine, make_engine
 from slopolicy.sim.profiles import EngineProfile, profile
-from slopolicy.sim.ubatches import ubatch_count
+from slopolicy.sim.ubatches import split
 from slopolicy.sim.workload import SimRequest
 from tests.sim.harness import Arrival, run_engine, run_reference
 from tests.sim.slot_reference import split_equal
@@ -163,37 +163,57 @@ def test_a_slot_holds_the_cache_over_the_slots_by_default() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.integers(0, 7), unique=True).map(sorted),
-    st.lists(st.tuples(st.integers(8, 15), st.integers(1, 300)), unique_by=lambda p: p[0]).map(
+    st.lists(st.tuples(st.integers(0, 7), st.integers(1, 9000)), unique_by=lambda d: d[0]).map(
         sorted
     ),
+    st.lists(
+        st.tuples(st.integers(8, 15), st.integers(1, 300), st.integers(0, 9000)),
+        unique_by=lambda p: p[0],
+    ).map(sorted),
     st.integers(1, 300),
     st.permutations(range(16)),
 )
 def test_micro_batches_follow_llamas_split_token_by_token(
-    decoding: list[int], prompts: list[tuple[int, int]], ubatch: int, names: list[int]
+    decoding: list[tuple[int, int]],
+    prompts: list[tuple[int, int, int]],
+    ubatch: int,
+    names: list[int],
 ) -> None:
     # Any slot numbering: decoding slots and prompt slots drawn apart, then renamed.
     rename = dict(enumerate(names))
-    decoding = sorted(rename[s] for s in decoding)
-    prompts = sorted((rename[s], n) for s, n in prompts)
-    tokens = decoding + [slot for slot, n in prompts for _ in range(n)]
-    assert ubatch_count(decoding, prompts, ubatch) == split_equal(tokens, ubatch)
+    decoding = sorted((rename[s], c) for s, c in decoding)
+    prompts = sorted((rename[s], n, c) for s, n, c in prompts)
+    tokens = [slot for slot, _ in decoding] + [slot for slot, n, _ in prompts for _ in range(n)]
+    held = dict(decoding) | {slot: c for slot, _, c in prompts}
+    step = split(decoding, prompts, ubatch)
+    assert (step.count, step.context) == split_equal(tokens, ubatch, held, len(decoding))
 
 
 def test_scattered_slots_decode_in_more_micro_batches() -> None:
     # Measured on llama-server (-np 8, -ub 256): four decoders in slots 0-3
     # one graph per step, in 0, 2, 4, 6 four.
-    assert ubatch_count([0, 1, 2, 3], [], 256) == 1
-    assert ubatch_count([0, 2, 4, 6], [], 256) == 4
+    assert split([(0, 9), (1, 9), (2, 9), (3, 9)], [], 256).count == 1
+    assert split([(0, 9), (2, 9), (4, 9), (6, 9)], [], 256).count == 4
     # Decoders in 0-2 and a prompt in 3: one token of each, then the prompt's rest.
-    assert ubatch_count([0, 1, 2], [(3, 200)], 256) == 2
+    assert split([(0, 9), (1, 9), (2, 9)], [(3, 200, 0)], 256).count == 2
     # The prompt in 0: its slot is not after 2, so it goes alone.
-    assert ubatch_count([1, 2], [(0, 200)], 256) == 2
+    assert split([(1, 9), (2, 9)], [(0, 200, 0)], 256).count == 2
     # Two prompts side by side share micro-batches, as many tokens each.
-    assert ubatch_count([], [(4, 100), (5, 100)], 256) == 1
-    assert ubatch_count([], [(4, 100), (5, 150)], 256) == 2  # 100 + 100, then 50 of 5's
-    assert ubatch_count([], [(4, 100), (5, 100)], 128) == 2  # 64 + 64, then 36 + 36
+    assert split([], [(4, 100, 0), (5, 100, 0)], 256).count == 1
+    assert split([], [(4, 100, 0), (5, 150, 0)], 256).count == 2  # 100 + 100, then 50 of 5's
+    assert split([], [(4, 100, 0), (5, 100, 0)], 128).count == 2  # 64 + 64, then 36 + 36
+
+
+def test_decodes_beside_a_prompt_are_charged_its_context() -> None:
+    # llama_kv_cache::get_n_kv: one span of cells for every stream of a
+    # micro-batch, the largest; measured, it costs decodes only beside a prompt.
+    assert split([(0, 100), (1, 5000)], [], 256).context == 100 + 5000
+    assert split([(0, 100), (2, 5000)], [], 256).context == 100 + 5000
+    # Beside a prompt 3,000 tokens in (its next token joins their micro-batch):
+    # both decodes are charged 3,001 cells; the prompt's own attention is beta_p's.
+    assert split([(0, 100), (1, 50)], [(2, 200, 3000)], 256).context == 2 * 3001
+    # The same prompt in a slot apart: the decodes keep their own.
+    assert split([(0, 100), (1, 50)], [(5, 200, 3000)], 256).context == 100 + 50
 
 
 def test_slots_left_apart_cost_an_extra_micro_batch_each_step() -> None:
