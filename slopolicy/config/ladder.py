@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
@@ -81,7 +81,11 @@ class LadderConfig(ConfigModel):
         cheaper_model: model ``cheaper_model`` routes ``downgrade_lanes`` to.
         downgrade_lanes: lanes sent to the cheaper model (default: every lane
             below the watched lane).
-        pause_lanes: lanes ``pause_background`` stops admitting (default: the last lane).
+        pause_lanes: lanes ``pause_background`` holds (default: the lanes
+            below the watched one that have no TTFT target, work nobody waits
+            on a first token for; a lane with one would only have its requests
+            wait out their deadline and expire, where ``shed`` refuses the
+            part of each tenant's beyond its share at once).
         shed_retry_after_s: Retry-After given by ``shed``.
     """
 
@@ -105,21 +109,27 @@ class LadderConfig(ConfigModel):
     shed_retry_after_s: Seconds = 5.0
 
     def build(
-        self, lanes: Sequence[str], compress: Callable[[Request], Request] | None = None
+        self,
+        lanes: Sequence[str],
+        compress: Callable[[Request], Request] | None = None,
+        *,
+        untimed: Collection[str] = (),
     ) -> FallbackLadder | None:
         """The ladder for ``lanes`` (most interactive first), or ``None`` when
-        disabled; ``compress`` is the host's prompt-compression hook."""
+        disabled; ``compress`` is the host's prompt-compression hook,
+        ``untimed`` the lanes without a TTFT target."""
         if not self.enabled:
             return None
         watch = self.watch_lane or lanes[0]
         below = list(lanes[lanes.index(watch) + 1 :])
+        held = [lane for lane in below if lane in untimed]
         rungs = default_rungs(
             interactive_lanes=[watch],
             max_new_tokens=self.interactive_max_new_tokens,
             compress=compress,
             cheaper_model=self.cheaper_model,
             downgrade_lanes=below if self.downgrade_lanes is None else self.downgrade_lanes,
-            pause_lanes=lanes[-1:] if self.pause_lanes is None else self.pause_lanes,
+            pause_lanes=held if self.pause_lanes is None else self.pause_lanes,
             shed_retry_after=self.shed_retry_after_s,
             order=self.rungs,
         )

@@ -192,7 +192,11 @@ class PolicyConfig(ConfigModel):
             pace=self.engine.build_pace(),
             max_tenants=self.max_tenants,
             targets={lane.name: lane.slo.to_targets() for lane in self.lanes},
-            ladder=self.ladder.build(names, compress),
+            ladder=self.ladder.build(
+                names,
+                compress,
+                untimed={lane.name for lane in self.lanes if lane.slo.ttft_target_s is None},
+            ),
             watch_lane=self.ladder.watch_lane or names[0],
             evaluate_every=self.ladder.evaluate_every_s,
             signal_max_age=self.ladder.signal_max_age_s,

@@ -5,6 +5,8 @@ import math
 import pytest
 
 from slopolicy.config.ladder import LadderConfig
+from slopolicy.config.policy import PolicyConfig
+from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.ladder.pressure import (
     SIGNALS,
     Pressure,
@@ -127,3 +129,39 @@ def test_default_triggers_leave_out_the_ones_set_to_none() -> None:
         default_triggers(kv_usage=[0.9, 0.7])  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="below enter"):
         default_triggers(kv_usage=(0.7, 0.9))
+
+
+def _paused(config: PolicyConfig) -> frozenset[str]:
+    ladder = config.to_spec(counter=HeuristicCounter()).ladder
+    assert ladder is not None
+    (rung,) = [r for r in ladder.rungs if r.name == "pause_background"]
+    return rung.pause_lanes
+
+
+def test_pause_background_holds_only_lanes_nobody_waits_on_a_first_token_for() -> None:
+    # The default lanes: background has only an end-to-end target.
+    assert _paused(PolicyConfig()) == {"background"}
+    # Chat and code both have TTFT targets: holding code would only have each
+    # request wait out its deadline and expire (shed refuses by share instead).
+    timed = PolicyConfig.from_dict(
+        {
+            "version": 1,
+            "lanes": [
+                {"name": "chat", "slo": {"ttft_p95_s": 1.0}},
+                {"name": "code", "slo": {"ttft_p99_s": 4.0}},
+                {"name": "batch", "slo": {"e2e_p95_s": 600.0}},
+                {"name": "offline"},
+            ],
+        }
+    )
+    assert _paused(timed) == {"batch", "offline"}
+    # The watched lane is never held by default, even without a TTFT target.
+    data = timed.model_dump(mode="json")
+    data["ladder"]["watch_lane"] = "batch"
+    assert _paused(PolicyConfig.from_dict(data)) == {"offline"}
+    data["lanes"] = data["lanes"][:2]
+    data["ladder"]["watch_lane"] = None
+    assert _paused(PolicyConfig.from_dict(data)) == frozenset()
+    # Named lanes are held as named.
+    data["ladder"]["pause_lanes"] = ["code"]
+    assert _paused(PolicyConfig.from_dict(data)) == {"code"}
