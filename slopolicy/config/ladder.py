@@ -11,7 +11,7 @@ from slopolicy.config._base import ConfigModel, Count, Seconds
 from slopolicy.config.lanes import LaneName
 from slopolicy.core.ladder.ladder import FallbackLadder
 from slopolicy.core.ladder.pressure import default_triggers
-from slopolicy.core.ladder.rungs import default_rungs
+from slopolicy.core.ladder.rungs import FAVOR_AFTER, default_rungs
 from slopolicy.core.request import Request
 
 __all__ = ("DEFAULT_RUNGS", "RUNGS", "LadderConfig", "RungName", "Threshold")
@@ -87,6 +87,13 @@ class LadderConfig(ConfigModel):
             wait out their deadline and expire, where ``shed`` refuses the
             part of each tenant's beyond its share at once).
         shed_retry_after_s: Retry-After given by ``shed``.
+        favor_after_fraction: ``favor_interactive`` puts a queued request of
+            the watched lane first once it has waited this fraction of its
+            TTFT target (0: every one at once). The default, the queue-wait
+            trigger's default exit, leaves the requests with most of their
+            budget left in the usual order (deadline-first within the lanes'
+            shares): the rung takes starts from other lanes only for the
+            requests at risk.
     """
 
     enabled: bool = True
@@ -107,6 +114,7 @@ class LadderConfig(ConfigModel):
     downgrade_lanes: list[LaneName] | None = None
     pause_lanes: list[LaneName] | None = None
     shed_retry_after_s: Seconds = 5.0
+    favor_after_fraction: Annotated[float, Field(ge=0, le=1)] = FAVOR_AFTER
 
     def build(
         self,
@@ -131,6 +139,7 @@ class LadderConfig(ConfigModel):
             downgrade_lanes=below if self.downgrade_lanes is None else self.downgrade_lanes,
             pause_lanes=held if self.pause_lanes is None else self.pause_lanes,
             shed_retry_after=self.shed_retry_after_s,
+            favor_after=self.favor_after_fraction,
             order=self.rungs,
         )
         triggers = default_triggers(

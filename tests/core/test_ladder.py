@@ -340,3 +340,20 @@ def test_construction_misuse_is_a_usage_error(
 def test_statistics_rejects_a_bad_now() -> None:
     with pytest.raises(UsageError, match="now"):
         _ladder().statistics(now=math.nan)
+
+
+def test_the_favoured_lanes_come_with_the_least_wait_their_rungs_ask() -> None:
+    ladder = FallbackLadder(
+        [
+            Rung("late", favor_lanes=frozenset({"chat", "voice"}), favor_after=0.5),
+            Rung("sooner", favor_lanes=frozenset({"chat"}), favor_after=0.1),
+        ],
+        [TTFT],
+        dwell=10.0,
+        cooldown=30.0,
+    )
+    assert ladder.favoured() == {}
+    _levels(ladder, [(0.0, HOT)])
+    assert ladder.favoured() == {"chat": 0.5, "voice": 0.5}
+    _levels(ladder, [(10.0, HOT)])
+    assert ladder.favoured() == {"chat": 0.1, "voice": 0.5}

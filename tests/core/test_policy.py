@@ -552,3 +552,50 @@ def test_under_pressure_the_interactive_lanes_start_first_whatever_their_share()
     assert order(pressure=True) == ["c0", "c1", "b0", "b1"]
     # Without pressure, the shares' order: chat's lane was charged the 3,000-token hold.
     assert order(pressure=False) == ["b0", "b1", "c0", "c1"]
+
+
+def test_under_pressure_only_the_interactive_requests_at_risk_start_first() -> None:
+    """``favor_interactive`` puts a queued chat request first only once it has
+    waited ``favor_after_fraction`` of chat's TTFT target; before that, the
+    lanes' usual order holds (here: the shares', chat having been charged the hold)."""
+
+    def order(favor_after: float, *, step: float = 0.25) -> list[str]:
+        config = PolicyConfig.from_dict(
+            {
+                "lanes": [
+                    {"name": "chat", "weight": 1, "slo": {"ttft_p95_s": 1.0}},
+                    {"name": "batch", "weight": 1, "slo": {"ttft_p95_s": 1.0}},
+                ],
+                "engine": {"max_running": 1, "prefill_horizon_s": 0},
+                "ladder": {
+                    "dwell_s": 1.0,
+                    "kv_usage": {"enter": 0.001, "exit": 0.0005},
+                    "favor_after_fraction": favor_after,
+                },
+            }
+        )
+        policy = Policy(config, counter=HeuristicCounter())
+        hold = Request(id="hold", tenant="t", prompt_tokens=3000, max_new_tokens=64, lane="chat")
+        policy.submit(hold, now=0.0)
+        assert [s.id for s in policy.dispatch(now=0.0)] == ["hold"]
+        policy.evaluate(now=0.0)
+        for name, lane in (("b0", "batch"), ("c0", "chat"), ("b1", "batch"), ("c1", "chat")):
+            request = Request(id=name, tenant=name, prompt_tokens=10, max_new_tokens=8, lane=lane)
+            assert policy.submit(request, now=0.1).accepted
+        started: list[str] = []
+        running, now = "hold", 0.2
+        while True:
+            policy.finish(running, now=now, output_tokens=8)
+            (running,) = [s.id for s in policy.dispatch(now=now)] or [""]
+            if not running:
+                return started
+            started.append(running)
+            now += step
+
+    # At 0.2 s the chat requests have waited 0.1 s, under a quarter of their
+    # 1 s target: batch's turn by the shares. From 0.45 s they have waited 0.35 s.
+    assert order(0.25) == ["b0", "c0", "c1", "b1"]
+    # Every chat request at once (the rung before favor_after existed).
+    assert order(0.0) == ["c0", "c1", "b0", "b1"]
+    # Never at risk in time: the shares' order throughout.
+    assert order(1.0, step=0.1) == ["b0", "b1", "c0", "c1"]

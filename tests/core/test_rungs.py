@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from slopolicy.config.ladder import RUNGS
 from slopolicy.core.ladder.rungs import (
     BUILTIN_RUNGS,
+    FAVOR_AFTER,
     AdmissionAction,
     CapMaxNewTokens,
     CompressPrompt,
@@ -112,6 +113,7 @@ def test_use_model_switches_the_model() -> None:
 def test_default_rungs_scope_each_rung_to_its_lanes() -> None:
     favor, drop, cap, compress, cheaper, pause, shed = _rungs()
     assert favor.favor_lanes == frozenset({"chat"})
+    assert favor.favor_after == FAVOR_AFTER == 0.25  # a quarter of chat's TTFT target
     assert (favor.transform, favor.marker, favor.lanes) == (None, False, None)
     assert [favor.admission(lane) for lane in LANES] == [None] * 3  # refuses nothing
     assert drop.lanes is None
@@ -184,3 +186,10 @@ def test_custom_rungs_take_any_iterable_of_lanes() -> None:
     assert rung.pause_lanes == frozenset({"heavy"})
     assert rung.admission("heavy") is AdmissionAction.PAUSE
     assert rung.covers("anything")
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), float("inf"), True, "0.5", None])
+def test_a_favour_wait_outside_zero_to_one_is_refused(bad: object) -> None:
+    with pytest.raises(UsageError, match="favor_after must be a number from 0 to 1"):
+        Rung("f", favor_lanes=frozenset({"chat"}), favor_after=bad)  # type: ignore[arg-type]
+    assert Rung("f", favor_lanes=frozenset({"chat"}), favor_after=1).favor_after == 1

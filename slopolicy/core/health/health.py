@@ -213,11 +213,16 @@ class Health:
             self.pressure(now=now, kv_ledger=kv_ledger, oldest_wait=oldest_wait), now=now
         )
 
-    def favoured(self) -> frozenset[str]:
-        """The lanes the ladder puts first in dispatch now (empty: none)."""
+    def favoured(self) -> Mapping[str, float]:
+        """The lanes the ladder puts first in dispatch now, each with the wait
+        (seconds) after which a queued request of it goes first (empty: none)."""
         if self.ladder is None or self.ladder.level == 0:  # no rung active: the usual case
-            return frozenset()
-        return self.ladder.favoured()
+            return {}
+        waits = {}
+        for lane, fraction in self.ladder.favoured().items():
+            target = self.trackers.lane(lane).targets.ttft_target if fraction else None
+            waits[lane] = 0.0 if target is None else fraction * target
+        return waits
 
     def paused(self, lane: str) -> bool:
         """Whether the ladder holds ``lane`` (its requests queue but do not start)."""

@@ -35,7 +35,7 @@ Every move is returned as a :class:`~slopolicy.core.ladder.events.LadderEvent`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from slopolicy.core.checks import check_now
 from slopolicy.core.ladder.events import (
@@ -161,12 +161,15 @@ class FallbackLadder:
         """The active rungs, in climbing order."""
         return self._rungs[: self._level]
 
-    def favoured(self) -> frozenset[str]:
-        """The lanes whose queued requests start first now: the active rungs'
-        ``favor_lanes`` (empty at level 0)."""
-        lanes: frozenset[str] = frozenset()
+    def favoured(self) -> Mapping[str, float]:
+        """The lanes whose queued requests start first now, each with the
+        fraction of its TTFT target a request must have waited first: the
+        active rungs' ``favor_lanes`` and the least of their ``favor_after``
+        (empty at level 0)."""
+        lanes: dict[str, float] = {}
         for rung in self._rungs[: self._level]:
-            lanes |= rung.favor_lanes
+            for lane in rung.favor_lanes:
+                lanes[lane] = min(lanes.get(lane, 1.0), rung.favor_after)
         return lanes
 
     @property

@@ -7,9 +7,9 @@ A :class:`Rung` acts in one or more of four ways:
   requests routed to ``lanes`` (``None``: every lane);
 * as a marker: ``marker=True`` changes nothing but is listed for every request
   in ``lanes``, so the host acts itself (e.g. compresses the prompt);
-* on dispatch order: ``favor_lanes`` go first (their queued heads are offered
-  before any other lane's, whatever the fair shares), which refuses and
-  degrades nothing;
+* on dispatch order: ``favor_lanes`` go first (their queued heads that have
+  waited ``favor_after`` of their TTFT target are offered before any other
+  lane's, whatever the fair shares), which refuses and degrades nothing;
 * on admission: ``pause_lanes`` are held (queue, do not start), and ``shed``
   refuses every lane outside ``keep_lanes`` with a ``Retry-After``.
 
@@ -51,6 +51,7 @@ from slopolicy.errors import UsageError
 
 __all__ = (
     "BUILTIN_RUNGS",
+    "FAVOR_AFTER",
     "AdmissionAction",
     "CapMaxNewTokens",
     "CompressPrompt",
@@ -73,6 +74,11 @@ BUILTIN_RUNGS = (
     "shed",
 )
 
+#: ``favor_interactive``'s default :attr:`Rung.favor_after`: a quarter of the
+#: TTFT target, the wait the queue-wait trigger calls healthy (its default
+#: exit), so the rung puts first only the requests that have waited longer.
+FAVOR_AFTER = 0.25
+
 #: A pure request transform: ``(request, lane) -> request`` (the same one when
 #: nothing changes). ``lane`` is the lane the request was routed to.
 Transform = Callable[[Request, str], Request]
@@ -85,6 +91,16 @@ class AdmissionAction(enum.Enum):
 
     PAUSE = "pause"  # hold: queue, but start nothing from the lane
     SHED = "shed"  # refuse now, with a Retry-After
+
+
+def _fraction(value: object) -> bool:
+    """Whether ``value`` is a number from 0 to 1 (not a bool)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0.0 <= value <= 1.0
+    )
 
 
 def _lanes(name: str, lanes: Iterable[str]) -> frozenset[str]:
@@ -108,7 +124,13 @@ class Rung:
             it, so the host can act (exclusive with ``transform``).
         favor_lanes: lanes whose queued requests start before any other
             lane's while the rung is active (fair shares set aside, nothing
-            refused).
+            refused), once each has waited ``favor_after`` of its lane's TTFT target.
+        favor_after: the fraction (0-1) of its lane's TTFT target a queued
+            request of ``favor_lanes`` has waited before the rung puts it
+            first (0: at once; a lane without a TTFT target: at once). A
+            request with most of its budget left starts in the usual order,
+            so the rung takes starts from the other lanes only for the
+            favoured lane's requests at risk of missing.
         pause_lanes: lanes whose new requests are held while the rung is active.
         shed: refuse every lane outside ``keep_lanes`` while active.
         keep_lanes: lanes ``shed`` spares.
@@ -121,6 +143,7 @@ class Rung:
     lanes: frozenset[str] | None = None
     marker: bool = False
     favor_lanes: frozenset[str] = frozenset()
+    favor_after: float = 0.0
     pause_lanes: frozenset[str] = frozenset()
     shed: bool = False
     keep_lanes: frozenset[str] = frozenset()
@@ -139,6 +162,8 @@ class Rung:
         object.__setattr__(self, "favor_lanes", _lanes(f"{where} favor_lanes", self.favor_lanes))
         object.__setattr__(self, "pause_lanes", _lanes(f"{where} pause_lanes", self.pause_lanes))
         object.__setattr__(self, "keep_lanes", _lanes(f"{where} keep_lanes", self.keep_lanes))
+        if not _fraction(self.favor_after):
+            raise UsageError(f"{where}: favor_after must be a number from 0 to 1")
         if self.keep_lanes and not self.shed:
             raise UsageError(f"{where}: keep_lanes only applies with shed=True")
         if self.retry_after is not None and not (
@@ -241,6 +266,7 @@ def default_rungs(
     pause_lanes: Iterable[str] = (),
     shed_retry_after: float = 5.0,
     reasoning_effort: str = "low",
+    favor_after: float = FAVOR_AFTER,
     order: Sequence[str] = BUILTIN_RUNGS,
 ) -> tuple[Rung, ...]:
     """The built-in rungs from plain values, picked and ordered by ``order``.
@@ -256,6 +282,7 @@ def default_rungs(
         pause_lanes: lanes ``pause_background`` holds.
         shed_retry_after: ``Retry-After`` given by ``shed``, in seconds.
         reasoning_effort: highest effort ``drop_optional_features`` leaves.
+        favor_after: ``favor_interactive``'s :attr:`Rung.favor_after`.
         order: names from :data:`BUILTIN_RUNGS`, in climbing order.
     """
     interactive = _lanes("interactive_lanes", interactive_lanes)
@@ -263,7 +290,9 @@ def default_rungs(
         raise UsageError("interactive_lanes: name at least one lane for the ladder to protect")
     compress_scope = None if compress_lanes is None else _lanes("compress_lanes", compress_lanes)
     built = {
-        "favor_interactive": Rung("favor_interactive", favor_lanes=interactive),
+        "favor_interactive": Rung(
+            "favor_interactive", favor_lanes=interactive, favor_after=favor_after
+        ),
         "drop_optional_features": Rung(
             "drop_optional_features", DropOptionalFeatures(reasoning_effort)
         ),

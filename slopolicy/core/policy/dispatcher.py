@@ -9,6 +9,7 @@ the next dispatch has work (:meth:`Dispatcher.next_wakeup`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
@@ -98,8 +99,8 @@ class Dispatcher:
         favoured = health.favoured()
         while True:  # again only when a lost head left: the candidates changed
             candidates = queues._candidates()  # they change only through it
-            if favoured and len(candidates) > 1:  # the ladder puts these lanes first
-                candidates.sort(key=lambda pair: pair[0] not in favoured)
+            if favoured and len(candidates) > 1:  # the ladder puts these heads first
+                candidates.sort(key=lambda pair: not _first(favoured, pair[0], pair[1], now))
             for lane, entry in candidates:
                 needed = seats.needed(lane, entry.request.sequences)
                 if health.paused(lane) or not seats.fits(lane, needed):
@@ -176,3 +177,10 @@ class Dispatcher:
             if when is not None and when < wake:
                 wake = when
         return None if wake == math.inf else max(wake, at)
+
+
+def _first(favoured: Mapping[str, float], lane: str, entry: Entry, now: float) -> bool:
+    """Whether the ladder puts ``entry``, the head of ``lane``, first: its lane
+    is favoured and it has waited the wait ``favoured`` gives it."""
+    wait = favoured.get(lane)
+    return wait is not None and now - entry.arrival >= wait
