@@ -513,84 +513,62 @@ def test_a_dispatch_has_no_truth_value_only_explicit_answers() -> None:
     assert [s.id for s in started] == ["a"]
 
 
+def _favour_order(slo: dict[str, float], ladder: dict[str, object], step: float) -> list[str]:
+    """The order four queued requests (batch, chat, batch, chat; sent at 0.1 s)
+    start in, one at a time from 0.2 s, ``step`` seconds apart, on a one-seat
+    engine whose chat lane was charged a 3,000-token hold; chat and batch
+    have equal weights, the ``slo`` given and the ``ladder`` settings given."""
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {"name": "chat", "weight": 1, "slo": slo},  # a share no larger than batch's
+                {"name": "batch", "weight": 1, "slo": slo},
+            ],
+            "engine": {"max_running": 1, "prefill_horizon_s": 0},
+            "ladder": {"dwell_s": 1.0, **ladder},
+        }
+    )
+    policy = Policy(config, counter=HeuristicCounter())
+    hold = Request(id="hold", tenant="t", prompt_tokens=3000, max_new_tokens=64, lane="chat")
+    policy.submit(hold, now=0.0)
+    assert [s.id for s in policy.dispatch(now=0.0)] == ["hold"]
+    policy.evaluate(now=0.0)
+    for name, lane in (("b0", "batch"), ("c0", "chat"), ("b1", "batch"), ("c1", "chat")):
+        request = Request(id=name, tenant=name, prompt_tokens=10, max_new_tokens=8, lane=lane)
+        assert policy.submit(request, now=0.1).accepted
+    started: list[str] = []
+    running, now = "hold", 0.2
+    while True:
+        policy.finish(running, now=now, output_tokens=8)
+        (running,) = [s.id for s in policy.dispatch(now=now)] or [""]
+        if not running:
+            return started
+        started.append(running)
+        now += step
+
+
+def _pressure(on: bool) -> dict[str, object]:
+    """Ladder settings whose KV trigger is hot from the first evaluation (or never)."""
+    return {"kv_usage": {"enter": 0.001 if on else 0.99, "exit": 0.0005}}
+
+
 def test_under_pressure_the_interactive_lanes_start_first_whatever_their_share() -> None:
     """``favor_interactive``, the ladder's first rung: queued chat starts
-    before batch work that its fair share would send first; nothing is refused."""
-
-    def order(pressure: bool) -> list[str]:
-        config = PolicyConfig.from_dict(
-            {
-                "lanes": [
-                    {"name": "chat", "weight": 1},  # a share no larger than batch's
-                    {"name": "batch", "weight": 1},
-                ],
-                "engine": {"max_running": 1, "prefill_horizon_s": 0},
-                "ladder": {
-                    "dwell_s": 1.0,
-                    "kv_usage": {"enter": 0.001 if pressure else 0.99, "exit": 0.0005},
-                },
-            }
-        )
-        policy = Policy(config, counter=HeuristicCounter())
-        hold = Request(id="hold", tenant="t", prompt_tokens=3000, max_new_tokens=64, lane="chat")
-        policy.submit(hold, now=0.0)
-        assert [s.id for s in policy.dispatch(now=0.0)] == ["hold"]
-        policy.evaluate(now=0.0)
-        for name, lane in (("b0", "batch"), ("c0", "chat"), ("b1", "batch"), ("c1", "chat")):
-            request = Request(id=name, tenant=name, prompt_tokens=10, max_new_tokens=8, lane=lane)
-            assert policy.submit(request, now=0.1).accepted
-        started: list[str] = []
-        running, now = "hold", 0.2
-        while True:
-            policy.finish(running, now=now, output_tokens=8)
-            (running,) = [s.id for s in policy.dispatch(now=now)] or [""]
-            if not running:
-                return started
-            started.append(running)
-            now += 0.1
-
-    assert order(pressure=True) == ["c0", "c1", "b0", "b1"]
+    before batch work that its fair share would send first; nothing is
+    refused. (Without a TTFT target, chat is favoured at once.)"""
+    assert _favour_order({}, _pressure(True), 0.1) == ["c0", "c1", "b0", "b1"]
     # Without pressure, the shares' order: chat's lane was charged the 3,000-token hold.
-    assert order(pressure=False) == ["b0", "b1", "c0", "c1"]
+    assert _favour_order({}, _pressure(False), 0.1) == ["b0", "b1", "c0", "c1"]
 
 
 def test_under_pressure_only_the_interactive_requests_at_risk_start_first() -> None:
     """``favor_interactive`` puts a queued chat request first only once it has
     waited ``favor_after_fraction`` of chat's TTFT target; before that, the
     lanes' usual order holds (here: the shares', chat having been charged the hold)."""
+    slo = {"ttft_p95_s": 1.0}
 
-    def order(favor_after: float, *, step: float = 0.25) -> list[str]:
-        config = PolicyConfig.from_dict(
-            {
-                "lanes": [
-                    {"name": "chat", "weight": 1, "slo": {"ttft_p95_s": 1.0}},
-                    {"name": "batch", "weight": 1, "slo": {"ttft_p95_s": 1.0}},
-                ],
-                "engine": {"max_running": 1, "prefill_horizon_s": 0},
-                "ladder": {
-                    "dwell_s": 1.0,
-                    "kv_usage": {"enter": 0.001, "exit": 0.0005},
-                    "favor_after_fraction": favor_after,
-                },
-            }
-        )
-        policy = Policy(config, counter=HeuristicCounter())
-        hold = Request(id="hold", tenant="t", prompt_tokens=3000, max_new_tokens=64, lane="chat")
-        policy.submit(hold, now=0.0)
-        assert [s.id for s in policy.dispatch(now=0.0)] == ["hold"]
-        policy.evaluate(now=0.0)
-        for name, lane in (("b0", "batch"), ("c0", "chat"), ("b1", "batch"), ("c1", "chat")):
-            request = Request(id=name, tenant=name, prompt_tokens=10, max_new_tokens=8, lane=lane)
-            assert policy.submit(request, now=0.1).accepted
-        started: list[str] = []
-        running, now = "hold", 0.2
-        while True:
-            policy.finish(running, now=now, output_tokens=8)
-            (running,) = [s.id for s in policy.dispatch(now=now)] or [""]
-            if not running:
-                return started
-            started.append(running)
-            now += step
+    def order(favor_after: float, step: float = 0.25) -> list[str]:
+        return _favour_order(slo, _pressure(True) | {"favor_after_fraction": favor_after}, step)
 
     # At 0.2 s the chat requests have waited 0.1 s, under a quarter of their
     # 1 s target: batch's turn by the shares. From 0.45 s they have waited 0.35 s.

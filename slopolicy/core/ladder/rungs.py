@@ -18,7 +18,7 @@ order, after a first rung that only reorders):
 
 | rung | acts on | effect |
 |---|---|---|
-| ``favor_interactive`` | dispatch | interactive lanes' queued requests start first |
+| ``favor_interactive`` | dispatch | interactive lanes' queued requests at risk start first |
 | ``drop_optional_features`` | every lane | ``n`` 1; no ``best_of``, ``logprobs``; effort <= low |
 | ``cap_max_new_tokens`` | interactive lanes | ``max_new_tokens`` -> ``min(current, cap)`` |
 | ``compress_prompt`` | every lane | the host's ``compress`` hook; without one, a marker |
@@ -46,6 +46,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from slopolicy.core.checks import is_number
 from slopolicy.core.request import REASONING_EFFORTS, Request
 from slopolicy.errors import UsageError
 
@@ -91,16 +92,6 @@ class AdmissionAction(enum.Enum):
 
     PAUSE = "pause"  # hold: queue, but start nothing from the lane
     SHED = "shed"  # refuse now, with a Retry-After
-
-
-def _fraction(value: object) -> bool:
-    """Whether ``value`` is a number from 0 to 1 (not a bool)."""
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and 0.0 <= value <= 1.0
-    )
 
 
 def _lanes(name: str, lanes: Iterable[str]) -> frozenset[str]:
@@ -162,7 +153,7 @@ class Rung:
         object.__setattr__(self, "favor_lanes", _lanes(f"{where} favor_lanes", self.favor_lanes))
         object.__setattr__(self, "pause_lanes", _lanes(f"{where} pause_lanes", self.pause_lanes))
         object.__setattr__(self, "keep_lanes", _lanes(f"{where} keep_lanes", self.keep_lanes))
-        if not _fraction(self.favor_after):
+        if not (is_number(self.favor_after) and 0 <= self.favor_after <= 1):
             raise UsageError(f"{where}: favor_after must be a number from 0 to 1")
         if self.keep_lanes and not self.shed:
             raise UsageError(f"{where}: keep_lanes only applies with shed=True")
