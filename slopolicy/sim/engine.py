@@ -418,7 +418,7 @@ class Engine:
             return None
         n = pool.count
         # The same in every iteration of the run, but the context, which grows
-        # by one token a decode (each decode's micro-batch's largest does too).
+        # by one token a decode (no prompt is computed in a run).
         ubatches, open_requests, context = self._shape([])
         shape = {"ubatches": ubatches, "open_requests": open_requests}
         k = min(fits, finish, profile.decode_iterations(horizon - now, n, context, **shape))

@@ -26,9 +26,11 @@ own costs:
 - **wake-ups**: each token streamed costs ``T_wake`` for every request open
   on the server, running or queued in it (its result queue wakes the HTTP
   thread of each one);
-- **shared attention span**: a decode attends over the largest context in
-  its micro-batch (``beta_d`` per cell), so chat turns beside a long prompt
-  being computed, or a long conversation decoding, slow with it.
+- **a prompt's context beside decodes**: a decode that shares a
+  micro-batch with a prompt's tokens (the prompt in the next slot) is
+  charged ``beta_d`` per cell of the largest context there, so chat turns
+  beside a long prompt being computed slow with it
+  (:mod:`slopolicy.sim.ubatches`).
 """
 
 from __future__ import annotations
