@@ -213,9 +213,12 @@ class Health:
             self.pressure(now=now, kv_ledger=kv_ledger, oldest_wait=oldest_wait), now=now
         )
 
-    def favoured(self) -> Mapping[str, float]:
+    def favour_waits(self) -> Mapping[str, float]:
         """The lanes the ladder puts first in dispatch now, each with the wait
-        (seconds) after which a queued request of it goes first (empty: none)."""
+        in seconds (its :meth:`FallbackLadder.favoured
+        <slopolicy.core.ladder.ladder.FallbackLadder.favoured>` fraction of
+        the lane's TTFT target) after which a queued request of it goes
+        first (empty: none)."""
         if self.ladder is None or self.ladder.level == 0:  # no rung active: the usual case
             return {}
         waits = {}

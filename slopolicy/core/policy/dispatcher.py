@@ -96,11 +96,11 @@ class Dispatcher:
             return None  # the next start, whichever it is, waits for the rate
         queues, seats, health = self._queues, self._seats, self._health
         first_tokens = self._first_tokens
-        favoured = health.favoured()
+        waits = health.favour_waits()
         while True:  # again only when a lost head left: the candidates changed
             candidates = queues._candidates()  # they change only through it
-            if favoured and len(candidates) > 1:  # the ladder puts these heads first
-                candidates.sort(key=lambda pair: not _first(favoured, pair[0], pair[1], now))
+            if waits and len(candidates) > 1:  # the ladder puts these heads first
+                candidates.sort(key=lambda pair: not _first(waits, pair[0], pair[1], now))
             for lane, entry in candidates:
                 needed = seats.needed(lane, entry.request.sequences)
                 if health.paused(lane) or not seats.fits(lane, needed):
@@ -179,8 +179,8 @@ class Dispatcher:
         return None if wake == math.inf else max(wake, at)
 
 
-def _first(favoured: Mapping[str, float], lane: str, entry: Entry, now: float) -> bool:
+def _first(waits: Mapping[str, float], lane: str, entry: Entry, now: float) -> bool:
     """Whether the ladder puts ``entry``, the head of ``lane``, first: its lane
-    is favoured and it has waited the wait ``favoured`` gives it."""
-    wait = favoured.get(lane)
+    is favoured and it has waited the wait ``waits`` gives it (seconds)."""
+    wait = waits.get(lane)
     return wait is not None and now - entry.arrival >= wait
