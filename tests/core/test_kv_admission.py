@@ -274,6 +274,24 @@ ForecastWorld.TestCase.settings = settings(max_examples=100, stateful_step_count
 TestForecastWorld = ForecastWorld.TestCase
 
 
+def test_the_reported_peak_counts_a_protected_lane_at_its_peak_as_admission_did() -> None:
+    # Found by ForecastWorld: 21 blocks of 16, interactive's floor 1 block.
+    # The heavy 92 + 53 was admitted counting interactive's two requests at
+    # their peaks (80 and 96 tokens): 336 tokens, the pool to the token. The
+    # padded timeline of all four pads interactive's longer one a token past
+    # its block at the others' end (337), and the sum of the peaks counts the
+    # heavy one-token request that ends now (352): 22 blocks, never held.
+    kv = _ledger(21, {"interactive": 5}, block_size=16)
+    for request_id, lane, held, answer in (
+        ("r0", "interactive", 13, 54),
+        ("r1", "heavy", 1, 0),
+        ("r2", "interactive", 28, 53),
+        ("r3", "heavy", 92, 53),
+    ):
+        assert kv.try_start(request_id, lane, held + answer, held=held, now=0.0)
+    assert kv.statistics().peak_blocks == 21
+
+
 def test_the_reported_peak_is_the_bound_the_admission_went_by() -> None:
     # Found by ForecastWorld: 15 + 50 and 0 + 51 tokens in blocks of 16 peak
     # at 5 + 4 = 9 blocks, which the sum of their peaks admits; the padded

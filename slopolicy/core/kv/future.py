@@ -165,14 +165,20 @@ class FutureUse:
         return kept
 
     def peak(self) -> int:
-        """The most tokens the live reservations hold at once from now on:
-        the lower of two upper bounds, the step-by-step timeline (each
-        sequence's partial block padded) and the sum of every reservation's
-        own peak, as :meth:`admits` admits by either."""
-        constant = sum(self._constant.values())
+        """The most tokens the live reservations hold at once from now on: the
+        lowest of the upper bounds :meth:`admits` admits by, the sum of every
+        reservation's own peak and, for a request of each group, the
+        step-by-step timeline (each sequence's partial block padded) with the
+        other protected lanes at their peaks; and the timeline of them all."""
         flat = dict.fromkeys(self._floors, 0)  # every lane counted whole
-        timeline = worst_over_time(self._sorted(None), {None: constant}, flat, None)
-        return min(timeline, sum(self._peaks.values()))
+        order = self._sorted(None)
+        held = sum(self._constant.values())
+        bounds = [sum(self._peaks.values()), worst_over_time(order, {None: held}, flat, None)]
+        for group in (None, *self._floors) if self._floors else ():
+            constant = dict(self._constant)
+            rest = self._seen_by(group, constant, order)
+            bounds.append(worst_over_time(rest, {None: sum(constant.values())}, flat, None))
+        return min(bounds)
 
     def _sorted(self, without: Reservation | None) -> list[Running]:
         """The started reservations by steps left, descending (``without`` left out)."""
