@@ -13,7 +13,8 @@ own formula, one engine step at a time (``T_iter = T_cpu + sqrt(T_w² + (a·N)²
   on the engine behind them; its TPOT is one step;
 - :class:`Mixed`: a prompt computed while ``batch`` requests decode beside
   it (in the slots just before its own: two micro-batches a step on
-  llama.cpp); its TTFT is the steps that compute it, each with the decodes;
+  llama.cpp, cut as :func:`slopolicy.sim.ubatches.split` cuts them); its
+  TTFT is the steps that compute it, each with the decodes;
 - :class:`Start`: ``requests`` tiny requests sent at once, from the first
   sent to the last first token: one step that starts them all (what sets
   ``T_start`` apart: a decode samples without starting).
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 
 from slopolicy.errors import UsageError
 from slopolicy.sim.profiles import EngineProfile
+from slopolicy.sim.ubatches import split
 
 __all__ = (
     "LINEAR_TERMS",
@@ -124,24 +126,25 @@ class _Step:
 
 def _prompt_steps(prompt: int, chunk: int, batch: int = 0, context: float = 0.0) -> list[_Step]:
     """The steps computing one prompt, ``chunk`` tokens each less the ``batch``
-    decodes beside it (in the slots just before: one micro-batch with a token
-    of each, then the prompt's rest; the decodes attend over the larger of
-    their context and the prompt's, :mod:`slopolicy.sim.ubatches`)."""
+    decodes beside it. With decodes (llama.cpp's slots, the decodes in the
+    slots just before the prompt's, ``-ub`` as ``chunk``) each step is cut as
+    :func:`slopolicy.sim.ubatches.split` cuts it: a micro-batch with a token
+    of each, charged the prompt's context, then the prompt's rest; alone, a
+    chunk is one run of pairs."""
     room = max(1, chunk - batch)
+    decoding = [(slot, round(context)) for slot in range(batch)]
     steps = []
     for done in range(0, prompt, room):
         c = min(room, prompt - done)
         last = done + c == prompt
+        if batch:
+            cut = split(decoding, [(batch, c, done)], chunk)
+            shape = (cut.pairs, cut.context, cut.count)
+        else:
+            shape = (c * (done + c / 2), 0, 1)
+        pairs, cells, ubatches = shape
         steps.append(
-            _Step(
-                batch + c,
-                c * (done + c / 2),
-                batch * max(context, done + 1),
-                batch + int(last),
-                int(done == 0),
-                2 if batch and c > 1 else 1,
-                batch + 1,
-            )
+            _Step(batch + c, pairs, cells, batch + int(last), int(done == 0), ubatches, batch + 1)
         )
     return steps
 

@@ -246,9 +246,8 @@ class Engine:
         prompt = sum(c for _, c in chunks)
         if not pool.count and not prompt:
             return None
-        pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
         done = sum(s.computed + c >= s.prefill_len for s, c in chunks)  # sampled: first tokens
-        ubatches, open_requests, context = self._shape(chunks)
+        ubatches, open_requests, context, pairs = self._shape(chunks)
         seconds = self._profile.iteration_time(
             pool.count + prompt, pairs, context, pool.count + done, admitted,
             ubatches=ubatches, open_requests=open_requests,
@@ -385,12 +384,15 @@ class Engine:
     def _left(self, seq: Seq) -> None:
         """``seq`` finished and left the running requests (a hook for subclasses)."""
 
-    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int, int]:
-        """The step's micro-batches, the requests open on the engine and the
-        context its decodes attend over (tokens), for the profile's ``T_ub``,
-        ``T_wake`` and ``beta_d`` (a hook: vLLM's model has one batch, no
-        per-request wake-ups, and each decode attends over its own context)."""
-        return 1, 0, self._pool.context
+    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int, int, float]:
+        """The step's micro-batches, the requests open on the engine, the KV
+        cells its attention reads at the decode rate (tokens) and its prompt
+        pairs ``Σ c·(k + c/2)``, for the profile's ``T_ub``, ``T_wake``,
+        ``beta_d`` and ``beta_p`` (a hook: vLLM's model has one batch, no
+        per-request wake-ups, each decode attends over its own context and
+        every prompt chunk is paid by the pair)."""
+        pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
+        return 1, 0, self._pool.context, pairs
 
     # -- runs of pure decode ------------------------------------------------------
 
@@ -419,7 +421,7 @@ class Engine:
         n = pool.count
         # The same in every iteration of the run, but the context, which grows
         # by one token a decode (no prompt is computed in a run).
-        ubatches, open_requests, context = self._shape([])
+        ubatches, open_requests, context, _ = self._shape([])
         shape = {"ubatches": ubatches, "open_requests": open_requests}
         k = min(fits, finish, profile.decode_iterations(horizon - now, n, context, **shape))
         seconds = profile.decode_time(k, n, context, **shape)

@@ -30,7 +30,12 @@ own costs:
   micro-batch with a prompt's tokens (the prompt in the next slot) is
   charged ``beta_d`` per cell of the largest context there, so chat turns
   beside a long prompt being computed slow with it
-  (:mod:`slopolicy.sim.ubatches`).
+  (:mod:`slopolicy.sim.ubatches`);
+- **prompt rows computed one at a time**: a prompt with fewer than 64
+  tokens in a micro-batch (a short one, or a long one cut to the size of a
+  short one in the slot before it) is charged ``beta_d`` per cell each of
+  those tokens attends over, not ``beta_p`` per pair (ggml-cpu's flash
+  attention tiles only runs of 64 rows; :mod:`slopolicy.sim.ubatches`).
 """
 
 from __future__ import annotations
@@ -100,14 +105,15 @@ class LlamaEngine(Engine):
         self._holder[index] = None
         self._used[index] = self._counts.iterations * len(self._holder) + index
 
-    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int, int]:
+    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int, int, float]:
         slot, pool = self._slot_of, self._pool
         decoding = sorted(
             (slot[seq.id], pool.context_of(seq)) for seq in self._running if seq.decoding
         )
         prompts = sorted((slot[seq.id], chunk, seq.computed) for seq, chunk in chunks)
         step = split(decoding, prompts, self.spec.ubatch)
-        return max(1, step.count), len(self._running) + len(self._waiting), step.context
+        open_requests = len(self._running) + len(self._waiting)
+        return max(1, step.count), open_requests, step.context, step.pairs
 
     def _head_can_start(self) -> bool:
         return self._waiting.head() is not None and len(self._running) < self.spec.max_num_seqs

@@ -87,13 +87,15 @@ def test_a_mixed_step_costs_the_prompt_chunk_and_the_decodes_beside_it() -> None
     p = EngineProfile("p", 0.0, 20e-6, 0.1e-6, 0.02e-6, 80_000, 0.003, 0.001, 0.004, 0.002, 5e-6)
     # 600 tokens beside 4 decodes, 256 a step: 252 + 252 + 96, two micro-batches
     # each; the decodes share the first with the prompt's next token, so they
-    # attend over the larger of their 50 tokens and the prompt's k + 1.
+    # attend over the larger of their 50 tokens and the prompt's k + 1, and
+    # that token, alone of its prompt there, is computed as a row over k + 1
+    # cells; the rest of the chunk is tiled.
     steps = [(252, 0), (252, 252), (96, 504)]
     expected = sum(
         p.iteration_time(
             4 + c,
-            c * (k + c / 2),
-            4 * max(50, k + 1),
+            (c - 1) * (k + 1 + (c - 1) / 2),
+            4 * max(50, k + 1) + k + 1,
             4 + (i == 2),
             int(i == 0),
             ubatches=2,

@@ -56,7 +56,6 @@ class SlotReference:
             return None
         prompt = sum(chunks.values())
         by_id = {r.id: r for r in self.running}
-        pairs = sum(c * (by_id[i].computed + c / 2) for i, c in chunks.items())
         finishing = sum(by_id[i].computed + c == by_id[i].prompt for i, c in chunks.items())
         slot_of = {id(r): i for i, r in enumerate(self.slots) if r is not None}
         tokens = [slot_of[id(r)] for r in decoders]  # the batch, one sequence id a token
@@ -64,7 +63,7 @@ class SlotReference:
             tokens += [slot_of[id(by_id[request_id])]] * chunk
         held = {slot_of[id(r)]: r.context for r in decoders}
         held |= {slot_of[id(by_id[i])]: by_id[i].computed for i in chunks}
-        ubatches, context = split_equal(tokens, self.spec.ubatch, held, len(decoders))
+        ubatches, context, pairs = split_equal(tokens, self.spec.ubatch, held, len(decoders))
         seconds = self.spec.profile.iteration_time(
             len(decoders) + prompt,
             pairs,
@@ -98,17 +97,22 @@ class SlotReference:
 
 def split_equal(
     tokens: list[int], n_ubatch: int, held: dict[int, int] | None = None, decodes: int = 0
-) -> tuple[int, int]:
+) -> tuple[int, int, float]:
     """llama.cpp's ``llama_batch_allocr::split_equal(n_ubatch, sequential=true)``
     token by token, as its C++ does it: the micro-batches it cuts a batch of
-    these sequence ids into; and the KV cells the first ``decodes`` tokens
-    (one each, the decoding sequences') are charged for: each its own stream,
-    or in a micro-batch with a prompt's tokens the largest stream (``held``:
-    what each sequence's stream holds before the step)."""
+    these sequence ids into; the KV cells charged at the decode rate: the
+    first ``decodes`` tokens' (one each, the decoding sequences'), each its
+    own stream or, in a micro-batch with a prompt's tokens, the largest
+    stream (``held``: what each sequence's stream holds before the step),
+    and each cell a prompt token attends over when fewer than 64 of its
+    sequence's tokens share the micro-batch (ggml-cpu's flash attention,
+    row by row); and the pairs ``c·(k + c/2)`` of the prompt runs of 64
+    tokens or more (tiled)."""
     cells = dict(held or {})
     decoding = set(tokens[:decodes])
     used = [False] * len(tokens)
     count = context = 0
+    pairs = 0.0
     while not all(used):
         members: list[int] = []
         for i, seq in enumerate(tokens):
@@ -127,11 +131,17 @@ def split_equal(
                 break
         for seq in members:
             if seq not in decoding:
-                cells[seq] = cells.get(seq, 0) + taken
+                before = cells.get(seq, 0)
+                for row in range(1, taken + 1):
+                    cells[seq] = before + row
+                    if taken < 64:
+                        context += before + row
+                if taken >= 64:
+                    pairs += taken * (before + taken / 2)
         beside = [seq for seq in members if seq in decoding]
         if len(beside) < len(members):
             context += max(cells.get(seq, 0) for seq in members) * len(beside)
         else:
             context += sum(cells.get(seq, 0) for seq in beside)
         count += 1
-    return count, context
+    return count, context, pairs

@@ -99,7 +99,11 @@ def test_the_simulator_runs_n_choices_as_n_sequences() -> None:
         (record,) = comparison.results[policy].records
         assert record.output_tokens == 4 * 20
         assert record.tpot is not None
-        assert record.tpot == pytest.approx(CPU.iteration_time(4, 0, 4 * 60, 4), rel=0.2)
+        # A step of four decoding sequences (not one), give or take the later
+        # children's prompts computed among the first steps.
+        four, one = CPU.iteration_time(4, 0, 4 * 60, 4), CPU.iteration_time(1, 0, 60, 1)
+        assert record.tpot == pytest.approx(four, rel=0.3)
+        assert record.tpot > 2 * one
 
 
 def test_a_request_id_may_not_hold_the_sequence_separator() -> None:

@@ -186,7 +186,9 @@ def test_micro_batches_follow_llamas_split_token_by_token(
     tokens = [slot for slot, _ in decoding] + [slot for slot, n, _ in prompts for _ in range(n)]
     held = dict(decoding) | {slot: c for slot, _, c in prompts}
     step = split(decoding, prompts, ubatch)
-    assert (step.count, step.context) == split_equal(tokens, ubatch, held, len(decoding))
+    count, context, pairs = split_equal(tokens, ubatch, held, len(decoding))
+    assert (step.count, step.context) == (count, context)
+    assert step.pairs == pytest.approx(pairs, rel=1e-12)
 
 
 def test_scattered_slots_decode_in_more_micro_batches() -> None:
@@ -210,10 +212,36 @@ def test_decodes_beside_a_prompt_are_charged_its_context() -> None:
     assert split([(0, 100), (1, 5000)], [], 256).context == 100 + 5000
     assert split([(0, 100), (2, 5000)], [], 256).context == 100 + 5000
     # Beside a prompt 3,000 tokens in (its next token joins their micro-batch):
-    # both decodes are charged 3,001 cells; the prompt's own attention is beta_p's.
-    assert split([(0, 100), (1, 50)], [(2, 200, 3000)], 256).context == 2 * 3001
+    # both decodes are charged 3,001 cells, and so is that token, computed as
+    # a row; the prompt's other 199 tokens are tiled, beta_p's pairs.
+    beside = split([(0, 100), (1, 50)], [(2, 200, 3000)], 256)
+    assert beside.context == 2 * 3001 + 3001
+    assert beside.pairs == 199 * (3001 + 199 / 2)
     # The same prompt in a slot apart: the decodes keep their own.
-    assert split([(0, 100), (1, 50)], [(5, 200, 3000)], 256).context == 100 + 50
+    apart = split([(0, 100), (1, 50)], [(5, 200, 3000)], 256)
+    assert (apart.context, apart.pairs) == (100 + 50, 200 * (3000 + 200 / 2))
+
+
+def test_a_long_prompt_cut_by_a_short_one_beside_it_is_computed_row_by_row() -> None:
+    # Measured on llama-server (-ub 256, pinned slots, a 10,000-token prompt in
+    # slot 7): a 63-token chat in slot 6 made the step that held it 245-263 ms
+    # against 60-70 around it; a 64-token one cost nothing. split_equal gives
+    # the long prompt as many tokens as the chat in their shared micro-batch,
+    # and ggml-cpu tiles a sequence's attention only from 64 rows up.
+    def cut(chat: int) -> tuple[int, float]:
+        step = split([], [(6, chat, 0), (7, 256 - chat, 7000)], 256)
+        return step.context, step.pairs
+
+    context, pairs = cut(63)
+    chat, rows = 63 * 64 // 2, 63 * 7000 + 63 * 64 // 2
+    assert context == chat + rows
+    assert pairs == 130 * (7063 + 130 / 2)
+    context, pairs = cut(64)
+    assert context == 0
+    assert pairs == 64 * (0 + 32) + 64 * (7000 + 32) + 128 * (7064 + 64)
+    # Apart (slot 0), the chat alone is rows over its own cells, the long prompt tiled.
+    apart = split([], [(0, 63, 0), (7, 193, 7000)], 256)
+    assert (apart.context, apart.pairs) == (63 * 64 // 2, 193 * (7000 + 193 / 2))
 
 
 def test_slots_left_apart_cost_an_extra_micro_batch_each_step() -> None:
