@@ -139,10 +139,9 @@ def _prompt_steps(prompt: int, chunk: int, batch: int = 0, context: float = 0.0)
         last = done + c == prompt
         if batch:
             cut = split(decoding, [(batch, c, done)], chunk)
-            shape = (cut.pairs, cut.context, cut.count)
+            pairs, cells, ubatches = cut.pairs, cut.context, cut.count
         else:
-            shape = (c * (done + c / 2), 0, 1)
-        pairs, cells, ubatches = shape
+            pairs, cells, ubatches = c * (done + c / 2), 0, 1
         steps.append(
             _Step(batch + c, pairs, cells, batch + int(last), int(done == 0), ubatches, batch + 1)
         )
