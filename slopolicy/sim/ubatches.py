@@ -25,8 +25,8 @@ A prompt's own attention takes one of two paths in ggml-cpu's flash
 attention (``ggml_compute_forward_flash_attn_ext_f16``): a sequence with at
 least :data:`TILE_ROWS` tokens in the micro-batch (``GGML_FA_TILE_Q``) is
 computed in 64 x 64 tiles, the profile's ``beta_p`` per pair; with fewer,
-one row at a time over its cells, as a decode is, about ten times dearer a
-cell. A long prompt's chunk alone is tiled, but ``split_equal`` gives it as
+one row at a time over its cells, as a decode is, an order of magnitude
+dearer a cell. A long prompt's chunk alone is tiled, but ``split_equal`` gives it as
 many tokens as the fewest of the slots beside it: a 63-token chat in the
 slot before a 10,000-token prompt cut the prompt's next 63 tokens into
 rows, and the step that held them took 245-263 ms against 60-70 for the
