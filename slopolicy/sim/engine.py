@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.errors import UsageError
@@ -57,6 +58,17 @@ from slopolicy.sim.fanout import Fanout
 from slopolicy.sim.gaps import TBTSummary
 
 __all__ = ("Engine", "EngineSpec", "EngineStatistics", "Scheduling", "StepResult")
+
+
+class _Shape(NamedTuple):
+    """What one step costs beyond its tokens (:meth:`Engine._shape`): its
+    micro-batches, the requests open on the engine, the KV cells read at
+    the decode rate (tokens) and the prompt pairs ``Σ c·(k + c/2)``."""
+
+    ubatches: int
+    open_requests: int
+    context: int
+    pairs: float
 
 
 class Engine:
@@ -247,10 +259,10 @@ class Engine:
         if not pool.count and not prompt:
             return None
         done = sum(s.computed + c >= s.prefill_len for s, c in chunks)  # sampled: first tokens
-        ubatches, open_requests, context, pairs = self._shape(chunks)
+        shape = self._shape(chunks)
         seconds = self._profile.iteration_time(
-            pool.count + prompt, pairs, context, pool.count + done, admitted,
-            ubatches=ubatches, open_requests=open_requests,
+            pool.count + prompt, shape.pairs, shape.context, pool.count + done, admitted,
+            ubatches=shape.ubatches, open_requests=shape.open_requests,
         )  # fmt: skip
         self._counts.ran(1, seconds, prompt, pool.count)
         self._groups.iteration(seconds)
@@ -384,7 +396,7 @@ class Engine:
     def _left(self, seq: Seq) -> None:
         """``seq`` finished and left the running requests (a hook for subclasses)."""
 
-    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int, int, float]:
+    def _shape(self, chunks: list[tuple[Seq, int]]) -> _Shape:
         """The step's micro-batches, the requests open on the engine, the KV
         cells its attention reads at the decode rate (tokens) and its prompt
         pairs ``Σ c·(k + c/2)``, for the profile's ``T_ub``, ``T_wake``,
@@ -392,7 +404,7 @@ class Engine:
         per-request wake-ups, each decode attends over its own context and
         every prompt chunk is paid by the pair)."""
         pairs = sum(c * (s.computed + c / 2) for s, c in chunks)
-        return 1, 0, self._pool.context, pairs
+        return _Shape(1, 0, self._pool.context, pairs)
 
     # -- runs of pure decode ------------------------------------------------------
 
@@ -421,8 +433,9 @@ class Engine:
         n = pool.count
         # The same in every iteration of the run, but the context, which grows
         # by one token a decode (no prompt is computed in a run).
-        ubatches, open_requests, context, _ = self._shape([])
-        shape = {"ubatches": ubatches, "open_requests": open_requests}
+        cost = self._shape([])
+        context = cost.context
+        shape = {"ubatches": cost.ubatches, "open_requests": cost.open_requests}
         k = min(fits, finish, profile.decode_iterations(horizon - now, n, context, **shape))
         seconds = profile.decode_time(k, n, context, **shape)
         self._counts.ran(k, seconds, 0, n * k)

@@ -44,7 +44,7 @@ from collections.abc import Mapping
 
 from slopolicy.core.slo.targets import SLOTargets
 from slopolicy.sim._decode import Seq
-from slopolicy.sim.engine import Engine
+from slopolicy.sim.engine import Engine, _Shape
 from slopolicy.sim.engine_spec import EngineSpec, Scheduling
 from slopolicy.sim.ubatches import split
 
@@ -105,7 +105,7 @@ class LlamaEngine(Engine):
         self._holder[index] = None
         self._used[index] = self._counts.iterations * len(self._holder) + index
 
-    def _shape(self, chunks: list[tuple[Seq, int]]) -> tuple[int, int, int, float]:
+    def _shape(self, chunks: list[tuple[Seq, int]]) -> _Shape:
         slot, pool = self._slot_of, self._pool
         decoding = sorted(
             (slot[seq.id], pool.context_of(seq)) for seq in self._running if seq.decoding
@@ -113,7 +113,7 @@ class LlamaEngine(Engine):
         prompts = sorted((slot[seq.id], chunk, seq.computed) for seq, chunk in chunks)
         step = split(decoding, prompts, self.spec.ubatch)
         open_requests = len(self._running) + len(self._waiting)
-        return max(1, step.count), open_requests, step.context, step.pairs
+        return _Shape(max(1, step.count), open_requests, step.context, step.pairs)
 
     def _head_can_start(self) -> bool:
         return self._waiting.head() is not None and len(self._running) < self.spec.max_num_seqs
