@@ -81,6 +81,44 @@ def test_an_engine_that_interleaves_is_never_priced() -> None:
     assert interference.harm("docs", 10**6, now=150.0) == 0.0
 
 
+def test_until_chat_has_started_beside_a_long_prefill_it_is_taken_to_wait_for_all_of_it() -> None:
+    """Only the engine model fitted (chat never started in a shadow): a docs
+    prompt that would start beside nothing is not priced (it is what
+    teaches chat how much it waits); one that lengthens a running docs
+    prefill is priced at blocking 1 from the engine model's floor and
+    prefill time. Once chat has measured its blocking, the measure rules."""
+    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0})
+    for k in range(32):  # docs alone, 50,000 tokens per second
+        doc = 10_000 + 1000 * (k % 8)
+        check.engine.observe(doc, 0.01 + doc / 50_000)
+    interference = PrefillInterference(_LANES, {"chat": 0.5}, check, {"docs": 1.0})
+    for k in range(300):  # chat at 2 per second for 150 s
+        interference.arrived("chat", now=k / 2)
+    rate = interference.rates["chat"].rate(now=150.0)
+    assert check.models["chat"].floor is None
+    assert check.models["docs"].rate is None
+    assert interference.harm("docs", 100_000, now=150.0) == 0.0  # nothing running: explore
+    check.started("running", "docs", 100_000, now=150.0)  # 2.01 s of prefill from 150 s
+    floor = check.engine.floor
+    assert floor is not None
+    shadow = check.shadow("chat", now=150.0)
+    assert shadow is not None
+    assert shadow == pytest.approx(0.01 + 100_000 / 50_000)
+    slack = 0.5 - floor
+    added = max(0.0, 2 * shadow - slack) - max(0.0, shadow - slack)
+    assert interference.harm("docs", 100_000, now=150.0) == pytest.approx(rate * added)
+    assert interference.refuses("docs", 100_000, now=150.0) is not None
+    # Chat fitted from starts beside docs that did not wait for them: blocking
+    # measured at 0, and nothing is priced however long the shadow.
+    chat = check.models["chat"]
+    for k in range(32):
+        prompt, beside = 500 + 100 * (k % 5), 0.5 * (k % 3)
+        chat.observe(prompt, 0.02 + prompt / 50_000, shadow=beside)
+    assert chat.shadowed
+    assert chat.blocking == pytest.approx(0.0, abs=1e-9)
+    assert interference.harm("docs", 100_000, now=150.0) == pytest.approx(0.0, abs=1e-9)
+
+
 def test_a_quiet_urgent_lane_prices_nothing_and_a_lane_without_a_limit_is_never_deferred() -> None:
     check = _check(1.0)
     quiet = PrefillInterference(_LANES, {"chat": 0.5}, check, {"docs": 1.0})
@@ -118,7 +156,10 @@ def test_long_prompts_are_deferred_only_where_their_prefill_holds_chat_up(
 ) -> None:
     """The same traffic on vLLM's default (a running prefill takes whole
     iterations) and with ``long_prefill_token_threshold`` 1,024 (chat
-    interleaves): the policy learns which engine it is in front of."""
+    interleaves): the policy learns which engine it is in front of. Until
+    chat has started beside a long prefill it is taken to wait for it (the
+    prior), so on the interleaving engine a prompt may be deferred in the
+    first minute, never after."""
     engine = EngineSpec(profile("llama3-8b/h100"), long_prefill_token_threshold=threshold)
     workload = _mixed(240.0)
     config = PolicyConfig()
@@ -128,7 +169,8 @@ def test_long_prompts_are_deferred_only_where_their_prefill_holds_chat_up(
         for r in result.records
         if r.outcome is SimOutcome.REJECTED and r.reason == "prefill_interference"
     ]
-    assert bool(refused) == deferred
+    late = [r for r in refused if r.request.arrival >= 60.0]
+    assert bool(late) == deferred
     if deferred:  # the longest prompts, and only in the lane behind chat
         served = [r.request.prompt_tokens for r in result.records if r.lane == "heavy"]
         longest = sorted(served)[len(served) // 2 :]

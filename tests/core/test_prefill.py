@@ -23,10 +23,11 @@ _STEP = st.tuples(
 
 
 def _fitted(check: FirstTokenCheck, rate: float) -> None:
-    """32 observations at ``rate`` tokens per second, from nothing ahead."""
+    """32 observations at ``rate`` tokens per second, from nothing ahead, into
+    the engine model (the one the budget reads)."""
     for k in range(32):
         tokens = 500 + 500 * (k % 4)
-        check.models["chat"].observe(tokens, tokens / rate)
+        check.engine.observe(tokens, tokens / rate)
 
 
 @given(st.lists(_STEP, max_size=60), st.floats(0.01, 2.0), st.sampled_from([None, 900.0, 4e4]))
@@ -37,6 +38,7 @@ def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
     if rate is not None:
         _fitted(check, rate)
     outstanding: list[tuple[str, str, int]] = []
+    reported = False
     for n, (action, lane, tokens) in enumerate(steps):
         if action == "start":
             check.started(f"r{n}", lane, tokens, now=float(n))
@@ -45,11 +47,15 @@ def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
             done = outstanding.pop(0)[0]
             if action == "first":
                 check.first_token(done, now=float(n))
+                reported = True
             else:
                 check.left(done)
         budget = check.budget()
-        assert (budget is None) == (rate is None)
-        engine = check.models["chat"]  # the first lane's: the one the budget reads
+        engine = check.engine  # the model the budget reads
+        # Nothing is held back until the host reports a first token; then
+        # the budget is 0 until the engine model has a rate.
+        assert (budget is None) == (not reported)
+        assert budget != 0.0 or engine.rate is None
         for i, name in enumerate(_LANES):
             # A lane's prompts and the more interactive lanes' are ahead of it.
             ahead_of = [t for _, lane_, t in outstanding if _LANES.index(lane_) <= i]
@@ -58,8 +64,9 @@ def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
                 admits = check.admits(name, prompt)
                 if budget is None or not ahead_of:
                     assert admits  # nothing to wait for: the engine never idles (invariant 4)
+                elif engine.rate is None:
+                    assert not admits  # no rate yet: one prompt at a time
                 else:  # the engine's time for what is ahead and this prompt, within the horizon
-                    assert engine.rate is not None
                     squares = sum(float(t) ** 2 for t in (*ahead_of, prompt))
                     seconds = (sum(ahead_of) + prompt) / engine.rate
                     seconds += engine.quadratic * squares / 1e6
@@ -68,16 +75,38 @@ def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
                     )
 
 
-def test_the_budget_is_the_horizon_at_the_learned_rate() -> None:
+def test_the_budget_is_zero_until_the_engine_model_has_a_rate_then_the_horizon_at_it() -> None:
     check = FirstTokenCheck(_LANES, {"chat": 0.5}, horizon=0.1)
-    assert check.budget() is None  # nothing learned: nothing held back
-    check.started("huge", "chat", 10**9, now=0.0)
-    assert check.admits("chat", 10**9)
+    assert check.budget() is None  # no first token reported: nothing held back
+    check.started("a", "chat", 100, now=0.0)
+    assert check.admits("chat", 100)  # ...whatever is ahead
+    check.first_token("a", now=100 / 40_000.0)
+    assert check.budget() == 0.0  # reported, no rate yet: one prompt at a time
+    check.started("huge", "chat", 10**9, now=1.0)
+    assert not check.admits("chat", 1)
+    assert check.admits("docs", 1) is False  # the chat prompt is ahead of the later lanes too
+    check.left("huge")
+    assert check.admits("docs", 10**9)  # nothing ahead: anything starts
     _fitted(check, 40_000.0)
     assert check.budget() == pytest.approx(4_000.0)
+    check.started("huge", "chat", 10**9, now=2.0)
     assert not check.admits("chat", 1)  # a billion tokens are ahead
     assert check.admits("docs", 1) is False  # ...and ahead of the later lanes too
     assert FirstTokenCheck(_LANES, {"chat": 0.5}).budget() is None  # no horizon: no budget
+
+
+def test_the_engine_model_learns_from_starts_no_later_prompt_stood_beside() -> None:
+    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0}, horizon=0.1)
+    check.started("long", "docs", 50_000, now=0.0)
+    check.started("beside", "chat", 500, now=0.0)  # in the docs prompt's shadow
+    check.first_token("beside", now=2.0)
+    assert check.engine._n == 0  # what it waited for is not the engine's speed alone
+    check.first_token("long", now=2.0)
+    assert check.engine._n == 1  # batch is the only lane after docs, and had nothing
+    assert check.models["chat"].prefill(500) is None
+    assert check.prefill("chat", 500) is None  # neither model fitted
+    _fitted(check, 40_000.0)
+    assert check.prefill("chat", 4_000) == pytest.approx(check.engine.prefill(4_000))
 
 
 @pytest.mark.parametrize("horizon", [0.0, -1.0, float("inf"), float("nan")])

@@ -102,6 +102,24 @@ def test_terms_the_data_cannot_support_are_left_out() -> None:
         assert model.blocking == 0.0
         assert model.rate is not None
         assert model.rate > 0
+    # Never in a shadow: blocking is not measured; a shadow that varied, is.
+    assert not alone.shadowed
+    assert odd.shadowed
+
+
+def test_of_two_terms_that_each_hold_the_closer_fit_is_kept() -> None:
+    # Blocking 1, plus a small negative quadratic effect the full fit cannot
+    # keep; squares follow the shadow, so squares alone also holds, but
+    # explains less than the shadow alone.
+    model = FirstTokenModel()
+    for k in range(64):
+        prompt = 1000 + 500 * (k % 7)
+        shadow = 0.05 * (k % 5) + 0.02 * (prompt / 1000) ** 2
+        seconds = 0.05 + prompt / 50_000 + shadow - 0.004 * (prompt / 1000) ** 2
+        model.observe(prompt, seconds, squares=float(prompt) ** 2, shadow=shadow)
+    assert model.quadratic == 0.0
+    assert model.blocking == pytest.approx(1.0, abs=0.02)
+    assert model.spread < 0.01
 
 
 def test_blocking_is_held_at_one_and_the_rest_fitted_to_what_the_shadow_leaves() -> None:

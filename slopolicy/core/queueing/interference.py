@@ -15,8 +15,8 @@ nothing ahead (how long the engine takes to compute it), and ``blocking``,
 the share of the later lanes' prefill still to run that a start of this lane
 waits for: near 1 on an engine that runs prefills whole, near 0 on one that
 interleaves long prompts with other work (a chunk cap, llama.cpp's slots),
-so nothing here ever acts there. A request of an earlier lane ``i`` landing
-in the first ``blocking_i · D(P) - slack_i`` seconds of the prompt's
+so nothing here acts there once it is learned. A request of an earlier
+lane ``i`` landing in the first ``blocking_i · D(P) - slack_i`` seconds of the prompt's
 prefill misses its target, ``slack_i`` being what that target leaves over
 the engine's unhindered TTFT (the fitted floor). Where later-lane prompts
 are in prefill already, lane ``i`` stands in their shadow ``S_i`` (seconds
@@ -34,6 +34,19 @@ than one. At low load the rates are small and nothing is deferred; the
 threshold falls as the urgent lanes get busier, and rises again as they
 quieten.
 
+Before a lane has measured its own terms, the engine model of
+:class:`~slopolicy.core.queueing.ttft.FirstTokenCheck` (every lane's starts
+pooled) stands in: its ``D(P)`` for the prompt's lane, and for a more urgent
+lane its floor and a blocking of :data:`PRIOR_BLOCKING` (1), until that
+lane's model has seen starts in shadows of different lengths. The prior
+prices only what a prompt adds to a shadow the lane already stands in: with
+no later-lane prefill running, the prompt starts, and the urgent requests
+started beside it are what measure the engine (a prior that deferred every
+long prompt would never be put to the test). So the price acts from the
+engine model's first fit, seconds into a mixed trace, rather than from the
+rarest lane's; on an engine that interleaves, the urgent lane soon measures
+a blocking near 0 and the price stops acting.
+
 Sans-IO: times are the caller's ``now`` (monotonic seconds).
 """
 
@@ -49,6 +62,12 @@ __all__ = ("ArrivalRate", "PrefillInterference")
 
 #: Seconds over which a lane's arrival rate is measured (exponential window).
 RATE_WINDOW_S = 30.0
+#: How much of a later lane's prefill a lane is taken to wait for until its
+#: model has measured it (fitted, with starts in shadows of different
+#: lengths): all of it, as on an engine that runs prefills whole (vLLM's
+#: default). The measured share replaces it, near 0 on an engine that
+#: interleaves.
+PRIOR_BLOCKING = 1.0
 
 
 class ArrivalRate:
@@ -112,23 +131,32 @@ class PrefillInterference:
     def harm(self, lane: str, prompt_tokens: int, now: float) -> float:
         """Requests of the lanes before ``lane`` expected to miss their TTFT
         target if a ``prompt_tokens`` prompt of ``lane`` started ``now``."""
-        models = self._first_tokens.models
-        own = models[lane]
-        if own.rate is None:
+        first_tokens = self._first_tokens
+        duration = first_tokens.prefill(lane, prompt_tokens)
+        if duration is None:
             return 0.0
-        duration = own.prefill(prompt_tokens)
-        assert duration is not None  # fitted
-        first_tokens, total = self._first_tokens, 0.0
+        models, engine, total = first_tokens.models, first_tokens.engine, 0.0
         for other in self._before[lane]:
             model = models[other]
-            if model.floor is None or model.blocking <= 0.0:
+            shadow = first_tokens.shadow(other, now) or 0.0
+            floor, blocking = model.floor, model.blocking
+            if floor is None or not model.shadowed:
+                # Not measured yet: the prior, but only for what the prompt
+                # adds to a shadow the lane already stands in. With none, the
+                # prompt may start: its prefill is what teaches the lane how
+                # much it waits (a prior that deferred every prompt would
+                # never be tested).
+                if shadow <= 0.0:
+                    continue
+                floor, blocking = floor if floor is not None else engine.floor, PRIOR_BLOCKING
+            if floor is None or blocking <= 0.0:
                 continue
-            slack = self._bounds[other] - model.floor
-            share = min(1.0, model.blocking)
+            slack = self._bounds[other] - floor
+            share = min(1.0, blocking)
             # The prefill lengthens the shadow this lane already stands in
             # (later lanes' prompts in prefill run first): the requests that
             # land in the added time and wait past their slack are its harm.
-            before = share * (first_tokens.shadow(other, now) or 0.0)
+            before = share * shadow
             held = max(0.0, before + share * duration - slack) - max(0.0, before - slack)
             total += self.rates[other].rate(now) * held
         return total

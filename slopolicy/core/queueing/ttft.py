@@ -45,8 +45,21 @@ in the policy's order, where a request that can no longer make its
 target leaves before it takes engine time. With nothing ahead anything
 starts, so the engine is never left idle while work waits (invariant 4),
 and a prompt larger than the budget still starts alone (no starvation).
-Before the model has a rate, nothing is held back; a host that never
-reports first tokens never gives it one.
+
+The budget reads the **engine model**: one more
+:class:`~slopolicy.core.queueing.ttft_model.FirstTokenModel`, fed by every
+lane's starts that no later lane's prompt stood beside (so it has no
+shadow to learn), since every lane measures the same engine's speed. It
+fits as soon as the lanes together have started enough, which on mixed
+traffic is long before the rarest lane has; until a lane's own model is
+fitted, that lane's prefill time (for the shadows it casts and the
+interference it is priced at) is the engine model's. Until the engine
+model has a rate, the budget is zero: a request starts only when nothing
+is ahead of it, one prompt at a time in each lane's view, so the first
+seconds neither flood the engine's own queue nor teach the models from
+starts whose TTFT is mostly someone else's prompt. This holds only once
+the host has reported a first token: a host that never reports one (no
+streaming) never teaches a rate, and nothing is held back for it.
 
 This object is sans-IO and takes no time: callers pass observed seconds.
 """
@@ -88,7 +101,9 @@ class FirstTokenCheck:
         "_bounds",
         "_live",
         "_prefilling",
+        "_reported",
         "_squares",
+        "engine",
         "horizon",
         "models",
     )
@@ -102,14 +117,21 @@ class FirstTokenCheck:
             raise UsageError(f"horizon must be a finite number > 0 or None, got {horizon!r}")
         self._bounds = dict(bounds)
         self.horizon = None if horizon is None else float(horizon)
-        #: Each lane's engine TTFT as it has been (every lane's first tokens
-        #: teach the prefill budget; only the TTFT-bound ones are given up on).
+        #: Each lane's engine TTFT as it has been (only the TTFT-bound lanes
+        #: are given up on).
         self.models = {name: FirstTokenModel() for name in lanes}
+        #: The engine's speed on prompts, from every lane's starts with no
+        #: later lane's prompt in prefill beside them: what the prefill
+        #: budget reads, and a lane's prefill time until its own model is
+        #: fitted (see the module doc).
+        self.engine = FirstTokenModel()
+        self._reported = False  # whether the host has reported a first token
         self._prefilling = dict.fromkeys(lanes, 0)
         self._squares = dict.fromkeys(lanes, 0.0)
         # Started and not through prefill: id -> (lane, prompt, started at,
-        # the model's inputs then, None when they were unknown).
-        self._live: dict[str, tuple[str, int, float, Around | None]] = {}
+        # the model's inputs then (None when they were unknown), whether no
+        # later lane's prompt was in prefill then).
+        self._live: dict[str, tuple[str, int, float, Around | None, bool]] = {}
         self._ahead_of = {name: tuple(lanes[: i + 1]) for i, name in enumerate(lanes)}
         self._behind_of = {name: frozenset(lanes[i + 1 :]) for i, name in enumerate(lanes)}
 
@@ -130,14 +152,21 @@ class FirstTokenCheck:
         behind = self._behind_of[lane]
         if not behind:
             return 0.0
-        models, finish = self.models, -math.inf
-        for other, prompt, started, _ in self._live.values():  # in start order
+        finish = -math.inf
+        for other, prompt, started, *_ in self._live.values():  # in start order
             if other in behind:
-                seconds = models[other].prefill(prompt)
+                seconds = self.prefill(other, prompt)
                 if seconds is None:
                     return None
                 finish = max(finish, started) + seconds  # one at a time
         return max(0.0, finish - now)
+
+    def prefill(self, lane: str, prompt_tokens: int) -> float | None:
+        """Seconds to a first token for one ``prompt_tokens`` prompt of
+        ``lane`` with nothing ahead: the lane's model, or the engine model
+        until the lane's is fitted (``None`` while neither is)."""
+        seconds = self.models[lane].prefill(prompt_tokens)
+        return self.engine.prefill(prompt_tokens) if seconds is None else seconds
 
     def _around(self, lane: str, prompt_tokens: int, now: float) -> Around | None:
         """The model's inputs for a request of ``lane`` started at ``now``:
@@ -154,38 +183,29 @@ class FirstTokenCheck:
         squares = sum(self._squares[name] for name in self._ahead_of[lane])
         return self.ahead(lane) + prompt_tokens, squares + float(prompt_tokens) ** 2
 
-    def _engine(self) -> FirstTokenModel | None:
-        """The model the prefill budget reads: the first lane's that is
-        fitted (every lane's measures the same engine)."""
-        for model in self.models.values():
-            if model.rate is not None:
-                return model
-        return None
-
     def budget(self) -> float | None:
         """Prompt tokens (in prompts of chat size, where the quadratic term is
-        small) the engine may have ahead of a start: the horizon at the learned
-        prefill rate; ``None`` while nothing is held back."""
-        horizon, model = self.horizon, self._engine()
-        if horizon is None or model is None:
+        small) the engine may have ahead of a start: the horizon at the engine
+        model's rate, 0 until it has one (once the host reports first
+        tokens); ``None`` while nothing is held back."""
+        horizon, rate = self.horizon, self.engine.rate
+        if horizon is None or not self._reported:
             return None
-        assert model.rate is not None  # fitted
-        return model.rate * horizon
+        return 0.0 if rate is None else rate * horizon
 
     def admits(self, lane: str, prompt_tokens: int) -> bool:
         """Whether a request of ``lane`` may start now under the prefill
-        budget: nothing ahead of it, or the engine is expected to compute what
-        is ahead plus its own prompt within the horizon (the fitted rate and
-        quadratic term, not the floor)."""
-        horizon, model = self.horizon, self._engine()
-        if horizon is None or model is None:
+        budget: nothing ahead of it, or the engine model expects the engine
+        to compute what is ahead plus its own prompt within the horizon (the
+        fitted rate and quadratic term, not the floor); before that model
+        has a rate, only with nothing ahead (see the module doc)."""
+        if self.horizon is None or not self._reported:
             return True
         ahead, squares = self._load(lane, prompt_tokens)
         if ahead == prompt_tokens:  # nothing ahead of it
             return True
-        seconds = model.compute(ahead, squares=squares)
-        assert seconds is not None  # fitted
-        return seconds <= horizon
+        seconds = self.engine.compute(ahead, squares=squares)
+        return seconds is not None and seconds <= self.horizon
 
     def lost(self, lane: str, prompt_tokens: int, *, arrival: float, now: float) -> bool:
         """Whether a request of ``lane`` that arrived at ``arrival`` would have
@@ -204,22 +224,28 @@ class FirstTokenCheck:
     def started(self, request_id: str, lane: str, prompt_tokens: int, *, now: float) -> None:
         """Request ``request_id`` of ``lane`` was handed to the engine at ``now``."""
         around = self._around(lane, prompt_tokens, now)
-        self._live[request_id] = (lane, prompt_tokens, now, around)
-        self._prefilling[lane] += prompt_tokens
+        prefilling = self._prefilling
+        alone = not any(prefilling[name] for name in self._behind_of[lane])
+        self._live[request_id] = (lane, prompt_tokens, now, around, alone)
+        prefilling[lane] += prompt_tokens
         self._squares[lane] += float(prompt_tokens) ** 2
 
     def first_token(self, request_id: str, *, now: float) -> None:
         """A started request's first token came at ``now``."""
-        lane, _, started, around = self._leave(request_id)
+        lane, _, started, around, alone = self._leave(request_id)
+        self._reported = True
         if around is not None:  # else what it waited for is unknown: it teaches nothing
             ahead, squares, shadow = around
-            self.models[lane].observe(ahead, now - started, squares=squares, shadow=shadow)
+            seconds = now - started
+            self.models[lane].observe(ahead, seconds, squares=squares, shadow=shadow)
+            if alone:  # no later lane's prompt beside it: the engine's speed alone
+                self.engine.observe(ahead, seconds, squares=squares)
 
     def left(self, request_id: str) -> None:
         """A started request ended before its first token."""
         self._leave(request_id)
 
-    def _leave(self, request_id: str) -> tuple[str, int, float, Around | None]:
+    def _leave(self, request_id: str) -> tuple[str, int, float, Around | None, bool]:
         record = self._live.pop(request_id)
         lane, prompt = record[0], record[1]
         self._prefilling[lane] -= prompt

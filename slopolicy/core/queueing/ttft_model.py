@@ -24,7 +24,10 @@ started requests' observed dispatch-to-first-token times,
 
 Terms the data cannot support (no squares or no shadow varies, or a fitted
 coefficient below 0) are left out and the rest refitted, so a lane that
-never started in another's shadow fits the others alone. ``blocking`` is
+never started in another's shadow fits the others alone (``shadowed`` says
+whether the shadow has varied, so ``blocking`` is measured). Where either
+optional term alone would hold, the one with the smaller residual is kept,
+not the first in a fixed order. ``blocking`` is
 held at 1 where a free fit would put it above (a start cannot wait for more
 of the later lanes' prefill than there is: a few starts that waited on
 something else, a full engine, read as blocking otherwise, and every start
@@ -72,6 +75,7 @@ class FirstTokenModel:
         "quadratic",
         "r2",
         "rate",
+        "shadowed",
         "spread",
     )
 
@@ -93,6 +97,11 @@ class FirstTokenModel:
         self.rate: float | None = None
         self.quadratic = 0.0
         self.blocking = 0.0
+        #: Whether the fit has seen the shadow vary, so ``blocking`` is
+        #: measured (0 included); until then it reads 0, which keeps
+        #: requests (see :mod:`slopolicy.core.queueing.interference` for
+        #: the price's prior).
+        self.shadowed = False
         self.spread = 0.0
         self.r2 = 0.0
         self._n = 0
@@ -174,32 +183,51 @@ class FirstTokenModel:
             return
         usable = [j for j in _OPTIONAL if varies[j]]
         for count in range(len(usable), -1, -1):
-            for extra in combinations(usable, count):
-                found = self._solved((_AHEAD, *extra), cov, cov_y, var_y)
-                if found is not None and found.get(_SHADOW, 0.0) > 1.0:
-                    # A start cannot wait for more of the later lanes' prefill
-                    # than there is left: a fit above 1 reads outliers (or a
-                    # shadow that ran long) as blocking. Hold it at 1 and fit
-                    # the rest to what the shadow leaves of each TTFT (the
-                    # quadratic term too, where it holds).
-                    cov_rest = [cov_y[j] - cov[j][_SHADOW] for j in range(3)]
-                    var_rest = var_y - 2.0 * cov_y[_SHADOW] + cov[_SHADOW][_SHADOW]
-                    kept = (_AHEAD, *(j for j in extra if j != _SHADOW))
-                    for rest in dict.fromkeys((kept, (_AHEAD,))):
-                        found = self._solved(rest, cov, cov_rest, var_rest)
-                        if found is not None:
-                            found[_SHADOW] = 1.0
-                            break
-                if found is None:
-                    continue
-                explained = var_y - found.pop(_RESIDUAL)
-                self.rate = 1.0 / found[_AHEAD]
-                self.quadratic = found.get(_SQUARES, 0.0)
-                self.blocking = found.get(_SHADOW, 0.0)
-                self.floor = max(0.0, mean_y - sum(b * mean[j] for j, b in found.items()))
-                self.r2 = min(1.0, max(0.0, explained / var_y))
-                self.spread = math.sqrt(max(0.0, var_y - explained))
-                return
+            # Of the fits with this many terms that hold, the closest: a
+            # term the data cannot support is left out, not a better one.
+            fits = (self._held(extra, cov, cov_y, var_y) for extra in combinations(usable, count))
+            found = min(
+                (fit for fit in fits if fit is not None),
+                key=lambda fit: fit[_RESIDUAL],
+                default=None,
+            )
+            if found is None:
+                continue
+            explained = var_y - found.pop(_RESIDUAL)
+            self.rate = 1.0 / found[_AHEAD]
+            self.quadratic = found.get(_SQUARES, 0.0)
+            self.blocking = found.get(_SHADOW, 0.0)
+            self.shadowed = varies[_SHADOW]
+            self.floor = max(0.0, mean_y - sum(b * mean[j] for j, b in found.items()))
+            self.r2 = min(1.0, max(0.0, explained / var_y))
+            self.spread = math.sqrt(max(0.0, var_y - explained))
+            return
+
+    def _held(
+        self,
+        extra: tuple[int, ...],
+        cov: list[list[float]],
+        cov_y: list[float],
+        var_y: float,
+    ) -> dict[int, float] | None:
+        """The fit of the rate and ``extra`` (see :meth:`_solved`), with
+        ``blocking`` held at 1 where a free fit puts it above."""
+        found = self._solved((_AHEAD, *extra), cov, cov_y, var_y)
+        if found is None or found.get(_SHADOW, 0.0) <= 1.0:
+            return found
+        # A start cannot wait for more of the later lanes' prefill than there
+        # is left: a fit above 1 reads outliers (or a shadow that ran long)
+        # as blocking. Hold it at 1 and fit the rest to what the shadow leaves
+        # of each TTFT (the quadratic term too, where it holds).
+        cov_rest = [cov_y[j] - cov[j][_SHADOW] for j in range(3)]
+        var_rest = var_y - 2.0 * cov_y[_SHADOW] + cov[_SHADOW][_SHADOW]
+        kept = (_AHEAD, *(j for j in extra if j != _SHADOW))
+        for rest in dict.fromkeys((kept, (_AHEAD,))):
+            held = self._solved(rest, cov, cov_rest, var_rest)
+            if held is not None:
+                held[_SHADOW] = 1.0
+                return held
+        return None
 
     @staticmethod
     def _solved(
