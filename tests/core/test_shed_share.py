@@ -85,3 +85,72 @@ def test_a_tenant_over_its_share_in_the_spared_lane_loses_all_it_may_lose() -> N
         assert policy.submit(chat, now=2.0).accepted
     refused = [policy.submit(_batch(f"talker{k}", "talker"), now=3.0) for k in range(3)]
     assert all(isinstance(d, Defer) for d in refused)
+
+
+def _protecting(rungs: list[str]) -> Policy:
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {"name": "chat", "slo": {"ttft_p95_s": 0.5}, "max_prompt_tokens": 1000},
+                {"name": "batch", "max_prompt_tokens": 100_000, "max_queue_wait_s": 600},
+            ],
+            "engine": {"max_running": 3, "share_window_s": 10.0},
+            "ladder": {"rungs": rungs, "dwell_s": 1.0, "cooldown_s": 100.0},
+        }
+    )
+    return Policy(config, counter=HeuristicCounter())
+
+
+def test_under_any_pressure_an_over_share_tenant_s_excess_goes_before_anyone_is_degraded() -> None:
+    """At the first rung (favour chat) the ``shed`` rung is far off, but the
+    over-share tenant's excess is refused already: some tenant is within its
+    share, and refusing the excess protects it."""
+    policy = _protecting(["favor_interactive", "drop_optional_features", "shed"])
+    for index in range(30):
+        assert policy.submit(_batch(f"big{index}", "big"), now=0.0).accepted
+    assert policy.submit(_batch("small0", "small"), now=0.0).accepted
+    assert len(policy.dispatch(now=0.0).started) == 3
+    demand = policy.demand
+    assert demand is not None
+    assert demand.protects(now=1.0)
+    ladder = policy.health.ladder
+    assert ladder is not None
+    assert ladder.update(Pressure(kv_usage=0.99), now=1.0) is not None
+    assert ladder.level == 1
+    assert not ladder.sheds("batch")
+    big = [policy.submit(_batch(f"big-late{k}", "big"), now=1.5) for k in range(15)]
+    shed = [d for d in big if isinstance(d, Defer)]
+    assert 13 <= len(shed) <= 14
+    assert all(d.reason is Reason.OVERLOAD_SHED for d in shed)
+    assert "shed by share under pressure" in shed[0].message
+    assert "tenant 'big' asks for more than its fair share" in shed[0].message
+    assert all(policy.submit(_batch(f"small{k}", "small"), now=1.5).accepted for k in range(1, 3))
+    chat = Request(id="chat0", tenant="big", prompt_tokens=50, max_new_tokens=10)
+    assert policy.submit(chat, now=1.5).accepted  # the interactive lane is never shed
+
+
+def test_a_lone_tenant_over_what_is_served_waits_for_the_shed_rung() -> None:
+    policy = _protecting(["favor_interactive", "drop_optional_features", "shed"])
+    for index in range(30):
+        assert policy.submit(_batch(f"big{index}", "big"), now=0.0).accepted
+    assert len(policy.dispatch(now=0.0).started) == 3
+    demand = policy.demand
+    assert demand is not None
+    assert demand.level(now=1.0) < float("inf")  # over what is served...
+    assert not demand.protects(now=1.0)  # ...but nobody to protect
+    ladder = policy.health.ladder
+    assert ladder is not None
+    assert ladder.update(Pressure(kv_usage=0.99), now=1.0) is not None
+    assert all(policy.submit(_batch(f"late{k}", "big"), now=1.5).accepted for k in range(5))
+
+
+def test_without_pressure_nothing_is_refused_by_share() -> None:
+    policy = _protecting(["favor_interactive", "shed"])
+    for index in range(30):
+        assert policy.submit(_batch(f"big{index}", "big"), now=0.0).accepted
+    assert policy.submit(_batch("small0", "small"), now=0.0).accepted
+    policy.dispatch(now=0.0)
+    demand = policy.demand
+    assert demand is not None
+    assert demand.protects(now=1.0)
+    assert all(policy.submit(_batch(f"late{k}", "big"), now=1.5).accepted for k in range(5))

@@ -314,6 +314,27 @@ class FallbackLadder:
             return LadderVerdict(action, lane, rung.name, retry_after, message)
         return None
 
+    def protection(self, lane: str) -> LadderVerdict | None:
+        """The verdict shedding by share gives a new request in ``lane`` while
+        the ladder reads pressure (level 1 or more) and no active rung sheds
+        ``lane`` yet: the refusal of the first rung that would shed it, or
+        ``None`` (level 0, or no rung ever sheds ``lane``). The policy asks
+        only for a tenant over its max-min share while another is within
+        its share: that excess goes before anyone is degraded (see
+        :mod:`slopolicy.core.policy.intake`)."""
+        if self._level == 0 or self.sheds(lane):
+            return None
+        for rung in self._rungs:
+            if rung.admission(lane) is AdmissionAction.SHED:
+                retry_after = self.cooldown if rung.retry_after is None else rung.retry_after
+                message = (
+                    f"lane {lane!r} shed by share under pressure (level {self._level}, "
+                    f"before {rung.name!r})"
+                )
+                self._held[rung.name] += 1
+                return LadderVerdict(AdmissionAction.SHED, lane, rung.name, retry_after, message)
+        return None
+
     def statistics(self, *, now: float | None = None) -> LadderStatistics:
         """A frozen snapshot; ``now`` (monotonic seconds) defaults to the latest seen."""
         latest = self._latest

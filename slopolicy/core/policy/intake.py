@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from slopolicy.core.decisions import Admit, Decision, Defer, Demote, Displaced, Reason, Reject, Step
+from slopolicy.core.ladder.events import LadderVerdict
+from slopolicy.core.ladder.ladder import FallbackLadder
 from slopolicy.core.ladder.rungs import AdmissionAction
 from slopolicy.core.lifecycle import Entry
 from slopolicy.core.outcome import Outcome
@@ -166,16 +168,8 @@ class Intake:
                 steps=steps,
                 prompt_tokens=decision.prompt_tokens,
             )
-        # Over-share tenants absorb the shedding: of each, the part of its
-        # requests beyond its max-min share is refused; what a tenant within
-        # its share asks goes on to queue (it fits what the engine serves).
         demand, tenant = self._demand, decision.request.tenant
-        shed = ladder.sheds(lane)
-        if shed and demand is not None:
-            tier = self._router.tiers.get(decision.tier)
-            assert tier is not None  # the router only names tiers it knows
-            shed = demand._sheds(tenant, decision.cost, tier.weight, now)
-        verdict = ladder.admission(lane, shed=shed)
+        verdict = self._shed(decision, ladder, now)
         if verdict is not None and verdict.action is AdmissionAction.SHED:
             message = verdict.message
             if demand is not None:
@@ -203,6 +197,33 @@ class Intake:
         return dataclasses.replace(
             decision, request=degraded, cost=cost, steps=steps, rungs=applied
         )
+
+    def _shed(
+        self, decision: Admit | Demote, ladder: FallbackLadder, now: float
+    ) -> LadderVerdict | None:
+        """The ladder's admission verdict on an accepted decision, by share.
+
+        Over-share tenants absorb the shedding: of each, the part of its
+        requests beyond its max-min share is refused; what a tenant within
+        its share asks goes on to queue (it fits what the engine serves). The
+        ``shed`` rung does this once active. Before it, from the first level
+        of pressure, the same refusal protects the tenants within their
+        share wherever there are some: an over-share tenant's excess goes
+        before any rung degrades anyone (a lone tenant, or tenants all over
+        their share, wait for the rung)."""
+        lane, demand = decision.lane, self._demand
+        if demand is None:
+            return ladder.admission(lane)
+        active = ladder.sheds(lane)
+        protect = not active and ladder.may_shed(lane) and demand._protects(now)
+        refused = False
+        if active or protect:
+            tier = self._router.tiers.get(decision.tier)
+            assert tier is not None  # the router only names tiers it knows
+            refused = demand._sheds(decision.request.tenant, decision.cost, tier.weight, now)
+        if protect and refused:
+            return ladder.protection(lane)
+        return ladder.admission(lane, shed=refused)
 
     def _enqueue(self, decision: Admit | Demote, now: float) -> Decision:
         lane = self._lanes[decision.lane]

@@ -101,6 +101,9 @@ class Policy:
         self.first_tokens = parts.first_tokens
         #: Agent tasks under way (requests with a ``task``), and how they ended.
         self.tasks = parts.tasks
+        #: Each tenant's recent demand against its max-min share of what the
+        #: engine serves (``engine.share_window_s``), or ``None`` without one.
+        self.demand = parts.demand
         self._queues = parts.queues
         # Deadlines, and each lane's oldest waiting request: the watched
         # lane's oldest one's age is a live queue-wait signal for the ladder.

@@ -81,7 +81,16 @@ class TenantDemand:
             ``window_s``.
     """
 
-    __slots__ = ("_at", "_demand", "_epoch", "_level", "_refresh", "_served", "_window")
+    __slots__ = (
+        "_at",
+        "_demand",
+        "_epoch",
+        "_level",
+        "_refresh",
+        "_served",
+        "_window",
+        "_within",
+    )
 
     def __init__(self, window_s: float) -> None:
         check_finite(window_s, "window_s")
@@ -93,6 +102,7 @@ class TenantDemand:
         self._served = 0.0
         self._epoch: float | None = None  # set by the first call
         self._level = math.inf  # per weight, in decayed cost units at its refresh
+        self._within = False  # whether some tenant is within its share at the level
         self._at = -math.inf
 
     def offered(
@@ -181,6 +191,19 @@ class TenantDemand:
             return False
         return kept.demand > kept.weight * self._level_at(now) * grown
 
+    def protects(self, *, now: float) -> bool:
+        """Whether the level is finite (the tenants ask for more than is
+        served) and some tenant asks for less than its share: a tenant that
+        refusing the others' excess would protect."""
+        check_now(now)
+        return self._protects(now)
+
+    def _protects(self, now: float) -> bool:
+        """:meth:`protects` for a caller that checked ``now``."""
+        self._grown(now)  # first: it may move the epoch
+        self._level_at(now)
+        return self._within
+
     def level(self, *, now: float) -> float:
         """``L``: the share per unit of weight (decayed cost units, as of its
         last recomputation; ``inf`` while the engine keeps up with what is
@@ -227,7 +250,7 @@ class TenantDemand:
             del demands[tenant]
         served = self._served
         total = sum(kept.demand for kept in demands.values())
-        self._level = math.inf
+        self._level, self._within = math.inf, False
         if total > served > 0:  # nothing served yet: nothing to share out
             # Progressive filling: at the level what is left would give the
             # rest by weight, every demand below it is met in full; take
@@ -252,4 +275,5 @@ class TenantDemand:
                     left -= kept.demand
                     weights -= kept.weight
             self._level = left / weights / grown
+            self._within = left < served  # some demand was met in full
         return self._level
