@@ -16,12 +16,13 @@ the share of the later lanes' prefill still to run that a start of this lane
 waits for: near 1 on an engine that runs prefills whole, near 0 on one that
 interleaves long prompts with other work (a chunk cap, llama.cpp's slots),
 so nothing here acts there once it is learned. A request of an earlier
-lane ``i`` landing in the first ``blocking_i · D(P) - slack_i`` seconds of the prompt's
-prefill misses its target, ``slack_i`` being what that target leaves over
-the engine's unhindered TTFT (the fitted floor). Where later-lane prompts
-are in prefill already, lane ``i`` stands in their shadow ``S_i`` (seconds
-left, see :meth:`~slopolicy.core.queueing.ttft.FirstTokenCheck.shadow`) and
-the prompt lengthens it. With lane ``i``'s requests arriving at ``rate_i``
+lane ``i`` landing in the first ``blocking_i · D(P) - slack_i`` seconds of
+the prompt's prefill misses its target, ``slack_i`` being what that target
+leaves over the engine's unhindered TTFT (the fitted floor). Where
+later-lane prompts are in prefill already, lane ``i`` stands in their
+shadow ``S_i`` (seconds left, see
+:meth:`~slopolicy.core.queueing.ttft.FirstTokenCheck.shadow`) and the
+prompt lengthens it. With lane ``i``'s requests arriving at ``rate_i``
 per second (measured, a half-minute exponential window) and ``b_i =
 min(1, blocking_i)``, the prompt's expected **harm** is
 
