@@ -49,8 +49,8 @@ def test_the_ladder_climbs_in_the_seeds_order(
     run: tuple[Scenario, list[LadderMove], tuple[RequestRecord, ...]],
 ) -> None:
     _, moves, _ = run
-    # As far as the pressure takes it (the policy's own protection now holds
-    # this load short of pausing batch): one rung at a time, in order.
+    # As far as the pressure takes it (since issue 18's cold start the prefill
+    # budget holds this load short of pausing batch): one rung at a time, in order.
     climb = list(itertools.takewhile(lambda move: move.level > 0, moves))
     top = max(move.level for move in climb)
     first = climb[:top]
