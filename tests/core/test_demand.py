@@ -114,6 +114,11 @@ def test_the_level_is_the_water_level_however_many_passes_it_takes(
     f = math.exp(-0.1)
     expected = _water_level({t: (f * d, w) for t, (d, w) in demands.items()}, f * fraction * total)
     assert level == pytest.approx(expected, rel=1e-9)
+    # Protection: some tenant's demand is met in full (below the level).
+    below = [f * d / w < level * (1 - 1e-9) for d, w in demands.values()]
+    ties = [math.isclose(f * d / w, level, rel_tol=1e-9) for d, w in demands.values()]
+    if level < math.inf and not any(ties):
+        assert demand.protects(now=1.0) == any(below)
 
 
 def test_demand_decays_and_idle_tenants_are_forgotten() -> None:
