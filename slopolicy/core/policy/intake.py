@@ -169,7 +169,7 @@ class Intake:
                 prompt_tokens=decision.prompt_tokens,
             )
         demand, tenant = self._demand, decision.request.tenant
-        verdict = self._shed(decision, ladder, now)
+        verdict = self._ladder_verdict(decision, ladder, now)
         if verdict is not None and verdict.action is AdmissionAction.SHED:
             message = verdict.message
             if demand is not None:
@@ -198,7 +198,7 @@ class Intake:
             decision, request=degraded, cost=cost, steps=steps, rungs=applied
         )
 
-    def _shed(
+    def _ladder_verdict(
         self, decision: Admit | Demote, ladder: FallbackLadder, now: float
     ) -> LadderVerdict | None:
         """The ladder's admission verdict on an accepted decision, by share.

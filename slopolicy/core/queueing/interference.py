@@ -139,19 +139,22 @@ class PrefillInterference:
         models, engine, total = first_tokens.models, first_tokens.engine, 0.0
         for other in self._before[lane]:
             model = models[other]
-            shadow = first_tokens.shadow(other, now) or 0.0
             floor, blocking = model.floor, model.blocking
-            if floor is None or not model.shadowed:
+            if floor is not None and model.shadowed:  # measured
+                if blocking <= 0.0:
+                    continue
+                shadow = first_tokens.shadow(other, now) or 0.0
+            else:
                 # Not measured yet: the prior, but only for what the prompt
                 # adds to a shadow the lane already stands in. With none, the
                 # prompt may start: its prefill is what teaches the lane how
                 # much it waits (a prior that deferred every prompt would
                 # never be tested).
-                if shadow <= 0.0:
+                shadow = first_tokens.shadow(other, now) or 0.0
+                floor = floor if floor is not None else engine.floor
+                if shadow <= 0.0 or floor is None:
                     continue
-                floor, blocking = floor if floor is not None else engine.floor, PRIOR_BLOCKING
-            if floor is None or blocking <= 0.0:
-                continue
+                blocking = PRIOR_BLOCKING
             slack = self._bounds[other] - floor
             share = min(1.0, blocking)
             # The prefill lengthens the shadow this lane already stands in
