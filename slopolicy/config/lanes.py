@@ -135,7 +135,9 @@ class LaneConfig(ConfigModel):
             before this one, with a TTFT target) that one request of this
             lane may be expected to make miss that target by its prefill
             holding the engine; one expected to do more is deferred (503,
-            ``prefill_interference``). The cost is learned from the engine:
+            ``prefill_interference``); for a tenant asking for more than its
+            max-min share under saturation, the bound times the part of its
+            demand within the share. The cost is learned from the engine:
             on one that interleaves long prompts with other work it is near 0
             and nothing is deferred (see
             :mod:`slopolicy.core.queueing.interference`). Unset: never deferred.

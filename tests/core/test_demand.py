@@ -119,6 +119,12 @@ def test_the_level_is_the_water_level_however_many_passes_it_takes(
     ties = [math.isclose(f * d / w, level, rel_tol=1e-9) for d, w in demands.values()]
     if level < math.inf and not any(ties):
         assert demand.protects(now=1.0) == any(below)
+    # The part of each tenant's demand within its share: all of it below the
+    # level, the level's worth above it.
+    for tenant, (cost, weight) in demands.items():
+        expected_part = min(1.0, level * weight / (f * cost))
+        assert demand.portion(tenant, now=1.0) == pytest.approx(expected_part, rel=1e-9)
+    assert demand.portion("unknown", now=1.0) == 1.0
 
 
 def test_demand_decays_and_idle_tenants_are_forgotten() -> None:

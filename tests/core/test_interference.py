@@ -4,6 +4,7 @@ engine that interleaves long prompts with other work."""
 
 from __future__ import annotations
 
+import collections
 import math
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slopolicy import PolicyConfig
+from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.core.queueing.interference import ArrivalRate, PrefillInterference
 from slopolicy.core.queueing.ttft import FirstTokenCheck
 from slopolicy.sim import EngineSpec, LogNormal, Poisson, Stream, Tenants, build_workload, profile
@@ -65,6 +67,13 @@ def test_the_harm_is_the_urgent_lane_s_arrivals_in_the_time_the_prefill_holds_it
     held = 0.01 + 100_000 / 50_000 - (0.5 - floor)
     assert interference.harm("docs", 100_000, now=150.0) == pytest.approx(rate * held)
     assert interference.refuses("docs", 100_000, now=150.0) == pytest.approx(rate * held)
+    # A prompt costing chat 0.75 requests may queue, unless it is worth half
+    # a request (its tenant asks for twice its share): the limit scales.
+    prompt = round(50_000 * (0.75 / rate - 0.01 + 0.5 - floor))
+    harm = interference.harm("docs", prompt, now=150.0)
+    assert harm == pytest.approx(0.75, abs=1e-3)
+    assert interference.refuses("docs", prompt, now=150.0) is None
+    assert interference.refuses("docs", prompt, now=150.0, worth=0.5) == harm
     # Short enough to fit in chat's slack: no harm at all.
     assert interference.harm("docs", 10_000, now=150.0) == 0.0
     assert interference.refuses("docs", 10_000, now=150.0) is None
@@ -176,3 +185,49 @@ def test_long_prompts_are_deferred_only_where_their_prefill_holds_chat_up(
         longest = sorted(served)[len(served) // 2 :]
         assert sum(r.request.prompt_tokens for r in refused) / len(refused) > min(longest)
         assert all(r.lane == "heavy" for r in refused)
+
+
+def _crowded(seconds: float) -> object:
+    """Chat from four tenants beside long documents, most from one tenant
+    asking for several times what the engine serves it."""
+    chat = Stream(
+        "chat",
+        Poisson(1.5),
+        LogNormal(600, 0.8, 16, 6000),
+        LogNormal(120, 0.6, 8, 512),
+        Tenants.numbered("chat-", 4),
+        max_new_tokens=512,
+    )
+    docs = Stream(
+        "docs",
+        Poisson(1.2),
+        LogNormal(20_000, 0.7, 9000, 100_000),
+        LogNormal(100, 0.5, 8, 512),
+        Tenants(("big", "small"), weights=(0.9, 0.1)),
+        max_new_tokens=512,
+    )
+    return build_workload([chat, docs], duration=seconds, seed=5, name="crowded")
+
+
+def test_an_over_share_tenant_s_long_prompts_are_deferred_at_less_harm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past saturation the harm a prompt of a tenant over its max-min share
+    may do is bounded by the part of its demand within the share: more of
+    its prompts are deferred than with every request worth one, and none
+    more of the tenant within its share."""
+    engine = EngineSpec(profile("llama3-8b/h100"))
+    workload = _crowded(180.0)
+    config = PolicyConfig()
+    deferred: dict[bool, collections.Counter[str]] = {}
+    for scaled in (True, False):
+        if not scaled:
+            monkeypatch.setattr(TenantDemand, "_portion", lambda self, tenant, now: 1.0)
+        result, _ = evaluate(PolicyScheduler(config), workload, engine, config)  # type: ignore[arg-type]
+        deferred[scaled] = collections.Counter(
+            r.request.tenant
+            for r in result.records
+            if r.outcome is SimOutcome.REJECTED and r.reason == "prefill_interference"
+        )
+    assert deferred[True]["big"] > deferred[False]["big"]
+    assert deferred[True]["small"] <= deferred[False]["small"]

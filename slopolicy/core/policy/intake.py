@@ -235,12 +235,22 @@ class Intake:
         if worst > most:
             message = f"needs {worst:,} KV blocks; lane {lane.name!r} can hold at most {most:,}"
             return refusal(decision, Reason.PROMPT_TOO_LONG, message, None, 413, "kv capacity")
-        harm = self._interference.refuses(lane.name, prompt, now)
+        # Under saturation a request of a tenant asking for more than its
+        # max-min share is worth the part of its demand within the share: the
+        # harm its prefill may do to the others is bounded by as much less.
+        demand = self._demand
+        worth = 1.0 if demand is None else demand._portion(request.tenant, now)
+        harm = self._interference.refuses(lane.name, prompt, now, worth)
         if harm is not None:
+            allows = f"lane {lane.name!r} allows {lane.max_interference:g}"
+            if worth < 1.0:
+                allows = (
+                    f"{allows}, times {worth:.2f} for tenant {request.tenant!r}, "
+                    "which asks for more than its fair share"
+                )
             message = (
                 f"its {prompt:,}-token prefill would hold the engine long enough to make about "
-                f"{harm:.1f} requests of the more urgent lanes miss their TTFT target "
-                f"(lane {lane.name!r} allows {lane.max_interference:g})"
+                f"{harm:.1f} requests of the more urgent lanes miss their TTFT target ({allows})"
             )
             return refusal(
                 decision,

@@ -191,6 +191,22 @@ class TenantDemand:
             return False
         return kept.demand > kept.weight * self._level_at(now) * grown
 
+    def portion(self, tenant: str, *, now: float) -> float:
+        """The part of ``tenant``'s demand within its share at ``now``:
+        ``min(1, w L / d)``, 1 for a tenant within it or unknown (so 1 while
+        the engine keeps up)."""
+        check_now(now)
+        return self._portion(tenant, now)
+
+    def _portion(self, tenant: str, now: float) -> float:
+        """:meth:`portion` for a caller that checked ``now``."""
+        grown = self._grown(now)  # first: it may move the epoch
+        share = self._level_at(now) * grown
+        kept = self._demand.get(tenant)
+        if kept is None or kept.demand <= kept.weight * share:
+            return 1.0
+        return kept.weight * share / kept.demand
+
     def protects(self, *, now: float) -> bool:
         """Whether the level is finite (the tenants ask for more than is
         served) and some tenant asks for less than its share: a tenant that

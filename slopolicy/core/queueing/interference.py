@@ -31,7 +31,12 @@ min(1, blocking_i)``, the prompt's expected **harm** is
 requests missed over every more urgent lane with a TTFT target. A lane's
 ``max_interference`` (requests; default 1) bounds it: a request whose harm
 is larger is deferred (503, ``prefill_interference``), one request for more
-than one. At low load the rates are small and nothing is deferred; the
+than one. The caller may scale the bound by what the request is worth
+(:meth:`PrefillInterference.refuses`' ``worth``): the policy passes the part
+of a tenant's demand within its max-min share
+(:meth:`~slopolicy.core.queueing.demand.TenantDemand.portion`), 1 until the
+engine saturates, so past it a tenant asking for three times its share may
+cost the others a third as much. At low load the rates are small and nothing is deferred; the
 threshold falls as the urgent lanes get busier, and rises again as they
 quieten.
 
@@ -165,11 +170,13 @@ class PrefillInterference:
             total += self.rates[other].rate(now) * held
         return total
 
-    def refuses(self, lane: str, prompt_tokens: int, now: float) -> float | None:
-        """The harm, when it is over ``lane``'s limit (the request should be
-        deferred); ``None`` when it may queue."""
+    def refuses(
+        self, lane: str, prompt_tokens: int, now: float, worth: float = 1.0
+    ) -> float | None:
+        """The harm, when it is over ``lane``'s limit times ``worth`` (the
+        request should be deferred); ``None`` when it may queue."""
         limit = self._limits.get(lane)
         if limit is None or not self._before[lane]:
             return None
         harm = self.harm(lane, prompt_tokens, now)
-        return harm if harm > limit else None
+        return harm if harm > limit * worth else None
