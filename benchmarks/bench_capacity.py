@@ -23,10 +23,11 @@ figure moves by a few points with changes of rate too small to matter).
 Then the issue's bar for
 ours: at least 1.3x the best baseline, or within 5% of the limit where that
 would pass it, never below the best baseline by more than 3%, no harm
-worse than -0.01, and in-share attainment of at least 0.9 at twice FCFS's
-capacity. Beside the bar, ``degraded``: ours' largest degraded goodput
-(requests/s answered within target but cut short or downgraded) over every
-point of its sweep, counted apart from goodput.
+worse than -0.01, and at twice FCFS's capacity in-share attainment of at
+least 0.9 and the protected lane meeting its targets. Beside the bar,
+``degraded``: ours' largest degraded goodput (requests/s answered within
+target but cut short or downgraded) over every point of its sweep, counted
+apart from goodput.
 
 The engine is Llama-3-8B on one H100 (``llama3-8b/h100``, vLLM's default
 knobs), except for the built-in scenarios, which keep their own engine
@@ -218,12 +219,15 @@ def verdict(found: Sweep, at_2x: Mapping[str, Any] | None = None) -> dict[str, A
     wanted = min(1.3 * best, 0.95 * found.limit) if 1.3 * best > found.limit else 1.3 * best
     harm = found.no_harm.get(OURS)
     worst = None if harm is None else harm.worst
-    in_share_ours = None if at_2x is None else at_2x["policies"][OURS]["in_share_attainment"]
+    ours_at_2x = None if at_2x is None else at_2x["policies"][OURS]
+    in_share_ours = None if ours_at_2x is None else ours_at_2x["in_share_attainment"]
+    protected = None if ours_at_2x is None else ours_at_2x["protected_meets_targets"]
     degraded = max(point.degraded_goodput_rps for point in found.policies[OURS].points)
     return {
         "degraded_rps": degraded,
         "in_share_at_2x": in_share_ours,
         "in_share_ok": in_share_ours is None or in_share_ours >= TARGET,
+        "protected_ok": protected is not False,
         "best_baseline": best_name,
         "ratio_to_best": ours / best,
         "of_limit": ours / found.limit,
@@ -297,7 +301,8 @@ def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
     width = max([14, *(len(data["trace"]) + 1 for data in results)])
     print(
         f"\n{'trace':<{width}}{'limit':>7}{'ours':>11}{'fcfs':>8}  {'best baseline':<18}"
-        f"{'ours/best':>10}{'ours/limit':>11}{'no harm':>9}{'in-share':>10}{'degraded':>10}  bar"
+        f"{'ours/best':>10}{'ours/limit':>11}{'no harm':>9}{'in-share':>10}{'protected':>10}"
+        f"{'degraded':>10}  bar"
     )
     for data in results:
         found, policies = data["verdict"], data["policies"]
@@ -305,7 +310,9 @@ def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
             continue
         fcfs = _capacity(policies["fcfs"]) if "fcfs" in policies else "-"
         best = found["best_baseline"] + " " + _capacity(policies[found["best_baseline"]])
-        passed = all(found[k] for k in ("wins", "not_below_best", "no_harm", "in_share_ok"))
+        passed = all(
+            found[k] for k in ("wins", "not_below_best", "no_harm", "in_share_ok", "protected_ok")
+        )
         bar = "pass" if passed else "FAIL"
         print(
             f"{data['trace']:<{width}}{data['limit']:>6.3g}x{_capacity(policies[OURS]):>11}"
@@ -313,6 +320,7 @@ def print_summary(results: Sequence[Mapping[str, Any]]) -> None:
             f"{found['ratio_to_best']:>10.2f}{found['of_limit']:>11.0%}"
             f"{_pct(found['no_harm_worst']):>9}"
             f"{_share(found['in_share_at_2x']):>10}"
+            f"{'yes' if found['protected_ok'] else 'no':>10}"
             f"{found['degraded_rps']:>10.3g}"
             f"  {bar}"
         )
