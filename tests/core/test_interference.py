@@ -139,10 +139,21 @@ def test_a_quiet_urgent_lane_prices_nothing_and_a_lane_without_a_limit_is_never_
     assert unlimited.refuses("docs", 100_000, now=150.0) is None
 
 
-def _mixed(seconds: float) -> object:
+_DOCS_TENANTS = Tenants.numbered("docs-", 2)
+
+
+def _mixed(
+    seconds: float,
+    *,
+    chat_rate: float = 1.2,
+    docs_rate: float = 0.4,
+    docs_tenants: Tenants = _DOCS_TENANTS,
+    seed: int = 3,
+) -> object:
+    """Chat from four tenants beside long documents (median 20k tokens)."""
     chat = Stream(
         "chat",
-        Poisson(1.2),
+        Poisson(chat_rate),
         LogNormal(600, 0.8, 16, 6000),
         LogNormal(120, 0.6, 8, 512),
         Tenants.numbered("chat-", 4),
@@ -150,13 +161,13 @@ def _mixed(seconds: float) -> object:
     )
     docs = Stream(
         "docs",
-        Poisson(0.4),
+        Poisson(docs_rate),
         LogNormal(20_000, 0.7, 9000, 100_000),
         LogNormal(100, 0.5, 8, 512),
-        Tenants.numbered("docs-", 2),
+        docs_tenants,
         max_new_tokens=512,
     )
-    return build_workload([chat, docs], duration=seconds, seed=3, name="mixed")
+    return build_workload([chat, docs], duration=seconds, seed=seed, name="mixed")
 
 
 @pytest.mark.parametrize(("threshold", "deferred"), [(0, True), (1024, False)])
@@ -187,28 +198,6 @@ def test_long_prompts_are_deferred_only_where_their_prefill_holds_chat_up(
         assert all(r.lane == "heavy" for r in refused)
 
 
-def _crowded(seconds: float) -> object:
-    """Chat from four tenants beside long documents, most from one tenant
-    asking for several times what the engine serves it."""
-    chat = Stream(
-        "chat",
-        Poisson(1.5),
-        LogNormal(600, 0.8, 16, 6000),
-        LogNormal(120, 0.6, 8, 512),
-        Tenants.numbered("chat-", 4),
-        max_new_tokens=512,
-    )
-    docs = Stream(
-        "docs",
-        Poisson(1.2),
-        LogNormal(20_000, 0.7, 9000, 100_000),
-        LogNormal(100, 0.5, 8, 512),
-        Tenants(("big", "small"), weights=(0.9, 0.1)),
-        max_new_tokens=512,
-    )
-    return build_workload([chat, docs], duration=seconds, seed=5, name="crowded")
-
-
 def test_an_over_share_tenant_s_long_prompts_are_deferred_at_less_harm(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -217,7 +206,14 @@ def test_an_over_share_tenant_s_long_prompts_are_deferred_at_less_harm(
     its prompts are deferred than with every request worth one, and none
     more of the tenant within its share."""
     engine = EngineSpec(profile("llama3-8b/h100"))
-    workload = _crowded(180.0)
+    # Documents at 1.2/s, 90% of them from one tenant: past saturation.
+    workload = _mixed(
+        180.0,
+        chat_rate=1.5,
+        docs_rate=1.2,
+        docs_tenants=Tenants(("big", "small"), weights=(0.9, 0.1)),
+        seed=5,
+    )
     config = PolicyConfig()
     deferred: dict[bool, collections.Counter[str]] = {}
     for scaled in (True, False):
