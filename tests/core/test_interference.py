@@ -15,6 +15,7 @@ from slopolicy import PolicyConfig
 from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.core.queueing.interference import ArrivalRate, PrefillInterference
 from slopolicy.core.queueing.ttft import FirstTokenCheck
+from slopolicy.errors import UsageError
 from slopolicy.sim import EngineSpec, LogNormal, Poisson, Stream, Tenants, build_workload, profile
 from slopolicy.sim.comparison import evaluate
 from slopolicy.sim.ours import PolicyScheduler
@@ -74,6 +75,9 @@ def test_the_harm_is_the_urgent_lane_s_arrivals_in_the_time_the_prefill_holds_it
     assert harm == pytest.approx(0.75, abs=1e-3)
     assert interference.refuses("docs", prompt, now=150.0) is None
     assert interference.refuses("docs", prompt, now=150.0, worth=0.5) == harm
+    for bad in (-0.1, 1.5, math.nan, "1"):
+        with pytest.raises(UsageError, match="worth"):
+            interference.refuses("docs", prompt, now=150.0, worth=bad)  # type: ignore[arg-type]
     # Short enough to fit in chat's slack: no harm at all.
     assert interference.harm("docs", 10_000, now=150.0) == 0.0
     assert interference.refuses("docs", 10_000, now=150.0) is None

@@ -33,7 +33,11 @@ over-share tenants absorb the shortfall (``benchmarks/README.md``).
 :meth:`TenantDemand.sheds` is the ladder's ``shed`` rung by share: of a
 tenant over its share it refuses the part of its requests beyond the share,
 spread evenly, and none of a tenant within it; what it refuses counts as
-demand.
+demand. :meth:`TenantDemand.portion` is the part of a tenant's demand
+within its share (``w L / d``, 1 within it): what one of its requests is
+worth to max-min fairness, by which the policy scales the harm a long
+prompt's prefill may do to the other lanes
+(:mod:`slopolicy.core.queueing.interference`).
 
 Both sides are counted at the policy's estimate of a request's cost (prompt
 and forecast output) so the units agree: a request queued and started adds

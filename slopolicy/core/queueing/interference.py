@@ -36,8 +36,8 @@ than one. The caller may scale the bound by what the request is worth
 of a tenant's demand within its max-min share
 (:meth:`~slopolicy.core.queueing.demand.TenantDemand.portion`), 1 until the
 engine saturates, so past it a tenant asking for three times its share may
-cost the others a third as much. At low load the rates are small and nothing is deferred; the
-threshold falls as the urgent lanes get busier, and rises again as they
+cost the others a third as much. At low load the rates are small and
+nothing is deferred; the threshold falls as the urgent lanes get busier, and rises again as they
 quieten.
 
 Before a lane has measured its own terms, the engine model of
@@ -173,8 +173,11 @@ class PrefillInterference:
     def refuses(
         self, lane: str, prompt_tokens: int, now: float, worth: float = 1.0
     ) -> float | None:
-        """The harm, when it is over ``lane``'s limit times ``worth`` (the
-        request should be deferred); ``None`` when it may queue."""
+        """The harm, when it is over ``lane``'s limit times ``worth`` (what
+        the request is worth, 0 to 1 requests: the request should be
+        deferred); ``None`` when it may queue."""
+        if not (isinstance(worth, int | float) and 0.0 <= worth <= 1.0):
+            raise UsageError(f"worth must be a number from 0 to 1, got {worth!r}")
         limit = self._limits.get(lane)
         if limit is None or not self._before[lane]:
             return None
