@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slopolicy import PolicyConfig
-from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.core.queueing.interference import ArrivalRate, PrefillInterference
 from slopolicy.core.queueing.ttft import FirstTokenCheck
 from slopolicy.errors import UsageError
@@ -220,9 +219,16 @@ def test_an_over_share_tenant_s_long_prompts_are_deferred_at_less_harm(
     )
     config = PolicyConfig()
     deferred: dict[bool, collections.Counter[str]] = {}
+    refuses = PrefillInterference.refuses
+
+    def worth_one(
+        self: PrefillInterference, lane: str, prompt: int, now: float, *, worth: float = 1.0
+    ) -> float | None:
+        return refuses(self, lane, prompt, now)
+
     for scaled in (True, False):
         if not scaled:
-            monkeypatch.setattr(TenantDemand, "_portion", lambda self, tenant, now: 1.0)
+            monkeypatch.setattr(PrefillInterference, "refuses", worth_one)
         result, _ = evaluate(PolicyScheduler(config), workload, engine, config)  # type: ignore[arg-type]
         deferred[scaled] = collections.Counter(
             r.request.tenant

@@ -189,11 +189,7 @@ class TenantDemand:
     def over(self, tenant: str, *, now: float) -> bool:
         """Whether ``tenant`` asks for more than its share at ``now``."""
         check_now(now)
-        grown = self._grown(now)  # first: it may move the epoch
-        kept = self._demand.get(tenant)
-        if kept is None:
-            return False
-        return kept.demand > kept.weight * self._level_at(now) * grown
+        return self._portion(tenant, now) < 1.0
 
     def portion(self, tenant: str, *, now: float) -> float:
         """The part of ``tenant``'s demand within its share at ``now``:

@@ -37,8 +37,8 @@ of a tenant's demand within its max-min share
 (:meth:`~slopolicy.core.queueing.demand.TenantDemand.portion`), 1 until the
 engine saturates, so past it a tenant asking for three times its share may
 cost the others a third as much. At low load the rates are small and
-nothing is deferred; the threshold falls as the urgent lanes get busier, and rises again as they
-quieten.
+nothing is deferred; the threshold falls as the urgent lanes get busier,
+and rises again as they quieten.
 
 Before a lane has measured its own terms, the engine model of
 :class:`~slopolicy.core.queueing.ttft.FirstTokenCheck` (every lane's starts
@@ -171,7 +171,7 @@ class PrefillInterference:
         return total
 
     def refuses(
-        self, lane: str, prompt_tokens: int, now: float, worth: float = 1.0
+        self, lane: str, prompt_tokens: int, now: float, *, worth: float = 1.0
     ) -> float | None:
         """The harm, when it is over ``lane``'s limit times ``worth`` (what
         the request is worth, 0 to 1 requests: the request should be
