@@ -137,6 +137,31 @@ def test_demand_decays_and_idle_tenants_are_forgotten() -> None:
     assert "a" not in demand._demand
 
 
+def test_an_extra_read_does_not_move_later_recomputations() -> None:
+    # Refresh 0.5 s. The level is recomputed at the first read past each
+    # multiple of it: a read at 0.55 (B only) recomputes early in the second
+    # interval but moves no later one, so both recompute at 1.1 from the same
+    # sums. (Counting the refresh from the last read, B's 0.55 would have put
+    # A's 1.1 and B's 1.1 in different intervals: A at 1.2, B at 1.05.)
+    def run(reads: list[float]) -> list[float]:
+        demand = TenantDemand(10.0)
+        demand.offered("a", cost=30.0, weight=1.0, now=0.0)
+        demand.offered("b", cost=10.0, weight=1.0, now=0.0)
+        demand.served(20.0, now=0.0)
+        levels = []
+        for at in reads:
+            if at == 0.9:  # served more after the second interval's first read
+                demand.served(5.0, now=at)
+            levels.append(demand.level(now=at))
+        return levels
+
+    a = run([0.0, 0.7, 0.9, 1.1])
+    b = run([0.0, 0.55, 0.7, 0.9, 1.1])
+    assert a[-1] == b[-1]
+    assert a[-1] > a[-2]  # recomputed at 1.1 (the serve at 0.9 raised it)
+    assert a[1] == a[2]  # 0.7 and 0.9 are in one interval: no recomputation between
+
+
 def test_sums_stay_exact_across_epochs() -> None:
     # 1,000 s of a 10 s window: the sums move to a new epoch every 400 s,
     # and every reading matches the decayed sums computed directly.

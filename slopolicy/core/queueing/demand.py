@@ -13,7 +13,9 @@ each a sum decayed with time constant ``window_s`` (so a rate times
 ``window_s``, comparable with each other). While the tenants together ask for
 no more than was served (the engine keeps up), or before anything was
 served, nobody is over: ``L`` is infinite, and the estimate changes nothing.
-``L`` is recomputed at most every ``window_s / 20``, in passes over the
+``L`` is recomputed once in each ``window_s / 20`` of the caller's clock
+(at the first read past each multiple of it, so the moments do not drift
+with which calls read it), in passes over the
 tenants seen within about ``window_s`` (progressive filling: each pass
 meets in full every demand below the level the rest would share; a handful
 of passes on real mixes, and a sort of what is left after 16, so a crafted
@@ -86,8 +88,8 @@ class TenantDemand:
     """
 
     __slots__ = (
-        "_at",
         "_demand",
+        "_due",
         "_epoch",
         "_level",
         "_refresh",
@@ -107,7 +109,7 @@ class TenantDemand:
         self._epoch: float | None = None  # set by the first call
         self._level = math.inf  # per weight, in decayed cost units at its refresh
         self._within = False  # whether some tenant is within its share at the level
-        self._at = -math.inf
+        self._due = -math.inf  # the refresh tick from which the level is recomputed
 
     def offered(
         self, tenant: str, *, cost: float, weight: float, now: float, spared: bool = False
@@ -255,10 +257,13 @@ class TenantDemand:
         return math.exp(max(0.0, now - epoch) / self._window)
 
     def _level_at(self, now: float) -> float:
-        """The level, recomputed at most every refresh."""
-        if now - self._at < self._refresh:
+        """The level, recomputed by the first read in each refresh interval
+        (the multiples of ``window_s / 20`` on the caller's clock), so when it
+        is recomputed does not depend on which calls read it."""
+        if now < self._due:
             return self._level
-        self._at = now
+        refresh = self._refresh
+        self._due = (math.floor(now / refresh) + 1.0) * refresh
         grown = self._grown(now)
         negligible = _NEGLIGIBLE * grown
         demands = self._demand
