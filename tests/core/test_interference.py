@@ -8,7 +8,7 @@ import collections
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from slopolicy import PolicyConfig
@@ -32,7 +32,21 @@ def test_an_arrival_rate_follows_a_steady_stream_and_decays_when_quiet() -> None
     assert rate.rate(now=499.0) == rate.rate(now=499.75)  # before the last arrival: its value
 
 
+def test_an_arrival_rate_reads_a_steady_stream_from_its_first_seconds() -> None:
+    # A window that began empty would read 1 - e^(-t / 30) of the rate t
+    # seconds in: a seventh of it at 5 s. The first arrival starts the clock.
+    rate = ArrivalRate(window=30.0)
+    rate.arrived(now=0.0)
+    assert rate.rate(now=0.0) == 0.0  # one arrival is no interval yet
+    assert rate.rate(now=1.0) == 0.0
+    for k in range(1, 41):  # 4 per second for 10 s
+        rate.arrived(now=k / 4)
+        if k % 8 == 0:
+            assert rate.rate(now=k / 4) == pytest.approx(4.0, rel=0.02)
+
+
 @given(st.lists(st.floats(0, 1e6), max_size=50))
+@example([0.0, 5e-324])  # a second arrival a denormal after the first
 def test_an_arrival_rate_is_never_negative_nor_infinite(times: list[float]) -> None:
     rate = ArrivalRate()
     for at in times:
@@ -129,6 +143,34 @@ def test_until_chat_has_started_beside_a_long_prefill_it_is_taken_to_wait_for_al
     assert chat.shadowed
     assert chat.blocking == pytest.approx(0.0, abs=1e-9)
     assert interference.harm("docs", 100_000, now=150.0) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_after_the_first_test_every_long_prompt_is_priced_at_the_prior() -> None:
+    """Once a chat request has started beside a long prefill (the first
+    test), a prompt with nothing running beside it is priced at blocking 1
+    too, until chat's fit measures its blocking: the test is not repeated at
+    the cost of every long prompt that comes meanwhile."""
+    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0})
+    for k in range(32):  # docs alone, 50,000 tokens per second
+        doc = 10_000 + 1000 * (k % 8)
+        check.engine.observe(doc, 0.01 + doc / 50_000)
+    interference = PrefillInterference(_LANES, {"chat": 0.5}, check, {"docs": 1.0})
+    for k in range(300):  # chat at 2 per second for 150 s
+        interference.arrived("chat", now=k / 2)
+    rate = interference.rates["chat"].rate(now=150.0)
+    chat = check.models["chat"]
+    assert not chat.beside
+    assert interference.harm("docs", 100_000, now=150.0) == 0.0  # the first test
+    chat.observe(600, 1.5, shadow=1.45)  # one chat start beside a docs prefill
+    assert chat.beside
+    assert chat.floor is None  # nothing measured: the prior, from the engine's floor
+    floor, seconds = check.engine.floor, check.prefill("docs", 100_000)
+    assert floor is not None
+    assert seconds is not None
+    held = seconds - (0.5 - floor)
+    assert interference.harm("docs", 100_000, now=150.0) == pytest.approx(rate * held)
+    assert interference.refuses("docs", 100_000, now=150.0) is not None
+    assert interference.harm("docs", 20_000, now=150.0) == 0.0  # within chat's slack
 
 
 def test_a_quiet_urgent_lane_prices_nothing_and_a_lane_without_a_limit_is_never_deferred() -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from slopolicy import Outcome, Policy, PolicyConfig, Request
 from slopolicy.core.cost.ranks import RecentRank
 from slopolicy.core.cost.tokens import HeuristicCounter
-from slopolicy.core.queueing.ttft import FirstTokenModel
+from slopolicy.core.queueing.ttft import FirstTokenCheck, FirstTokenModel
 
 
 @given(
@@ -42,6 +42,29 @@ def test_the_model_fits_a_floor_and_a_rate_once_it_has_enough() -> None:
     assert model.rate == pytest.approx(10_000.0)
     assert model.floor == pytest.approx(0.02)
     assert model.expected(5000) == pytest.approx(0.52)
+
+
+def test_before_the_fit_a_prefill_time_is_the_seconds_per_token_so_far() -> None:
+    check = FirstTokenCheck(("chat", "docs"), {"chat": 0.5, "docs": 15.0})
+    assert check.prefill("docs", 40_000) is None  # no first token yet
+    check.started("d1", "docs", 20_000, now=0.0)
+    check.first_token("d1", now=0.5)  # 20,000 tokens in 0.5 s, nothing beside it
+    assert check.models["docs"].rate is None  # far from a fit
+    assert check.prefill("docs", 40_000) == pytest.approx(1.0)
+    # Chat has no first token of its own: the engine's ratio (every lane's
+    # starts with nothing of a later lane beside them) stands in.
+    assert check.prefill("chat", 2000) == pytest.approx(0.05)
+    check.started("c1", "chat", 1000, now=1.0)
+    check.first_token("c1", now=1.04)  # chat's own: the floor counted per token
+    assert check.prefill("chat", 2000) == pytest.approx(0.08)
+    # Once docs' own model is fitted, the fit answers (attention's square too).
+    docs = check.models["docs"]
+    for k in range(docs.min_samples):
+        tokens = 10_000 + 5000 * (k % 4)
+        docs.observe(tokens, 0.01 + tokens / 50_000, squares=float(tokens) ** 2)
+    assert check.prefill("docs", 40_000) == docs.prefill(40_000)
+    # (the first start, slower than the line, still weighs in a little)
+    assert docs.prefill(40_000) == pytest.approx(0.01 + 40_000 / 50_000, rel=0.02)
 
 
 def test_a_model_that_explains_little_reads_optimistically_by_its_wide_residuals() -> None:
@@ -164,6 +187,9 @@ def test_every_fit_is_finite_and_never_negative(points: list[tuple[int, float, f
                 assert value < float("inf")
             assert model.blocking <= 1
             assert 0 <= model.r2 <= 1
+        provisional = model.provisional(1000)
+        assert provisional is not None
+        assert 0 <= provisional < float("inf")
 
 
 @pytest.mark.parametrize(

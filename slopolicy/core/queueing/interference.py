@@ -23,7 +23,8 @@ later-lane prompts are in prefill already, lane ``i`` stands in their
 shadow ``S_i`` (seconds left, see
 :meth:`~slopolicy.core.queueing.ttft.FirstTokenCheck.shadow`) and the
 prompt lengthens it. With lane ``i``'s requests arriving at ``rate_i``
-per second (measured, a half-minute exponential window) and ``b_i =
+per second (measured, a half-minute exponential window from the lane's
+first arrival, :class:`ArrivalRate`) and ``b_i =
 min(1, blocking_i)``, the prompt's expected **harm** is
 
     harm(P) = Σ_i rate_i · (max(0, b_i · (S_i + D(P)) - slack_i) - max(0, b_i · S_i - slack_i))
@@ -40,18 +41,21 @@ cost the others a third as much. At low load the rates are small and
 nothing is deferred; the threshold falls as the urgent lanes get busier,
 and rises again as they quieten.
 
-Before a lane has measured its own terms, the engine model of
-:class:`~slopolicy.core.queueing.ttft.FirstTokenCheck` (every lane's starts
-pooled) stands in: its ``D(P)`` for the prompt's lane, and for a more urgent
-lane its floor and a blocking of :data:`PRIOR_BLOCKING` (1), until that
-lane's model has seen starts in shadows of different lengths. The prior
-prices only what a prompt adds to a shadow the lane already stands in: with
-no later-lane prefill running, the prompt starts, and the urgent requests
-started beside it are what measure the engine (a prior that deferred every
-long prompt would never be put to the test). So the price acts from the
-engine model's first fit, seconds into a mixed trace, rather than from the
-rarest lane's; on an engine that interleaves, the urgent lane soon measures
-a blocking near 0 and the price stops acting.
+Before a lane has measured its own terms, stand-ins price the prompt from
+the first starts of a cold start on. ``D(P)`` is
+:meth:`FirstTokenCheck.prefill <slopolicy.core.queueing.ttft.FirstTokenCheck.prefill>`'s:
+the lane's fit, or before it the seconds per token of the lane's first
+starts, or the engine model's (every lane's starts pooled). A more urgent
+lane takes the engine model's floor (0 before it has one: the whole target
+is slack) and a blocking of :data:`PRIOR_BLOCKING` (1), until its own model
+has seen starts in shadows of different lengths. The first long prompt is
+the test: while the urgent lane has never started beside a later lane's
+prefill, a prompt with none running starts unpriced, and the urgent
+requests started beside it are what measure the engine (a prior that
+deferred every long prompt would never be put to the test). From then on
+the prior prices every prompt, so the test is not repeated at the cost of
+each long prompt that comes before the fit. On an engine that interleaves,
+the urgent lane soon measures a blocking near 0 and the price stops acting.
 
 Sans-IO: times are the caller's ``now`` (monotonic seconds).
 """
@@ -77,9 +81,15 @@ PRIOR_BLOCKING = 1.0
 
 
 class ArrivalRate:
-    """Arrivals per second over an exponential window of ``window`` seconds."""
+    """Arrivals per second over an exponential window of ``window`` seconds.
 
-    __slots__ = ("_at", "_value", "window")
+    The first arrival starts the clock: the rate is that of the arrivals
+    after it over the time since, weighted like the window. A window that
+    began empty would otherwise read a steady stream at ``1 - e^(-t /
+    window)`` of its rate ``t`` seconds in (a fifth of it ten seconds into
+    a half-minute window), just when a cold start needs the price most."""
+
+    __slots__ = ("_at", "_since", "_value", "window")
 
     def __init__(self, window: float = RATE_WINDOW_S) -> None:
         if not (isinstance(window, int | float) and 0 < window < math.inf):
@@ -87,17 +97,29 @@ class ArrivalRate:
         self.window = float(window)
         self._value = 0.0
         self._at = -math.inf
+        self._since = math.inf
 
     def arrived(self, now: float) -> None:
         """One arrival at ``now`` (seconds; earlier times count as ``now``)."""
-        self._value = self.rate(now) + 1.0 / self.window
+        self._value = self._decayed(now) + 1.0 / self.window
         self._at = max(self._at, now)
+        self._since = min(self._since, now)
 
-    def rate(self, now: float) -> float:
-        """Arrivals per second at ``now``."""
+    def _decayed(self, now: float) -> float:
+        """The window's sum at ``now`` (every arrival counts ``e^(-age / window) / window``)."""
         if self._value == 0.0 or now <= self._at:
             return self._value
         return self._value * math.exp((self._at - now) / self.window)
+
+    def rate(self, now: float) -> float:
+        """Arrivals per second at ``now`` (0 until the first arrival has a
+        later one, or at its instant)."""
+        window = self.window
+        spanned = -math.expm1((self._since - now) / window)  # of the window since the first
+        if not spanned > 0.0:  # (at its instant, or before it)
+            return 0.0
+        first = (1.0 - spanned) / window  # what the first arrival still counts
+        return max(0.0, self._decayed(now) - first) / spanned
 
 
 class PrefillInterference:
@@ -157,8 +179,9 @@ class PrefillInterference:
                 # never be tested).
                 shadow = first_tokens.shadow(other, now) or 0.0
                 floor = floor if floor is not None else engine.floor
-                if shadow <= 0.0 or floor is None:
-                    continue
+                if shadow <= 0.0 and not model.beside:
+                    continue  # the first test: nothing running, nothing learned yet
+                floor = floor or 0.0  # (before any fit: the whole target is slack)
                 blocking = PRIOR_BLOCKING
             slack = self._bounds[other] - floor
             share = min(1.0, blocking)

@@ -53,7 +53,10 @@ shadow to learn), since every lane measures the same engine's speed. It
 fits as soon as the lanes together have started enough, which on mixed
 traffic is long before the rarest lane has; until a lane's own model is
 fitted, that lane's prefill time (for the shadows it casts and the
-interference it is priced at) is the engine model's. Until the engine
+interference it is priced at) is the seconds per token of its own starts
+so far, a ratio it has from its first token on (its own prompt sizes,
+where the engine model would extrapolate from others'), or the engine
+model's before the lane has a first token. Until the engine
 model has a rate, the budget is zero: a request starts only when nothing
 is ahead of it, one prompt at a time in each lane's view, so the first
 seconds neither flood the engine's own queue nor teach the models from
@@ -163,10 +166,16 @@ class FirstTokenCheck:
 
     def prefill(self, lane: str, prompt_tokens: int) -> float | None:
         """Seconds to a first token for one ``prompt_tokens`` prompt of
-        ``lane`` with nothing ahead: the lane's model, or the engine model
-        until the lane's is fitted (``None`` while neither is)."""
-        seconds = self.models[lane].prefill(prompt_tokens)
-        return self.engine.prefill(prompt_tokens) if seconds is None else seconds
+        ``lane`` with nothing ahead: the lane's model; until it is fitted,
+        the lane's provisional ratio (its own prompt sizes, without
+        extrapolating); until the lane has a first token, the engine
+        model, fitted or provisional (``None`` before any first token)."""
+        model, engine = self.models[lane], self.engine
+        for seconds in (model.prefill, model.provisional, engine.prefill, engine.provisional):
+            found = seconds(prompt_tokens)
+            if found is not None:
+                return found
+        return None
 
     def _around(self, lane: str, prompt_tokens: int, now: float) -> Around | None:
         """The model's inputs for a request of ``lane`` started at ``now``:

@@ -164,6 +164,22 @@ class FirstTokenModel:
         ``prompt_tokens`` with nothing else ahead (``None``: not fitted)."""
         return self.expected(prompt_tokens, squares=float(prompt_tokens) ** 2)
 
+    def provisional(self, prompt_tokens: int) -> float | None:
+        """:meth:`prefill` before the model is fitted: ``prompt_tokens`` at the
+        seconds per token ahead of the observations so far, weighted like the
+        fit (``None`` before the first). It counts the floor per token and
+        leaves attention's square out (too long for short prompts, too short
+        for the longest), and it is there from the first observation."""
+        ahead = self._sums[1]
+        return None if ahead <= 0.0 else prompt_tokens * self._sums[4] / ahead
+
+    @property
+    def beside(self) -> bool:
+        """Whether a start this model observed had a later lane's prefill
+        left beside it (a shadow over 0), however few: the lane has been put
+        to the test (``blocking`` is measured later, once the shadow varies)."""
+        return self._sums[_SHADOW + 1] > 0.0
+
     def _fit(self) -> None:
         s = self._sums
         w = s[0]
