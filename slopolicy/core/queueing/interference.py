@@ -86,7 +86,7 @@ class ArrivalRate:
     The first arrival starts the clock: the rate is that of the arrivals
     after it over the time since, weighted like the window. A window that
     began empty would otherwise read a steady stream at ``1 - e^(-t /
-    window)`` of its rate ``t`` seconds in (a fifth of it ten seconds into
+    window)`` of its rate ``t`` seconds in (a quarter of it ten seconds into
     a half-minute window), just when a cold start needs the price most."""
 
     __slots__ = ("_at", "_since", "_value", "window")
@@ -172,15 +172,15 @@ class PrefillInterference:
                     continue
                 shadow = first_tokens.shadow(other, now) or 0.0
             else:
-                # Not measured yet: the prior, but only for what the prompt
-                # adds to a shadow the lane already stands in. With none, the
-                # prompt may start: its prefill is what teaches the lane how
+                # Not measured yet: the prior. Until the lane has started
+                # beside a later lane's prefill, a prompt with none running
+                # starts unpriced: its prefill is what teaches the lane how
                 # much it waits (a prior that deferred every prompt would
-                # never be tested).
+                # never be tested). After that first test, every prompt.
                 shadow = first_tokens.shadow(other, now) or 0.0
-                floor = floor if floor is not None else engine.floor
                 if shadow <= 0.0 and not model.beside:
-                    continue  # the first test: nothing running, nothing learned yet
+                    continue
+                floor = floor if floor is not None else engine.floor
                 floor = floor or 0.0  # (before any fit: the whole target is slack)
                 blocking = PRIOR_BLOCKING
             slack = self._bounds[other] - floor
