@@ -107,19 +107,26 @@ def test_an_engine_that_interleaves_is_never_priced() -> None:
     assert interference.harm("docs", 10**6, now=150.0) == 0.0
 
 
+def _engine_fitted_only() -> tuple[FirstTokenCheck, PrefillInterference]:
+    """Only the engine model fitted (docs alone, 50,000 tokens per second),
+    and chat arriving at 2 per second for 150 s."""
+    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0})
+    for k in range(32):
+        doc = 10_000 + 1000 * (k % 8)
+        check.engine.observe(doc, 0.01 + doc / 50_000)
+    interference = PrefillInterference(_LANES, {"chat": 0.5}, check, {"docs": 1.0})
+    for k in range(300):
+        interference.arrived("chat", now=k / 2)
+    return check, interference
+
+
 def test_until_chat_has_started_beside_a_long_prefill_it_is_taken_to_wait_for_all_of_it() -> None:
     """Only the engine model fitted (chat never started in a shadow): a docs
     prompt that would start beside nothing is not priced (it is what
     teaches chat how much it waits); one that lengthens a running docs
     prefill is priced at blocking 1 from the engine model's floor and
     prefill time. Once chat has measured its blocking, the measure rules."""
-    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0})
-    for k in range(32):  # docs alone, 50,000 tokens per second
-        doc = 10_000 + 1000 * (k % 8)
-        check.engine.observe(doc, 0.01 + doc / 50_000)
-    interference = PrefillInterference(_LANES, {"chat": 0.5}, check, {"docs": 1.0})
-    for k in range(300):  # chat at 2 per second for 150 s
-        interference.arrived("chat", now=k / 2)
+    check, interference = _engine_fitted_only()
     rate = interference.rates["chat"].rate(now=150.0)
     assert check.models["chat"].floor is None
     assert check.models["docs"].rate is None
@@ -150,13 +157,7 @@ def test_after_the_first_test_every_long_prompt_is_priced_at_the_prior() -> None
     test), a prompt with nothing running beside it is priced at blocking 1
     too, until chat's fit measures its blocking: the test is not repeated at
     the cost of every long prompt that comes meanwhile."""
-    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0})
-    for k in range(32):  # docs alone, 50,000 tokens per second
-        doc = 10_000 + 1000 * (k % 8)
-        check.engine.observe(doc, 0.01 + doc / 50_000)
-    interference = PrefillInterference(_LANES, {"chat": 0.5}, check, {"docs": 1.0})
-    for k in range(300):  # chat at 2 per second for 150 s
-        interference.arrived("chat", now=k / 2)
+    check, interference = _engine_fitted_only()
     rate = interference.rates["chat"].rate(now=150.0)
     chat = check.models["chat"]
     assert not chat.beside
