@@ -47,6 +47,7 @@ def test_an_arrival_rate_reads_a_steady_stream_from_its_first_seconds() -> None:
 
 @given(st.lists(st.floats(0, 1e6), max_size=50))
 @example([0.0, 5e-324])  # a second arrival a denormal after the first
+@example([0.0, 2.2250738585e-313])  # ... and one whose rate would overflow
 def test_an_arrival_rate_is_never_negative_nor_infinite(times: list[float]) -> None:
     rate = ArrivalRate()
     for at in times:

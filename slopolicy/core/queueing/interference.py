@@ -119,7 +119,9 @@ class ArrivalRate:
         if not spanned > 0.0:  # (at its instant, or before it)
             return 0.0
         first = (1.0 - spanned) / window  # what the first arrival still counts
-        return max(0.0, self._decayed(now) - first) / spanned
+        value = self._decayed(now)
+        rate = max(0.0, value - first) / spanned
+        return rate if rate < math.inf else value  # (arrivals a denormal apart)
 
 
 class PrefillInterference:
