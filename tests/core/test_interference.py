@@ -34,7 +34,7 @@ def test_an_arrival_rate_follows_a_steady_stream_and_decays_when_quiet() -> None
 
 def test_an_arrival_rate_reads_a_steady_stream_from_its_first_seconds() -> None:
     # A window that began empty would read 1 - e^(-t / 30) of the rate t
-    # seconds in: a seventh of it at 5 s. The first arrival starts the clock.
+    # seconds in: about a sixth of it at 5 s. The first arrival starts the clock.
     rate = ArrivalRate(window=30.0)
     rate.arrived(now=0.0)
     assert rate.rate(now=0.0) == 0.0  # one arrival is no interval yet

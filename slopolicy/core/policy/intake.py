@@ -238,8 +238,9 @@ class Intake:
         # Under saturation a request of a tenant asking for more than its
         # max-min share is worth the part of its demand within the share: the
         # harm its prefill may do to the others is bounded by as much less.
-        # Read for every request, as the other reads of the share do: a read
-        # also paces the level's refresh (at most every ``share_window_s / 20``).
+        # Read for every request, as the other reads of the share do: the
+        # first read past each twentieth of ``share_window_s`` recomputes the
+        # level, from the sums as they are then.
         demand = self._demand
         worth = 1.0 if demand is None else demand._portion(request.tenant, now)
         harm = self._interference.refuses(lane.name, prompt, now, worth=worth)

@@ -182,8 +182,8 @@ class PrefillInterference:
                 shadow = first_tokens.shadow(other, now) or 0.0
                 if shadow <= 0.0 and not model.beside:
                     continue
-                floor = floor if floor is not None else engine.floor
-                floor = floor or 0.0  # (before any fit: the whole target is slack)
+                if floor is None:  # the engine's, 0 before any fit (the whole target is slack)
+                    floor = engine.floor or 0.0
                 blocking = PRIOR_BLOCKING
             slack = self._bounds[other] - floor
             share = min(1.0, blocking)

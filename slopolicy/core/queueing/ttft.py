@@ -171,11 +171,14 @@ class FirstTokenCheck:
         extrapolating); until the lane has a first token, the engine
         model, fitted or provisional (``None`` before any first token)."""
         model, engine = self.models[lane], self.engine
-        for seconds in (model.prefill, model.provisional, engine.prefill, engine.provisional):
-            found = seconds(prompt_tokens)
-            if found is not None:
-                return found
-        return None
+        seconds = model.prefill(prompt_tokens)
+        if seconds is None:
+            seconds = model.provisional(prompt_tokens)
+        if seconds is None:
+            seconds = engine.prefill(prompt_tokens)
+        if seconds is None:
+            seconds = engine.provisional(prompt_tokens)
+        return seconds
 
     def _around(self, lane: str, prompt_tokens: int, now: float) -> Around | None:
         """The model's inputs for a request of ``lane`` started at ``now``:
