@@ -67,6 +67,69 @@ def test_before_the_fit_a_prefill_time_is_the_seconds_per_token_so_far() -> None
     assert docs.prefill(40_000) == pytest.approx(0.01 + 40_000 / 50_000, rel=0.02)
 
 
+def test_the_share_of_its_shadows_a_lane_waited_for_is_read_from_its_first_start_in_one() -> None:
+    # A start waited for its shadow when its TTFT passed the unhindered one by
+    # half the shadow or more; its shadow counts whole or not at all, and the
+    # share is of the shadows summed, weighted like the fit.
+    model = FirstTokenModel()
+    assert model.waited_share is None
+    model.observe(1000, 0.1)  # no shadow: nothing to read yet
+    assert model.waited_share is None
+    model.observe(1000, 1.3, shadow=1.5, unhindered=0.1)  # waited 1.2 of 1.5 s
+    assert model.waited_share == 1.0
+    model.observe(1000, 0.3, shadow=2.0, unhindered=0.1)  # waited 0.2 of 2 s: interleaved
+    decay = 0.5 ** (1 / 256)
+    assert model.waited_share == pytest.approx(1.5 * decay / (1.5 * decay + 2.0))
+    model.observe(1000, 0.1)  # a start with no shadow decays both sums alike
+    assert model.waited_share == pytest.approx(1.5 * decay / (1.5 * decay + 2.0))
+    # Without an unhindered TTFT the whole TTFT is taken as waited.
+    unknown = FirstTokenModel()
+    unknown.observe(1000, 0.6, shadow=1.0)
+    assert unknown.waited_share == 1.0
+    assert not unknown.measured
+
+
+def test_before_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_share_it_waited() -> None:
+    """Before chat's fit measures its blocking, a chat request that would
+    start in a docs prefill's shadow is lost when the engine's TTFT with
+    nothing beside, plus the share of their shadows chat's starts waited
+    for times this one, passes what its target leaves; before any chat
+    start in a shadow (the first is the test) nothing is given up on, and
+    on an engine chat was seen not to wait, nothing is."""
+    check = FirstTokenCheck(("chat", "docs"), {"chat": 0.5, "docs": 15.0})
+    check.started("d0", "docs", 20_000, now=0.0)
+    check.first_token("d0", now=0.5)  # docs: 40,000 tokens per second
+    check.started("c0", "chat", 1000, now=1.0)
+    check.first_token("c0", now=1.05)  # chat alone: 0.05 s (the engine: 20,000 per s)
+    check.started("d1", "docs", 40_000, now=2.0)  # 1 s of prefill
+    shadow = check.shadow("chat", now=2.2)
+    assert shadow == pytest.approx(0.8)
+    assert not check.lost("chat", 1000, arrival=2.2, now=2.2)  # the test
+    chat = check.models["chat"]
+    check.started("c1", "chat", 1000, now=2.2)
+    check.first_token("c1", now=3.05)  # waited out the shadow
+    assert chat.waited_share == 1.0
+    assert not chat.measured
+    check.started("d2", "docs", 40_000, now=4.0)
+    own = check.engine.provisional(1000)  # the engine's TTFT with nothing beside
+    assert own is not None
+    assert 0.3 + own < 0.5 < 0.6 + own
+    assert not check.lost("chat", 1000, arrival=4.7, now=4.7)  # 0.3 s of shadow left
+    assert check.lost("chat", 1000, arrival=4.4, now=4.4)  # 0.6 s left: it cannot attain
+    # The same start on an engine that interleaves: chat did not wait.
+    other = FirstTokenCheck(("chat", "docs"), {"chat": 0.5, "docs": 15.0})
+    other.started("d0", "docs", 20_000, now=0.0)
+    other.first_token("d0", now=0.5)
+    other.started("c0", "chat", 1000, now=1.0)
+    other.first_token("c0", now=1.05)
+    other.started("d1", "docs", 40_000, now=2.0)
+    other.started("c1", "chat", 1000, now=2.2)
+    other.first_token("c1", now=2.27)
+    assert other.models["chat"].waited_share == 0.0
+    other.started("d2", "docs", 40_000, now=4.0)
+    assert not other.lost("chat", 1000, arrival=4.4, now=4.4)
+
+
 def test_a_model_that_explains_little_reads_optimistically_by_its_wide_residuals() -> None:
     # TTFT driven by something the tokens ahead do not show: R² near 0, and
     # the optimistic reading sits a residual standard deviation below the line.
@@ -190,6 +253,8 @@ def test_every_fit_is_finite_and_never_negative(points: list[tuple[int, float, f
         provisional = model.provisional(1000)
         assert provisional is not None
         assert 0 <= provisional < float("inf")
+        share = model.waited_share
+        assert share is None or 0 <= share <= 1
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,20 @@ not count drives TTFT (another lane's long prompts on a FCFS engine, a
 decode-bound batch) the residuals are wide and it gives up on nothing a
 lucky moment could still save.
 
+Before a lane's fit has measured how much of a later lane's prefill its
+starts wait for (``blocking``, which needs shadows of many lengths), a
+request that would start in such a *shadow* is read by a stand-in: the
+engine model's TTFT with nothing beside (below) plus the share of their
+shadows the lane's starts in one have waited for so far
+(:attr:`~slopolicy.core.queueing.ttft_model.FirstTokenModel.waited_share`).
+On an engine that runs prefills whole that share is near 1 from the first
+such start, so a chat turn landing in a long prefill in the first minutes
+leaves as it would once the fit is there, instead of waiting the prefill
+out and counting late against its lane's p95; where long prompts
+interleave it reads lower from the first starts that did not wait. Before
+the lane's first start in a shadow nothing is given up on (that start is
+the test the interference price waits for too).
+
 Which tokens are ahead is the caller's to say. The Policy counts the prompts
 of the request's own lane and of the lanes listed before it: what an engine
 that honours lane priorities computes first (vLLM's priority scheduling, the
@@ -230,7 +244,17 @@ class FirstTokenCheck:
         if around is None:
             return False
         ahead, squares, shadow = around
-        expected = self.models[lane].optimistic(ahead, squares=squares, shadow=shadow)
+        model = self.models[lane]
+        expected = model.optimistic(ahead, squares=squares, shadow=shadow)
+        share = model.waited_share
+        if shadow > 0.0 and share is not None and not model.measured:
+            # Before the fit measures how much of a shadow the lane waits
+            # for, the share its starts in one waited so far stands in (as
+            # the interference price reads it), on the engine's TTFT with
+            # nothing beside: what that share was measured against.
+            unhindered = self._unhindered(ahead, squares)
+            if unhindered is not None:
+                expected = unhindered + share * shadow
         return expected is not None and now + expected > arrival + bound
 
     def started(self, request_id: str, lane: str, prompt_tokens: int, *, now: float) -> None:
@@ -249,13 +273,24 @@ class FirstTokenCheck:
         if around is not None:  # else what it waited for is unknown: it teaches nothing
             ahead, squares, shadow = around
             seconds = now - started
-            self.models[lane].observe(ahead, seconds, squares=squares, shadow=shadow)
+            unhindered = None if alone else self._unhindered(ahead, squares)
+            self.models[lane].observe(
+                ahead, seconds, squares=squares, shadow=shadow, unhindered=unhindered
+            )
             if alone:  # no later lane's prompt beside it: the engine's speed alone
                 self.engine.observe(ahead, seconds, squares=squares)
 
     def left(self, request_id: str) -> None:
         """A started request ended before its first token."""
         self._leave(request_id)
+
+    def _unhindered(self, ahead: int, squares: float) -> float | None:
+        """The engine model's TTFT for ``ahead`` tokens (squares summed to
+        ``squares``) with no later lane's prefill beside: fitted, or
+        provisional (``None`` before its first observation)."""
+        engine = self.engine
+        seconds = engine.expected(ahead, squares=squares)
+        return engine.provisional(ahead) if seconds is None else seconds
 
     def _leave(self, request_id: str) -> tuple[str, int, float, Around | None, bool]:
         record = self._live.pop(request_id)

@@ -32,7 +32,11 @@ held at 1 where a free fit would put it above (a start cannot wait for more
 of the later lanes' prefill than there is: a few starts that waited on
 something else, a full engine, read as blocking otherwise, and every start
 in a short shadow would then look lost), and the other terms are fitted to
-what the shadow leaves of each TTFT. It needs no engine
+what the shadow leaves of each TTFT. Until the fit measures ``blocking``,
+:attr:`FirstTokenModel.waited_share` stands in for it: of the shadows the
+starts in one had, the share they waited for (a start waited when its TTFT
+passed the engine's unhindered TTFT by half its shadow or more, which the
+errors of two provisional readings do not turn over). It needs no engine
 profile: every term follows the engine as decode load, prompt mix and
 hardware change. Sans-IO: callers pass observed seconds.
 """
@@ -69,6 +73,7 @@ class FirstTokenModel:
         "_decay",
         "_n",
         "_sums",
+        "_waited",
         "blocking",
         "floor",
         "min_samples",
@@ -107,17 +112,32 @@ class FirstTokenModel:
         self._n = 0
         # Weighted sums: [w, Σx_j (3), Σy, Σx_j·x_k (upper triangle, 6), Σx_j·y (3), Σy²].
         self._sums = [0.0] * 15
+        # Σ of what the starts in a shadow waited of it (see ``waited_share``).
+        self._waited = 0.0
 
     def observe(
-        self, ahead: int, seconds: float, *, squares: float = 0.0, shadow: float = 0.0
+        self,
+        ahead: int,
+        seconds: float,
+        *,
+        squares: float = 0.0,
+        shadow: float = 0.0,
+        unhindered: float | None = None,
     ) -> None:
         """A request started with ``ahead`` prompt tokens ahead of its first
         token (its own included), whose squared lengths sum to ``squares``
         (tokens²), and ``shadow`` seconds of later lanes' prefill left, had
-        it ``seconds`` after it was handed over."""
+        it ``seconds`` after it was handed over; ``unhindered``: the TTFT
+        the engine would have given it with no shadow (seconds; ``None``:
+        unknown, taken as 0), which :attr:`waited_share` reads."""
         if seconds < 0:
             return
         d, s = self._decay, self._sums
+        if shadow > 0.0:
+            waited = shadow if seconds - (unhindered or 0.0) >= 0.5 * shadow else 0.0
+            self._waited = d * self._waited + waited
+        else:
+            self._waited *= d
         x = (float(ahead), squares / SQUARES_UNIT, shadow)
         y = seconds
         terms = (
@@ -172,6 +192,22 @@ class FirstTokenModel:
         for the longest), and it is there from the first observation."""
         ahead = self._sums[1]
         return None if ahead <= 0.0 else prompt_tokens * self._sums[4] / ahead
+
+    @property
+    def measured(self) -> bool:
+        """Whether the fit measures ``blocking`` (fitted, with the shadow varying)."""
+        return self.floor is not None and self.shadowed
+
+    @property
+    def waited_share(self) -> float | None:
+        """``blocking`` before the fit measures it: of the shadows the starts
+        observed in one had, the share they waited for (each start's TTFT
+        past its unhindered TTFT, at most its shadow; 0 to 1), weighted like
+        the fit; ``None`` before the first start in a shadow. It reads an
+        engine that interleaves from its first such starts, where the fit
+        needs shadows of many lengths."""
+        shadows = self._sums[_SHADOW + 1]
+        return None if shadows <= 0.0 else min(1.0, self._waited / shadows)
 
     @property
     def beside(self) -> bool:
