@@ -11,11 +11,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from benchmarks.workloads import long_conversation
 from slopolicy import PolicyConfig
 from slopolicy.core.queueing.interference import ArrivalRate, PrefillInterference
 from slopolicy.core.queueing.ttft import FirstTokenCheck
-from slopolicy.core.queueing.ttft_model import FirstTokenModel
 from slopolicy.errors import UsageError
 from slopolicy.sim import EngineSpec, LogNormal, Poisson, Stream, Tenants, build_workload, profile
 from slopolicy.sim.comparison import evaluate
@@ -155,12 +153,11 @@ def test_until_chat_has_started_beside_a_long_prefill_it_is_taken_to_wait_for_al
     assert interference.harm("docs", 100_000, now=150.0) == pytest.approx(0.0, abs=1e-9)
 
 
-def test_after_the_first_test_every_long_prompt_is_priced_at_the_share_chat_waited() -> None:
+def test_after_the_first_test_every_long_prompt_is_priced_at_the_prior() -> None:
     """Once a chat request has started beside a long prefill (the first
-    test), a prompt with nothing running beside it is priced too, at the
-    share of its shadow that start waited for (all of it here), until
-    chat's fit measures its blocking: the test is not repeated at the cost
-    of every long prompt that comes meanwhile."""
+    test), a prompt with nothing running beside it is priced at blocking 1
+    too, until chat's fit measures its blocking: the test is not repeated at
+    the cost of every long prompt that comes meanwhile."""
     check, interference = _engine_fitted_only()
     rate = interference.rates["chat"].rate(now=150.0)
     chat = check.models["chat"]
@@ -176,21 +173,6 @@ def test_after_the_first_test_every_long_prompt_is_priced_at_the_share_chat_wait
     assert interference.harm("docs", 100_000, now=150.0) == pytest.approx(rate * held)
     assert interference.refuses("docs", 100_000, now=150.0) is not None
     assert interference.harm("docs", 20_000, now=150.0) == 0.0  # within chat's slack
-
-
-def test_after_a_test_chat_did_not_wait_for_nothing_is_priced() -> None:
-    """The same test on an engine that interleaves: the chat start beside a
-    long prefill had its first token as soon as the engine alone would give
-    it, so the share it waited is 0 and no prompt is priced, before chat's
-    fit and whatever runs beside it."""
-    check, interference = _engine_fitted_only()
-    chat = check.models["chat"]
-    chat.observe(600, 0.05, shadow=1.45, unhindered=0.04)
-    assert chat.waited_share == 0.0
-    assert not chat.measured
-    assert interference.harm("docs", 100_000, now=150.0) == 0.0
-    check.started("running", "docs", 100_000, now=150.0)
-    assert interference.harm("docs", 100_000, now=150.0) == 0.0
 
 
 def test_a_quiet_urgent_lane_prices_nothing_and_a_lane_without_a_limit_is_never_deferred() -> None:
@@ -299,30 +281,3 @@ def test_an_over_share_tenant_s_long_prompts_are_deferred_at_less_harm(
         )
     assert deferred[True]["big"] > deferred[False]["big"]
     assert deferred[True]["small"] <= deferred[False]["small"]
-
-
-def test_before_chat_s_fit_a_turn_in_a_prefill_it_would_wait_out_leaves_instead_of_coming_late(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The first two minutes of a long-context conversation past its knee,
-    on vLLM's default engine (a running prefill takes whole iterations):
-    with the share of their shadows chat's starts waited for standing in
-    for its blocking until the fit, chat turns that would start in a long
-    prefill they cannot wait out leave then, and far fewer come late
-    (against the lane's p95) than without the stand-in, over four draws."""
-    engine = EngineSpec(profile("llama3-8b/h100"))
-    config = PolicyConfig()
-    late: dict[bool, int] = {}
-    for stand_in in (True, False):
-        if not stand_in:
-            monkeypatch.setattr(FirstTokenModel, "waited_share", property(lambda self: None))
-        late[stand_in] = 0
-        for seed in (1, 2, 3, 4):
-            workload = long_conversation(120.0, seed=seed).scaled(0.45)
-            result, _ = evaluate(PolicyScheduler(config), workload, engine, config)
-            late[stand_in] += sum(
-                1
-                for r in result.records
-                if r.lane == "interactive" and r.ttft is not None and r.ttft > 0.5
-            )
-    assert late[True] <= 0.75 * late[False]

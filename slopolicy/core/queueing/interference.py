@@ -47,20 +47,15 @@ the first starts of a cold start on. ``D(P)`` is
 the lane's fit, or before it the seconds per token of the lane's first
 starts, or the engine model's (every lane's starts pooled). A more urgent
 lane takes the engine model's floor (0 before it has one: the whole target
-is slack) until its own model has seen starts in shadows of different
-lengths, and for blocking the share of their shadows its starts in one
-have waited for so far
-(:attr:`~slopolicy.core.queueing.ttft_model.FirstTokenModel.waited_share`),
-:data:`PRIOR_BLOCKING` (1) before its first such start. The first long
-prompt is the test: while the urgent lane has never started beside a
-later lane's prefill, a prompt with none running starts unpriced, and the
-urgent requests started beside it are what measure the engine (a prior
-that deferred every long prompt would never be put to the test). From then
-on every prompt is priced, so the test is not repeated at the cost of each
-long prompt that comes before the fit: near the prior on an engine that
-runs prefills whole, lower from the first starts that did not wait on one
-that interleaves, where the urgent lane's fit soon measures a blocking
-near 0 and the price stops acting.
+is slack) and a blocking of :data:`PRIOR_BLOCKING` (1), until its own model
+has seen starts in shadows of different lengths. The first long prompt is
+the test: while the urgent lane has never started beside a later lane's
+prefill, a prompt with none running starts unpriced, and the urgent
+requests started beside it are what measure the engine (a prior that
+deferred every long prompt would never be put to the test). From then on
+the prior prices every prompt, so the test is not repeated at the cost of
+each long prompt that comes before the fit. On an engine that interleaves,
+the urgent lane soon measures a blocking near 0 and the price stops acting.
 
 Sans-IO: times are the caller's ``now`` (monotonic seconds).
 """
@@ -77,11 +72,11 @@ __all__ = ("ArrivalRate", "PrefillInterference")
 
 #: Seconds over which a lane's arrival rate is measured (exponential window).
 RATE_WINDOW_S = 30.0
-#: How much of a later lane's prefill a lane is taken to wait for before
-#: any of its starts stood in one: all of it, as on an engine that runs
-#: prefills whole (vLLM's default). The share its starts waited for
-#: replaces it from the first such start, and the fit's measure from the
-#: fit (near 0 on an engine that interleaves).
+#: How much of a later lane's prefill a lane is taken to wait for until its
+#: model has measured it (fitted, with starts in shadows of different
+#: lengths): all of it, as on an engine that runs prefills whole (vLLM's
+#: default). The measured share replaces it, near 0 on an engine that
+#: interleaves.
 PRIOR_BLOCKING = 1.0
 
 
@@ -179,19 +174,17 @@ class PrefillInterference:
                     continue
                 shadow = first_tokens.shadow(other, now) or 0.0
             else:
-                # Not measured yet: the stand-ins. Until the lane has
-                # started beside a later lane's prefill, a prompt with none
-                # running starts unpriced: its prefill is what teaches the
-                # lane how much it waits (a prior that deferred every prompt
-                # would never be tested). After that first test, every
-                # prompt, at the share of their shadows its starts waited.
+                # Not measured yet: the prior. Until the lane has started
+                # beside a later lane's prefill, a prompt with none running
+                # starts unpriced: its prefill is what teaches the lane how
+                # much it waits (a prior that deferred every prompt would
+                # never be tested). After that first test, every prompt.
                 shadow = first_tokens.shadow(other, now) or 0.0
                 if shadow <= 0.0 and not model.beside:
                     continue
                 if floor is None:  # the engine's, 0 before any fit (the whole target is slack)
                     floor = engine.floor or 0.0
-                waited = model.waited_share
-                blocking = PRIOR_BLOCKING if waited is None else waited
+                blocking = PRIOR_BLOCKING
             slack = self._bounds[other] - floor
             share = min(1.0, blocking)
             # The prefill lengthens the shadow this lane already stands in

@@ -249,9 +249,9 @@ class FirstTokenCheck:
         share = model.waited_share
         if shadow > 0.0 and share is not None and not model.measured:
             # Before the fit measures how much of a shadow the lane waits
-            # for, the share its starts in one waited so far stands in (as
-            # the interference price reads it), on the engine's TTFT with
-            # nothing beside: what that share was measured against.
+            # for, the share its starts in one waited so far stands in, on
+            # the engine's TTFT with nothing beside: what that share was
+            # measured against.
             unhindered = self._unhindered(ahead, squares)
             if unhindered is not None:
                 expected = unhindered + share * shadow
