@@ -201,11 +201,12 @@ class FirstTokenModel:
     @property
     def waited_share(self) -> float | None:
         """``blocking`` before the fit measures it: of the shadows the starts
-        observed in one had, the share they waited for (each start's TTFT
-        past its unhindered TTFT, at most its shadow; 0 to 1), weighted like
-        the fit; ``None`` before the first start in a shadow. It reads an
-        engine that interleaves from its first such starts, where the fit
-        needs shadows of many lengths."""
+        observed in one had (seconds, weighted like the fit), the share they
+        waited for, 0 to 1. A start counts its whole shadow as waited when
+        its TTFT passed its unhindered TTFT by half the shadow or more, and
+        none of it otherwise. ``None`` before the first start in a shadow.
+        It reads an engine that interleaves from its first such starts,
+        where the fit needs shadows of many lengths."""
         shadows = self._sums[_SHADOW + 1]
         return None if shadows <= 0.0 else min(1.0, self._waited / shadows)
 
