@@ -169,7 +169,7 @@ class PrefillInterference:
         for other in self._before[lane]:
             model = models[other]
             floor, blocking = model.floor, model.blocking
-            if floor is not None and model.shadowed:  # measured
+            if model.measured:
                 if blocking <= 0.0:
                     continue
                 shadow = first_tokens.shadow(other, now) or 0.0
@@ -185,7 +185,7 @@ class PrefillInterference:
                 if floor is None:  # the engine's, 0 before any fit (the whole target is slack)
                     floor = engine.floor or 0.0
                 blocking = PRIOR_BLOCKING
-            slack = self._bounds[other] - floor
+            slack = self._bounds[other] - (floor or 0.0)  # (measured: fitted, never None)
             share = min(1.0, blocking)
             # The prefill lengthens the shadow this lane already stands in
             # (later lanes' prompts in prefill run first): the requests that

@@ -246,14 +246,13 @@ class FirstTokenCheck:
         ahead, squares, shadow = around
         model = self.models[lane]
         expected = model.optimistic(ahead, squares=squares, shadow=shadow)
-        share = model.waited_share
-        if shadow > 0.0 and share is not None and not model.measured:
+        if shadow > 0.0 and not model.measured:
             # Before the fit measures how much of a shadow the lane waits
             # for, the share its starts in one waited so far stands in, on
             # the engine's TTFT with nothing beside: what that share was
             # measured against.
-            unhindered = self._unhindered(ahead, squares)
-            if unhindered is not None:
+            share, unhindered = model.waited_share, self._unhindered(ahead, squares)
+            if share is not None and unhindered is not None:
                 expected = unhindered + share * shadow
         return expected is not None and now + expected > arrival + bound
 
