@@ -134,6 +134,45 @@ def test_before_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_share_it_waited
     assert not other.lost("chat", 1000, arrival=4.4, now=4.4)
 
 
+def test_after_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_central_reading() -> None:
+    """Once chat's fit measures its blocking, a chat request in a docs
+    prefill's shadow is lost when the fit's central reading passes its
+    target: it waits for the prefill whatever luck the residuals allow. With
+    no shadow the optimistic reading (one residual deviation less) still
+    decides, so a request a lucky moment could save is kept."""
+    check = FirstTokenCheck(("chat", "docs"), {"chat": 0.5, "docs": 15.0})
+    chat = check.models["chat"]
+    for k in range(64):  # 0.05 s + 50,000 tokens per second + the shadow, ±0.05 s
+        ahead, shadow = 1000 + 500 * (k % 7), 0.1 * (k % 6)
+        noise = 0.05 if k % 4 < 2 else -0.05
+        chat.observe(ahead, 0.05 + ahead / 50_000 + shadow + noise, shadow=shadow)
+    assert chat.measured
+    assert chat.blocking == pytest.approx(1.0, abs=0.1)
+    assert chat.spread > 0.03
+    assert chat.floor is not None
+    check.started("d0", "docs", 20_000, now=0.0)
+    check.first_token("d0", now=0.5)  # docs: 40,000 tokens per second
+    # No shadow: a prompt whose central reading is half a deviation past the
+    # target, kept by the optimistic one.
+    prompt = round((0.5 + chat.spread / 2 - chat.floor) * 50_000)
+    central = chat.expected(prompt, squares=float(prompt) ** 2)
+    optimistic = chat.optimistic(prompt, squares=float(prompt) ** 2)
+    assert central is not None and optimistic is not None
+    assert optimistic < 0.5 < central
+    assert not check.lost("chat", prompt, arrival=5.0, now=5.0)
+    # In a shadow: the same margin past the target, and it is lost.
+    check.started("d1", "docs", 40_000, now=10.0)  # 1 s of prefill
+    own = chat.compute(1000, squares=1e6)
+    assert own is not None
+    shadow = (0.5 + chat.spread / 2 - chat.floor - own) / chat.blocking
+    now = 11.0 - shadow
+    assert check.shadow("chat", now) == pytest.approx(shadow)
+    optimistic = chat.optimistic(1000, squares=1e6, shadow=shadow)
+    assert optimistic is not None and optimistic < 0.5
+    assert check.lost("chat", 1000, arrival=now, now=now)
+    assert not check.lost("chat", 1000, arrival=now + 0.1, now=now + 0.1)  # 0.1 s less of it
+
+
 def test_a_model_that_explains_little_reads_optimistically_by_its_wide_residuals() -> None:
     # TTFT driven by something the tokens ahead do not show: R² near 0, and
     # the optimistic reading sits a residual standard deviation below the line.
