@@ -157,7 +157,8 @@ def test_after_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_central_reading(
     prompt = round((0.5 + chat.spread / 2 - chat.floor) * 50_000)
     central = chat.expected(prompt, squares=float(prompt) ** 2)
     optimistic = chat.optimistic(prompt, squares=float(prompt) ** 2)
-    assert central is not None and optimistic is not None
+    assert central is not None
+    assert optimistic is not None
     assert optimistic < 0.5 < central
     assert not check.lost("chat", prompt, arrival=5.0, now=5.0)
     # In a shadow: the same margin past the target, and it is lost.
@@ -168,7 +169,8 @@ def test_after_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_central_reading(
     now = 11.0 - shadow
     assert check.shadow("chat", now) == pytest.approx(shadow)
     optimistic = chat.optimistic(1000, squares=1e6, shadow=shadow)
-    assert optimistic is not None and optimistic < 0.5
+    assert optimistic is not None
+    assert optimistic < 0.5
     assert check.lost("chat", 1000, arrival=now, now=now)
     assert not check.lost("chat", 1000, arrival=now + 0.1, now=now + 0.1)  # 0.1 s less of it
 
