@@ -28,7 +28,8 @@ prefill (below) is read centrally instead: it waits for that prefill whatever
 luck the residuals allow, and the fitted ``blocking`` already reads what
 starts in such shadows waited, those that ended early included, so the
 optimistic reading would count the same luck twice (on vLLM's default engine
-it kept chat turns started 0.3-0.5 s into a shadow, to come 0.5-0.7 s late).
+it kept chat turns started with 0.3-0.5 s of a shadow left, to a first
+token 0.5-0.7 s after their arrival).
 
 Before a lane's fit has measured how much of a later lane's prefill its
 starts wait for (``blocking``, which needs shadows of many lengths), a
