@@ -24,12 +24,15 @@ prompts) that is close to the prediction; where something the policy does
 not count drives TTFT (another lane's long prompts on a FCFS engine, a
 decode-bound batch) the residuals are wide and it gives up on nothing a
 lucky moment could still save. A request that would start in a later lane's
-prefill (below) is read centrally instead: it waits for that prefill whatever
-luck the residuals allow, and the fitted ``blocking`` already reads what
-starts in such shadows waited, those that ended early included, so the
-optimistic reading would count the same luck twice (on vLLM's default engine
-it kept chat turns started with 0.3-0.5 s of a shadow left, to a first
-token 0.5-0.7 s after their arrival).
+prefill (below) is read by the prediction itself: a straight line through
+starts in shadows of every length reads ``blocking`` below what a long
+shadow costs (short shadows that ended early, or were estimated long, pull it
+down), so for the shadows near a target the prediction already runs short by
+about a residual deviation, and the optimistic reading would grant that
+allowance twice. On vLLM's default engine, where a start waits out the whole
+prefill, the fit read 0.80-0.89, and the optimistic reading kept chat turns
+started with 0.3-0.5 s of a shadow left, to a first token 0.5-0.7 s after
+their arrival.
 
 Before a lane's fit has measured how much of a later lane's prefill its
 starts wait for (``blocking``, which needs shadows of many lengths), a
@@ -255,10 +258,8 @@ class FirstTokenCheck:
         if shadow <= 0.0:
             expected = model.optimistic(ahead, squares=squares)
         elif model.measured:
-            # In a later lane's shadow the central reading: the start waits
-            # for the prefill whatever luck the residuals allow, and the
-            # fitted blocking already reads what starts in shadows like this
-            # one waited (those that ended early included).
+            # In a later lane's shadow the central reading: the fitted
+            # blocking already reads a long shadow short (see the module doc).
             expected = model.expected(ahead, squares=squares, shadow=shadow)
         else:
             # Before the fit measures how much of a shadow the lane waits
