@@ -137,10 +137,9 @@ def test_before_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_share_it_waited
 def test_after_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_central_reading() -> None:
     """Once chat's fit measures its blocking, a chat request in a docs
     prefill's shadow is lost when the fit's central reading passes its
-    target (the fitted blocking already reads a long shadow short, so one
-    residual deviation less would grant that allowance twice). With no
-    shadow the optimistic reading still decides, so a request a lucky
-    moment could save is kept."""
+    target (what starts wait of a shadow is skewed: the fitted blocking, a
+    mean, sits below what most wait). With no shadow the optimistic reading
+    still decides, so a request a lucky moment could save is kept."""
     check = FirstTokenCheck(("chat", "docs"), {"chat": 0.5, "docs": 15.0})
     chat = check.models["chat"]
     for k in range(64):  # 0.05 s + 50,000 tokens per second + the shadow, ±0.05 s
