@@ -134,24 +134,32 @@ def test_before_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_share_it_waited
     assert not other.lost("chat", 1000, arrival=4.4, now=4.4)
 
 
-def test_after_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_central_reading() -> None:
-    """Once chat's fit measures its blocking, a chat request in a docs
-    prefill's shadow is lost when the fit's central reading passes its
-    target (what starts wait of a shadow is skewed: the fitted blocking, a
-    mean, sits below what most wait). With no shadow the optimistic reading
-    still decides, so a request a lucky moment could save is kept."""
-    check = FirstTokenCheck(("chat", "docs"), {"chat": 0.5, "docs": 15.0})
+def _fitted_chat(check: FirstTokenCheck, waits: float) -> FirstTokenModel:
+    """Chat's model in ``check`` fitted to 0.05 s + 50,000 tokens per second
+    + ``waits`` of the shadow, ±0.05 s (docs: 40,000 tokens per second)."""
     chat = check.models["chat"]
-    for k in range(64):  # 0.05 s + 50,000 tokens per second + the shadow, ±0.05 s
+    for k in range(64):
         ahead, shadow = 1000 + 500 * (k % 7), 0.1 * (k % 6)
         noise = 0.05 if k % 4 < 2 else -0.05
-        chat.observe(ahead, 0.05 + ahead / 50_000 + shadow + noise, shadow=shadow)
-    assert chat.measured
-    assert chat.blocking == pytest.approx(1.0, abs=0.1)
-    assert chat.spread > 0.03
-    assert chat.floor is not None
+        chat.observe(ahead, 0.05 + ahead / 50_000 + waits * shadow + noise, shadow=shadow)
     check.started("d0", "docs", 20_000, now=0.0)
-    check.first_token("d0", now=0.5)  # docs: 40,000 tokens per second
+    check.first_token("d0", now=0.5)
+    assert chat.measured
+    assert chat.blocking == pytest.approx(waits, abs=0.1)
+    assert chat.spread > 0.03
+    return chat
+
+
+def test_after_its_fit_a_start_in_a_shadow_it_waits_out_is_read_centrally() -> None:
+    """Once chat's fit measures that its starts wait out a docs prefill, a
+    chat request in one is lost when the fit's central reading passes its
+    target (what starts wait of a shadow is skewed: the fitted blocking, a
+    mean, sits below what most wait). With no shadow the optimistic reading
+    (one residual deviation less) still decides, so a request a lucky
+    moment could save is kept."""
+    check = FirstTokenCheck(("chat", "docs"), {"chat": 0.5, "docs": 15.0})
+    chat = _fitted_chat(check, 1.0)
+    assert chat.floor is not None
     # No shadow: a prompt whose central reading is half a deviation past the
     # target, kept by the optimistic one.
     prompt = round((0.5 + chat.spread / 2 - chat.floor) * 50_000)
@@ -173,6 +181,23 @@ def test_after_its_fit_a_lane_in_a_shadow_is_given_up_on_by_the_central_reading(
     assert optimistic < 0.5
     assert check.lost("chat", 1000, arrival=now, now=now)
     assert not check.lost("chat", 1000, arrival=now + 0.1, now=now + 0.1)  # 0.1 s less of it
+
+
+def test_after_its_fit_a_start_in_a_shadow_it_does_not_wait_is_read_optimistically() -> None:
+    """Where chat's starts wait for none of a docs prefill (an engine that
+    interleaves), a request in one is read as any other: half a deviation
+    past its target by the central reading, it is kept."""
+    check = FirstTokenCheck(("chat", "docs"), {"chat": 0.5, "docs": 15.0})
+    chat = _fitted_chat(check, 0.0)
+    assert chat.floor is not None
+    check.started("d1", "docs", 40_000, now=10.0)  # 1 s of prefill
+    prompt = round((0.5 + chat.spread / 2 - chat.floor) * 50_000)
+    central = chat.expected(prompt, squares=float(prompt) ** 2, shadow=0.5)
+    assert central is not None
+    assert central > 0.5
+    assert check.shadow("chat", 10.5) == pytest.approx(0.5)
+    assert not check.lost("chat", prompt, arrival=10.5, now=10.5)
+    assert check.lost("chat", prompt + round(chat.spread * 50_000), arrival=10.5, now=10.5)
 
 
 def test_a_model_that_explains_little_reads_optimistically_by_its_wide_residuals() -> None:

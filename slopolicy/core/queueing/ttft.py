@@ -24,14 +24,17 @@ prompts) that is close to the prediction; where something the policy does
 not count drives TTFT (another lane's long prompts on a FCFS engine, a
 decode-bound batch) the residuals are wide and it gives up on nothing a
 lucky moment could still save. A request that would start in a later lane's
-prefill (below) is read by the prediction itself. What a start waits of a
-shadow is skewed: most wait nearly all of it, a few much less (the prefill
-ended sooner than estimated), so the fitted ``blocking``, a mean, sits below
-what a typical start waits, and the prediction is already the optimistic
-side for most. On vLLM's default engine (shadows over 0.2 s: 13 of 29 starts
-waited 0.9-1 of theirs, the fit read 0.87), the starts kept by one deviation
-less but not by the prediction came late 9 times in 11, each against the
-lane's p95.
+prefill (below) is granted the deviation only in proportion to the share of
+that prefill a start does not wait (``1 - blocking``). Where starts wait
+nearly all of a shadow, what they wait is skewed: most wait nearly all of
+it, a few much less (the prefill ended sooner than estimated), so the fitted
+``blocking``, a mean, sits below what a typical start waits, and the
+prediction is already the optimistic side for most. On vLLM's default
+engine (shadows over 0.2 s: 13 of 29 starts waited 0.9-1 of theirs, the fit
+read 0.87), the starts kept by one deviation less but not by the prediction
+came late 9 times in 11, each against the lane's p95. Where long prompts
+interleave, blocking is near 0 and the reading is the optimistic one, as
+for any start.
 
 Before a lane's fit has measured how much of a later lane's prefill its
 starts wait for (``blocking``, which needs shadows of many lengths), a
@@ -245,7 +248,8 @@ class FirstTokenCheck:
         """Whether a request of ``lane`` that arrived at ``arrival`` would have
         its first token past ``arrival`` + the lane's target if started at
         ``now``, even by the model's optimistic reading; in a later lane's
-        shadow, by its central one (see the module doc)."""
+        shadow, one less the deviation only for the share of the shadow a
+        start does not wait (see the module doc)."""
         bound = self._bounds.get(lane)
         if bound is None:
             return False
@@ -257,9 +261,12 @@ class FirstTokenCheck:
         if shadow <= 0.0:
             expected = model.optimistic(ahead, squares=squares)
         elif model.measured:
-            # In a later lane's shadow the central reading: the fitted
-            # blocking is a mean below what most starts wait (see the module doc).
+            # In a later lane's shadow the deviation is granted only for the
+            # share of it a start does not wait: where starts wait nearly all
+            # of a shadow, what they wait is skewed (see the module doc).
             expected = model.expected(ahead, squares=squares, shadow=shadow)
+            if expected is not None:
+                expected -= model.spread * (1.0 - min(1.0, model.blocking))
         else:
             # Before the fit measures how much of a shadow the lane waits
             # for, the share its starts in one waited so far stands in, on
