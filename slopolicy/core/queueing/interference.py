@@ -168,24 +168,23 @@ class PrefillInterference:
         models, engine, total = first_tokens.models, first_tokens.engine, 0.0
         for other in self._before[lane]:
             model = models[other]
-            floor, blocking = model.floor, model.blocking
-            if model.measured:
-                if blocking <= 0.0:
-                    continue
-                shadow = first_tokens.shadow(other, now) or 0.0
-            else:
+            floor, blocking, measured = model.floor, model.blocking, model.measured
+            if measured and blocking <= 0.0:
+                continue  # measured: this lane does not wait for later prefills
+            shadow = first_tokens.shadow(other, now) or 0.0
+            if not measured:
                 # Not measured yet: the prior. Until the lane has started
                 # beside a later lane's prefill, a prompt with none running
                 # starts unpriced: its prefill is what teaches the lane how
                 # much it waits (a prior that deferred every prompt would
                 # never be tested). After that first test, every prompt.
-                shadow = first_tokens.shadow(other, now) or 0.0
                 if shadow <= 0.0 and not model.beside:
                     continue
                 if floor is None:  # the engine's, 0 before any fit (the whole target is slack)
                     floor = engine.floor or 0.0
                 blocking = PRIOR_BLOCKING
-            slack = self._bounds[other] - (floor or 0.0)  # (measured: fitted, never None)
+            assert floor is not None  # measured: the fit's floor
+            slack = self._bounds[other] - floor
             share = min(1.0, blocking)
             # The prefill lengthens the shadow this lane already stands in
             # (later lanes' prompts in prefill run first): the requests that
