@@ -22,7 +22,7 @@ slightly above it (small requests are cheaper to serve).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from slopolicy.errors import UsageError
@@ -35,6 +35,7 @@ from slopolicy.sim.workload import SimRequest, Workload
 
 __all__ = (
     "Load",
+    "best_cap",
     "capacity",
     "limit",
     "load_outside_bursts",
@@ -149,17 +150,52 @@ def saturated_cost_rate(
     in order while at most ``C`` run or wait in the engine; the rate is the
     cost of the requests whose first token comes between the 20th and the
     80th percentile first token, over that time (counting by start keeps the
-    window's mix the backlog's, whatever finishes first). It is the best over
-    ``C`` = 32, 64, 128 and ``max_num_seqs``: with a full KV cache FCFS
-    preempts by recompute and wastes work, which a cap avoids, so the best cap
-    stands in for a perfect work-conserving order.
+    window's mix the backlog's, whatever finishes first). With a full KV cache
+    FCFS preempts by recompute and wastes work, which a cap avoids, so the
+    best cap stands in for a perfect work-conserving order: ``C`` doubles from
+    1 up to ``max_num_seqs``, then halves the gap on either side of the best
+    until the caps next to it are within an eighth of it (:func:`best_cap`).
+    A mix of long prompts can need a cap of a few requests (on the
+    ``long-conversation`` trace of ``benchmarks/`` 9, at 1.5 times the rate
+    of 32).
     """
     if not requests:
         raise UsageError("the limit needs at least one request")
     count = max(sample, 50)
     picked = [requests[(i * len(requests)) // count % len(requests)] for i in range(count)]
-    caps = sorted({min(c, engine.max_num_seqs) for c in (32, 64, 128, engine.max_num_seqs)})
-    return max(_window_rate(_saturated(picked, engine, _Capped(cap))) for cap in caps)
+    rates: dict[int, float] = {}
+
+    def rate(cap: int) -> float:
+        if cap not in rates:
+            rates[cap] = _window_rate(_saturated(picked, engine, _Capped(cap)))
+        return rates[cap]
+
+    return rate(best_cap(rate, engine.max_num_seqs))
+
+
+def best_cap(rate: Callable[[int], float], most: int) -> int:
+    """The cap in ``1..most`` with the highest ``rate``, searched as
+    :func:`saturated_cost_rate` says (doubling, then halving the gaps beside
+    the best); ties go to the smaller cap. ``rate`` is read again for every
+    cap each round, so it should memoize: the search measures about
+    ``log2(most) + 6`` caps on a single peak."""
+    if most < 1:
+        raise UsageError(f"most must be >= 1, got {most!r}")
+    caps, cap = [], 1
+    while cap < most:
+        caps.append(cap)
+        cap *= 2
+    caps.append(most)
+    best = max(caps, key=lambda c: (rate(c), -c))
+    while True:
+        at = caps.index(best)
+        beside = [caps[i] for i in (at - 1, at + 1) if 0 <= i < len(caps)]
+        halves = [(best + other) // 2 for other in beside if abs(other - best) * 8 > best]
+        halves = [c for c in halves if c not in caps]
+        if not halves:
+            return best
+        caps = sorted({*caps, *halves})
+        best = max(caps, key=lambda c: (rate(c), -c))
 
 
 def _window_rate(records: Sequence[RequestRecord]) -> float:
