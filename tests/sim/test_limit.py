@@ -34,6 +34,9 @@ def test_on_a_single_peak_the_search_finds_it_or_a_cap_within_an_eighth(
 
 def test_a_cap_of_one_is_the_only_cap_when_one_seat_is_all_there_is() -> None:
     assert best_cap(lambda cap: float(cap), 1) == 1
+
+
+def test_no_seat_at_all_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="most must be >= 1"):
         best_cap(lambda cap: float(cap), 0)
 
