@@ -200,6 +200,34 @@ def test_after_its_fit_a_start_in_a_shadow_it_does_not_wait_is_read_optimistical
     assert check.lost("chat", prompt + round(chat.spread * 50_000), arrival=10.5, now=10.5)
 
 
+def test_prompts_ahead_already_in_prefill_count_only_for_what_is_left_of_them() -> None:
+    """A long prompt that started a while ago is partly computed: a request
+    behind it is judged by what is left of it, not by the whole prompt
+    again. (On a long-conversation trace at low load, heavy turns behind a
+    120k-token prompt under way were given up on at 11 s predicted where
+    FCFS served them in 7-10 s.) Never less than its own prompt alone."""
+    check = FirstTokenCheck(("chat", "docs"), {"chat": 0.5, "docs": 15.0})
+    docs = check.models["docs"]
+    for k in range(64):
+        ahead = 10_000 + 5_000 * (k % 7)
+        docs.observe(ahead, 0.01 + ahead / 10_000 + (0.01 if k % 2 else -0.01))
+    assert docs.floor is not None
+    check.started("big", "docs", 150_000, now=0.0)  # 15 s of prefill
+    # Read in full at 5 s, the 170,000 tokens ahead would take 17 s: past 20 s.
+    full = docs.optimistic(170_000, squares=150_000.0**2 + 20_000.0**2)
+    assert full is not None
+    assert 5.0 + full > 20.0
+    # Five seconds of it are done: 12 s left, in time.
+    assert not check.lost("docs", 20_000, arrival=5.0, now=5.0)
+    # One that arrived at 0.5 s cannot make 15.5 s even so.
+    assert check.lost("docs", 20_000, arrival=0.5, now=5.0)
+    # Past what the prompt ahead should have taken, its own prefill is left.
+    alone = check.prefill("docs", 20_000)
+    assert alone is not None
+    assert not check.lost("docs", 20_000, arrival=30.0 + alone - 15.0, now=30.0)
+    assert check.lost("docs", 20_000, arrival=30.0 + alone - 15.1, now=30.0)
+
+
 def test_a_model_that_explains_little_reads_optimistically_by_its_wide_residuals() -> None:
     # TTFT driven by something the tokens ahead do not show: R² near 0, and
     # the optimistic reading sits a residual standard deviation below the line.

@@ -36,6 +36,14 @@ came late 9 times in 11, each against the lane's p95. Where long prompts
 interleave, blocking is near 0 and the reading is the optimistic one, as
 for any start.
 
+With no later lane's prompt in prefill beside it, the prompts ahead of a
+request that are in prefill already count for what is left of them: the
+reading less the seconds since the first of them started, never less than
+the request's own prompt alone (the engine computed them in that time;
+beside a later lane's prefill it may have computed that instead). Read in
+full, a request behind a 120k-token prompt that has run for seconds is
+given up on when it would still make its target.
+
 Before a lane's fit has measured how much of a later lane's prefill its
 starts wait for (``blocking``, which needs shadows of many lengths), a
 request that would start in such a *shadow* is read by a stand-in: the
@@ -258,6 +266,25 @@ class FirstTokenCheck:
             return False
         ahead, squares, shadow = around
         model = self.models[lane]
+        expected = self._expected(model, ahead, squares, shadow)
+        if expected is None:
+            return False
+        if shadow <= 0.0:
+            # The prompts ahead that are in prefill already have been
+            # computed since the first of them started (with no later lane's
+            # prefill beside, nothing else held the engine): what is left of
+            # them is that much less, never less than this prompt alone.
+            done = self._done(lane, now)
+            if done > 0.0:
+                alone = self.prefill(lane, prompt_tokens)
+                expected = max(expected - done, 0.0 if alone is None else alone)
+        return now + expected > arrival + bound
+
+    def _expected(
+        self, model: FirstTokenModel, ahead: int, squares: float, shadow: float
+    ) -> float | None:
+        """:meth:`lost`'s reading of a start's TTFT from ``ahead`` tokens in
+        full (``squares`` summed) and ``shadow`` (see the module doc)."""
         if shadow <= 0.0:
             expected = model.optimistic(ahead, squares=squares)
         elif model.measured:
@@ -277,7 +304,16 @@ class FirstTokenCheck:
                 expected = unhindered + share * shadow
             else:
                 expected = model.optimistic(ahead, squares=squares, shadow=shadow)
-        return expected is not None and now + expected > arrival + bound
+        return expected
+
+    def _done(self, lane: str, now: float) -> float:
+        """Seconds since the first of the prompts ahead of a request of
+        ``lane`` that are in prefill started (0 with none)."""
+        ahead_of = self._ahead_of[lane]
+        for other, _, started, *_ in self._live.values():  # in start order
+            if other in ahead_of:
+                return max(0.0, now - started)
+        return 0.0
 
     def started(self, request_id: str, lane: str, prompt_tokens: int, *, now: float) -> None:
         """Request ``request_id`` of ``lane`` was handed to the engine at ``now``."""
