@@ -22,6 +22,7 @@ slightly above it (small requests are cheaper to serve).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -163,39 +164,34 @@ def saturated_cost_rate(
         raise UsageError("the limit needs at least one request")
     count = max(sample, 50)
     picked = [requests[(i * len(requests)) // count % len(requests)] for i in range(count)]
-    rates: dict[int, float] = {}
-
-    def rate(cap: int) -> float:
-        if cap not in rates:
-            rates[cap] = _window_rate(_saturated(picked, engine, _Capped(cap)))
-        return rates[cap]
-
-    return rate(best_cap(rate, engine.max_num_seqs))
+    _, best = best_cap(
+        lambda cap: _window_rate(_saturated(picked, engine, _Capped(cap))), engine.max_num_seqs
+    )
+    return best
 
 
-def best_cap(rate: Callable[[int], float], most: int) -> int:
-    """The cap in ``1..most`` with the highest ``rate``, searched as
-    :func:`saturated_cost_rate` says (doubling, then halving the gaps beside
-    the best); ties go to the smaller cap. ``rate`` is read again for every
-    cap each round, so it should memoize: the search measures about
-    ``log2(most) + 6`` caps on a single peak."""
+def best_cap(measure: Callable[[int], float], most: int) -> tuple[int, float]:
+    """The cap in ``1..most`` with the highest ``measure``, and that value,
+    searched as :func:`saturated_cost_rate` says (doubling, then halving the
+    gaps beside the best); ties go to the smaller cap. Each cap is measured
+    once: about ``log2(most) + 6`` of them on a single peak."""
     if most < 1:
         raise UsageError(f"most must be >= 1, got {most!r}")
+    value = functools.cache(measure)
     caps, cap = [], 1
     while cap < most:
         caps.append(cap)
         cap *= 2
     caps.append(most)
-    best = max(caps, key=lambda c: (rate(c), -c))
     while True:
+        best = max(caps, key=lambda c: (value(c), -c))
         at = caps.index(best)
         beside = [caps[i] for i in (at - 1, at + 1) if 0 <= i < len(caps)]
-        halves = [(best + other) // 2 for other in beside if abs(other - best) * 8 > best]
-        halves = [c for c in halves if c not in caps]
+        halves = {(best + other) // 2 for other in beside if abs(other - best) * 8 > best}
+        halves -= set(caps)
         if not halves:
-            return best
+            return best, value(best)
         caps = sorted({*caps, *halves})
-        best = max(caps, key=lambda c: (rate(c), -c))
 
 
 def _window_rate(records: Sequence[RequestRecord]) -> float:

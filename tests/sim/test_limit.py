@@ -26,14 +26,16 @@ def test_on_a_single_peak_the_search_finds_it_or_a_cap_within_an_eighth(
         calls.append(cap)
         return -abs(cap - peak)
 
-    found = best_cap(measured, most)
+    found, value = best_cap(measured, most)
     target = min(peak, most)
     assert abs(found - target) * 8 <= max(found, 8)
-    assert len(set(calls)) <= most.bit_length() + 1 + 8  # doubling, then a few halvings
+    assert value == -abs(found - peak)
+    assert len(calls) == len(set(calls))  # each cap measured once
+    assert len(calls) <= most.bit_length() + 1 + 8  # doubling, then a few halvings
 
 
 def test_a_cap_of_one_is_the_only_cap_when_one_seat_is_all_there_is() -> None:
-    assert best_cap(lambda cap: float(cap), 1) == 1
+    assert best_cap(lambda cap: float(cap), 1) == (1, 1.0)
 
 
 def test_no_seat_at_all_is_a_usage_error() -> None:
@@ -42,7 +44,7 @@ def test_no_seat_at_all_is_a_usage_error() -> None:
 
 
 def test_ties_go_to_the_smaller_cap() -> None:
-    assert best_cap(lambda cap: 1.0, 256) == 1
+    assert best_cap(lambda cap: 1.0, 256) == (1, 1.0)
 
 
 def _long_prompts() -> list[SimRequest]:

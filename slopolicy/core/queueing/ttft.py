@@ -266,7 +266,7 @@ class FirstTokenCheck:
             return False
         ahead, squares, shadow = around
         model = self.models[lane]
-        expected = self._expected(model, ahead, squares, shadow)
+        expected = self._reading(model, ahead, squares, shadow)
         if expected is None:
             return False
         if shadow <= 0.0:
@@ -280,7 +280,7 @@ class FirstTokenCheck:
                 expected = max(expected - done, 0.0 if alone is None else alone)
         return now + expected > arrival + bound
 
-    def _expected(
+    def _reading(
         self, model: FirstTokenModel, ahead: int, squares: float, shadow: float
     ) -> float | None:
         """:meth:`lost`'s reading of a start's TTFT from ``ahead`` tokens in
