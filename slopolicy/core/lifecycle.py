@@ -119,6 +119,7 @@ class Entry:
         "prompt_tokens",
         "request",
         "rungs",
+        "share_cost",
         "slow_gaps",
         "tenant",
         "weight",
@@ -146,6 +147,8 @@ class Entry:
         # Output tokens per sequence its KV reservation holds room for.
         self.kv_output = request.max_new_tokens
         self.cost = cost
+        # Its cost at its forecast answer, as the tenants' shares count it.
+        self.share_cost = cost
         self.arrival = arrival
         self.deadline = deadline
         self.rungs = rungs

@@ -68,3 +68,33 @@ def test_without_the_share_window_the_shortest_goes_first() -> None:
 def test_a_bad_share_window_is_a_config_error(window: object) -> None:
     with pytest.raises(ConfigError, match="share_window_s"):
         PolicyConfig.from_dict({"engine": {"share_window_s": window}})
+
+
+def test_a_tenant_is_counted_at_its_forecast_answer_not_its_ceiling() -> None:
+    """Two tenants ask for the same work under saturation; ``wide`` sends a
+    32k ceiling for answers of 50 tokens, as reasoning clients do. Counted
+    at its ceiling it would read as asking far more than its share and go
+    behind ``tight`` every time; counted at the lane's forecast answer, the
+    two share the seat (the answers before the lane has a forecast, counted
+    at the ceiling, have decayed out of a 2 s window by the time starts are
+    counted)."""
+    policy = _policy(share_window_s=2.0)
+    now, running, k = 0.0, None, 0
+    starts = {"wide": 0, "tight": 0}
+    while now < 30.0:
+        for tenant, ceiling in (("wide", 32_768), ("tight", 64)):
+            policy.submit(
+                Request(id=f"r{k}", tenant=tenant, prompt_tokens=100, max_new_tokens=ceiling),
+                now=now,
+            )
+            k += 1
+        if running is not None:
+            policy.finish(running, now=now, output_tokens=50)
+        started = policy.dispatch(now=now).started
+        if started:
+            (start,) = started
+            running = start.id
+            if now > 10.0:  # past the lane's first answers: the forecast holds
+                starts[start.tenant] += 1
+        now += 0.5
+    assert starts["wide"] >= 0.4 * (starts["wide"] + starts["tight"]), starts

@@ -128,7 +128,7 @@ class Dispatcher:
         if self._pace is not None:
             self._pace._charge(entry.cost, now)
         if self._demand is not None:
-            self._demand._serve(entry.cost, now)
+            self._demand._serve(entry.share_cost, now)
         self._first_tokens.started(entry.id, lane, entry.prompt_tokens, now=now)
         entry.phase = Phase.RUNNING
         entry.dispatched_at = now

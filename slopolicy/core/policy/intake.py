@@ -220,10 +220,20 @@ class Intake:
         if active or protect:
             tier = self._router.tiers.get(decision.tier)
             assert tier is not None  # the router only names tiers it knows
-            refused = demand._sheds(decision.request.tenant, decision.cost, tier.weight, now)
+            request = decision.request
+            cost = self._share_cost(lane, request, decision.prompt_tokens)
+            refused = demand._sheds(request.tenant, cost, tier.weight, now)
         if protect and refused:
             return ladder.protection(lane)
         return ladder.admission(lane, shed=refused)
+
+    def _share_cost(self, lane: str, request: Request, prompt_tokens: int) -> float:
+        """``request``'s cost at its forecast answer (the lane's recent answers,
+        at most its ceiling): what the tenants' shares count. A ceiling is not
+        a length: counted at ``max_new_tokens``, a client that sends a 32k
+        ceiling for answers of 2k would read as asking sixteen times more."""
+        output = self._reservations.forecast(lane, request.max_new_tokens) * request.sequences
+        return self._router.estimator.score(prompt_tokens, output, request.tool_risk)
 
     def _enqueue(self, decision: Admit | Demote, now: float) -> Decision:
         lane = self._lanes[decision.lane]
@@ -310,13 +320,14 @@ class Intake:
             decision.rungs,
         )
         entry.kv_output = reserved_output
+        entry.share_cost = self._share_cost(lane.name, request, prompt)
         queues, key = self._queues, lane.queue_key(entry.prompt_tokens)
         # Under saturation, a tenant asking for more than its max-min share
         # goes after those within theirs (inside the lane's slack).
         demand = self._demand
         spared = lane.name in self._spared
         behind = demand is not None and demand._offer(
-            request.tenant, entry.cost, tier.weight, now, spared
+            request.tenant, entry.share_cost, tier.weight, now, spared
         )
         if not queues._push(lane.name, entry, request.tenant, tier.weight, key=key, behind=behind):
             # Full: room is made only from a tenant holding more than its share.

@@ -50,12 +50,17 @@ class Reservations:
         """What a request of ``lane`` reserves when it starts: ``(blocks,
         output tokens per sequence they hold room for)`` (checked counts);
         ``worst`` is its :meth:`blocks_for` at ``max_new_tokens``, already known."""
-        if self.outputs is None:
-            return worst, max_new_tokens
-        output = self.outputs.per_sequence(lane, max_new_tokens)
+        output = self.forecast(lane, max_new_tokens)
         if output == max_new_tokens:
             return worst, output
         return self.blocks_for(prompt_tokens, output, sequences), output
+
+    def forecast(self, lane: str, max_new_tokens: int) -> int:
+        """The output tokens per sequence a request of ``lane`` is forecast to
+        generate (at most ``max_new_tokens``; the ceiling without a forecast)."""
+        if self.outputs is None:
+            return max_new_tokens
+        return self.outputs.per_sequence(lane, max_new_tokens)
 
     def start(self, entry: Entry, *, now: float) -> bool:
         """Reserve ``entry``'s prompt and forecast answer if the peak fits (see
