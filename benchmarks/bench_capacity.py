@@ -122,6 +122,8 @@ TRACES: dict[str, Callable[[bool], Trace]] = {
 HELD_OUT: dict[str, Callable[[bool], Trace]] = {
     "azure@0": lambda quick: Trace(azure(0.0, 150.0 if quick else 300.0), H100),
     "azure@2400": lambda quick: Trace(azure(2400.0, 150.0 if quick else 300.0), H100),
+    "servegen@600": lambda quick: Trace(servegen(600.0, 90.0 if quick else 180.0), H100),
+    "servegen@1200": lambda quick: Trace(servegen(1200.0, 90.0 if quick else 180.0), H100),
     "servegen@1800": lambda quick: Trace(servegen(1800.0, 90.0 if quick else 180.0), H100),
     "servegen-s1": lambda quick: Trace(servegen(0.0, 90.0 if quick else 180.0, seed=1), H100),
     "multi-tenant-s2": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0, seed=2), H100),
