@@ -221,19 +221,21 @@ class Intake:
             tier = self._router.tiers.get(decision.tier)
             assert tier is not None  # the router only names tiers it knows
             request = decision.request
-            cost = self._share_cost(lane, request, decision.prompt_tokens)
+            output = self._reservations.forecast(lane, request.max_new_tokens)
+            cost = self._share_cost(request, decision.prompt_tokens, output=output)
             refused = demand._sheds(request.tenant, cost, tier.weight, now)
         if protect and refused:
             return ladder.protection(lane)
         return ladder.admission(lane, shed=refused)
 
-    def _share_cost(self, lane: str, request: Request, prompt_tokens: int) -> float:
-        """``request``'s cost at its forecast answer (the lane's recent answers,
-        at most its ceiling): what the tenants' shares count. A ceiling is not
-        a length: counted at ``max_new_tokens``, a client that sends a 32k
-        ceiling for answers of 2k would read as asking sixteen times more."""
-        output = self._reservations.forecast(lane, request.max_new_tokens) * request.sequences
-        return self._router.estimator.score(prompt_tokens, output, request.tool_risk)
+    def _share_cost(self, request: Request, prompt_tokens: int, *, output: int) -> float:
+        """``request``'s cost at ``output``, its forecast answer per sequence
+        (``Reservations.forecast``): what the tenants' shares count. A ceiling
+        is not a length: counted at ``max_new_tokens``, a client that sends a
+        32k ceiling for answers of 2k would read as asking sixteen times more."""
+        return self._router.estimator.score(
+            prompt_tokens, output * request.sequences, request.tool_risk
+        )
 
     def _enqueue(self, decision: Admit | Demote, now: float) -> Decision:
         lane = self._lanes[decision.lane]
@@ -320,7 +322,7 @@ class Intake:
             decision.rungs,
         )
         entry.kv_output = reserved_output
-        entry.share_cost = self._share_cost(lane.name, request, prompt)
+        entry.share_cost = self._share_cost(request, prompt, output=reserved_output)
         queues, key = self._queues, lane.queue_key(entry.prompt_tokens)
         # Under saturation, a tenant asking for more than its max-min share
         # goes after those within theirs (inside the lane's slack).
