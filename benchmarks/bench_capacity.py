@@ -135,6 +135,17 @@ HELD_OUT: dict[str, Callable[[bool], Trace]] = {
     "long-conv-narrow-s5": lambda quick: Trace(
         long_conversation(150.0 if quick else 300.0, seed=5, spread=0.6), H100
     ),
+    # Narrower prompts still: FCFS reaches 80-85% of the limit, the regime
+    # where the job is to reach the limit without harm.
+    "long-conv-spread0.3": lambda quick: Trace(
+        long_conversation(150.0 if quick else 300.0, spread=0.3), H100
+    ),
+    "long-conv-spread0.3-s2": lambda quick: Trace(
+        long_conversation(150.0 if quick else 300.0, seed=2, spread=0.3), H100
+    ),
+    "long-conv-spread0.45-s3": lambda quick: Trace(
+        long_conversation(150.0 if quick else 300.0, seed=3, spread=0.45), H100
+    ),
 }
 
 

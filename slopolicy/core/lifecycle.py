@@ -72,8 +72,11 @@ class PolicyStatistics:
     far (``submitted`` counts every submit; ``outcomes`` includes ``rejected``),
     the KV and quota ledgers, the overload state, the ladder's level, the
     cost units started ahead of ``engine.dispatch_rate`` (``None`` without one),
-    and each lane's p99 time between tokens over its SLO window (seconds,
-    ``None`` before two chunks of one stream)."""
+    each lane's p99 time between tokens over its SLO window (seconds,
+    ``None`` before two chunks of one stream), and the engine's saturation:
+    the part of the recent time it held a startable request back, in
+    ``[0, 1]`` (:class:`~slopolicy.core.queueing.saturation.Saturation`;
+    ``None`` without ``engine.share_window_s``)."""
 
     submitted: int
     queued: Mapping[str, int]
@@ -85,6 +88,7 @@ class PolicyStatistics:
     ladder_level: int
     dispatch_backlog: float | None = None
     tbt_p99: Mapping[str, float | None] = field(default_factory=dict)
+    saturation: float | None = None
 
 
 class Phase(enum.Enum):

@@ -260,7 +260,9 @@ class PolicySpec:
         share_window: seconds over which tenants' demand and the engine's
             service are compared (:class:`~slopolicy.core.queueing.demand.TenantDemand`):
             under saturation, inside a lane's slack, tenants within their
-            max-min share go before those over it; ``None``: not compared.
+            max-min share go before those over it; also the window of the
+            engine's saturation (:class:`~slopolicy.core.queueing.saturation.Saturation`);
+            ``None``: not compared.
     """
 
     router: LaneRouter

@@ -89,6 +89,11 @@ class Observer:
             if statistics.dispatch_backlog is not None:
                 yield Observation(statistics.dispatch_backlog, source.attributes)
 
+    def saturation(self, options: CallbackOptions) -> Iterable[Observation]:
+        for source, statistics in self._statistics():
+            if statistics.saturation is not None:
+                yield Observation(statistics.saturation, source.attributes)
+
     def attainment(self, options: CallbackOptions) -> Iterable[Observation]:
         for source in self._sources():
             for lane in source.lanes():
@@ -201,5 +206,14 @@ OBSERVED = (
         unit="{cost}",
         description="Cost units started ahead of the engine's dispatch rate: at most "
         "the burst (plus one request) while it paces; only with a dispatch rate set.",
+    ),
+    Observed(
+        name=n.ENGINE_SATURATION,
+        kind="gauge",
+        read=Observer.saturation,
+        unit="1",
+        description="Part of the recent time (decayed over engine.share_window_s) the "
+        "engine held a startable request back: every seat taken, or a queued head "
+        "that did not fit the KV ledger or the prefill budget; only with a share window.",
     ),
 )

@@ -5,6 +5,10 @@ absorb the shedding; in-share tenants keep their attainment)."""
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from slopolicy import Policy, PolicyConfig, Reason, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Defer
@@ -154,3 +158,68 @@ def test_without_pressure_nothing_is_refused_by_share() -> None:
     assert demand is not None
     assert demand.protects(now=1.0)
     assert all(policy.submit(_batch(f"late{k}", "big"), now=1.5).accepted for k in range(5))
+
+
+def test_protection_waits_for_an_engine_that_holds_work_back() -> None:
+    """Pressure on an engine that keeps up (a pool forecast near full, with
+    every head started) refuses nobody by share: the shortfall the share
+    estimate reads is work that expired, not work the engine had no room
+    for. Once the engine holds work back again, the excess goes."""
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {"name": "chat", "slo": {"ttft_p95_s": 0.5}, "max_prompt_tokens": 1000},
+                {"name": "batch", "max_prompt_tokens": 100_000, "max_queue_wait_s": 5},
+            ],
+            "engine": {"max_running": 3, "share_window_s": 10.0},
+            "ladder": {"rungs": ["favor_interactive", "shed"], "dwell_s": 1.0},
+        }
+    )
+    policy = Policy(config, counter=HeuristicCounter())
+    for index in range(30):
+        assert policy.submit(_batch(f"big{index}", "big"), now=0.0).accepted
+    assert policy.submit(_batch("small0", "small"), now=0.0).accepted
+    started = policy.dispatch(now=0.0).started  # three seats: the rest held back
+    for request in started:
+        policy.finish(request.id, now=4.0, output_tokens=100)
+    # The queue expires at 5 s; from 6 s on the engine has room and nothing waits.
+    assert len(policy.dispatch(now=6.0).expired) == 28
+    assert policy.dispatch(now=6.0).started == ()
+    saturation, demand, ladder = policy.saturation, policy.demand, policy.health.ladder
+    assert saturation is not None
+    assert demand is not None
+    assert ladder is not None
+    assert saturation.fraction(now=20.0) < 0.2
+    assert demand.protects(now=20.0)  # big still reads as far over its share
+    assert ladder.update(Pressure(kv_usage=0.99), now=20.0) is not None
+    assert ladder.level == 1
+    assert all(policy.submit(_batch(f"late{k}", "big"), now=20.5).accepted for k in range(5))
+    # The engine holds work back again (its three seats taken, two queued):
+    # after a few seconds of it, big's excess is refused by share.
+    assert len(policy.dispatch(now=20.5).started) == 3
+    assert saturation.fraction(now=30.0) > 0.5
+    assert demand.protects(now=30.0)
+    refused = [policy.submit(_batch(f"later{k}", "big"), now=30.0) for k in range(10)]
+    assert any(
+        isinstance(d, Defer) and "shed by share under pressure" in d.message for d in refused
+    )
+
+
+def test_the_statistics_report_the_engine_s_saturation() -> None:
+    policy = _policy()
+    assert policy.statistics().saturation == 0.0  # nothing dispatched yet
+    for index in range(4):
+        assert policy.submit(_batch(f"r{index}", "a"), now=0.0).accepted
+    assert len(policy.dispatch(now=0.0).started) == 3  # every seat taken
+    assert policy.statistics(now=5.0).saturation == 1.0
+    for request_id in ("r0", "r1", "r2"):
+        policy.finish(request_id, now=5.0, output_tokens=10)
+    assert len(policy.dispatch(now=5.0).started) == 1  # room again, nothing held back
+    assert policy.statistics(now=5.0).saturation == 1.0
+    later = policy.statistics(now=15.0).saturation
+    assert later is not None
+    assert later == pytest.approx(
+        (math.exp(-10.0 / 10.0) - math.exp(-15.0 / 10.0)) / (1.0 - math.exp(-15.0 / 10.0))
+    )
+    assert policy.statistics(now=15.0) == policy.statistics(now=15.0)  # a pure read
+    assert _policy(share_window_s=None).statistics().saturation is None

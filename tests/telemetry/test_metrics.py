@@ -43,6 +43,7 @@ EXPECTED = {
     n.LADDER_LEVEL: ("gauge", "1", None),
     n.SLO_ATTAINMENT: ("gauge", "1", None),
     n.SLO_GOODPUT: ("gauge", "{request}/s", None),
+    n.ENGINE_SATURATION: ("gauge", "1", None),
 }
 
 # The conventions' advice, written out rather than imported.

@@ -2,8 +2,11 @@
 
 Each dispatch evaluates the fallback ladder when due, sweeps idle tasks,
 expires overdue queued requests, then starts heads in fair order while seats,
-the dispatch rate, the prefill budget and the KV ledger allow; and it says when
-the next dispatch has work (:meth:`Dispatcher.next_wakeup`).
+the dispatch rate, the prefill budget and the KV ledger allow; it reports to
+the policy's :class:`~slopolicy.core.queueing.saturation.Saturation` whether
+the engine held a startable head back (every seat taken, or a head that did
+not fit the KV ledger or the prefill budget), and it says when the next
+dispatch has work (:meth:`Dispatcher.next_wakeup`).
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ class Dispatcher:
         "_demand",
         "_first_tokens",
         "_health",
+        "_held",
         "_kv",
         "_pace",
         "_queues",
         "_reservations",
         "_router",
+        "_saturation",
         "_seats",
         "_tasks",
     )
@@ -50,6 +55,8 @@ class Dispatcher:
         self._tasks = parts.tasks
         self._pace = parts.pace
         self._demand = parts.demand
+        self._saturation = parts.saturation
+        self._held = False  # whether the last start search left a head to the engine's limits
 
     def dispatch(self, *, now: float, max_expired: int | None) -> Dispatch:
         """Expire overdue queued requests, then start every request that fits."""
@@ -79,6 +86,9 @@ class Dispatcher:
                     rungs=entry.rungs,
                 )
             )
+        saturation = self._saturation
+        if saturation is not None:
+            saturation._report(self._seats.full or self._held, now)
         return Dispatch(started=tuple(started), expired=tuple(expired), ladder=event)
 
     def evaluate(self, *, now: float) -> LadderEvent | None:
@@ -97,6 +107,7 @@ class Dispatcher:
         queues, seats, health = self._queues, self._seats, self._health
         first_tokens = self._first_tokens
         waits = health.favour_waits()
+        self._held = False
         while True:  # again only when a lost head left: the candidates changed
             candidates = queues._candidates()  # they change only through it
             if waits and len(candidates) > 1:  # the ladder puts these heads first
@@ -110,10 +121,12 @@ class Dispatcher:
                     expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
                     break
                 if not first_tokens.admits(lane, entry.prompt_tokens):
+                    self._held = True
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
                 if self._reservations.start(entry, now=now):
                     self._start(lane, entry, needed, now)
                     return entry
+                self._held = True  # its KV does not fit
             else:
                 return None
 

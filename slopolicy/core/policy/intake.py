@@ -19,6 +19,7 @@ from slopolicy.core.ladder.rungs import AdmissionAction
 from slopolicy.core.lifecycle import Entry
 from slopolicy.core.outcome import Outcome
 from slopolicy.core.policy.parts import Parts
+from slopolicy.core.queueing.saturation import SATURATED
 from slopolicy.core.request import Request
 from slopolicy.core.specs import LaneSpec, TaskSLO
 from slopolicy.errors import UsageError
@@ -41,6 +42,7 @@ class Intake:
         "_quotas",
         "_reservations",
         "_router",
+        "_saturation",
         "_slo_bounds",
         "_spared",
         "_task_slos",
@@ -53,6 +55,7 @@ class Intake:
         self._health = parts.health
         self._interference = parts.interference
         self._demand = parts.demand
+        self._saturation = parts.saturation
         self._kv = parts.kv
         self._reservations = parts.reservations
         self._quotas = parts.quotas
@@ -208,14 +211,22 @@ class Intake:
         its share asks goes on to queue (it fits what the engine serves). The
         ``shed`` rung does this once active. Before it, from the first level
         of pressure, the same refusal protects the tenants within their
-        share wherever there are some: an over-share tenant's excess goes
-        before any rung degrades anyone (a lone tenant, or tenants all over
-        their share, wait for the rung)."""
-        lane, demand = decision.lane, self._demand
-        if demand is None:
+        share wherever there are some, while the engine is saturated (it
+        held work back for at least :data:`SATURATED` of the recent time):
+        an over-share tenant's excess goes before any rung degrades anyone.
+        A lone tenant, or tenants all over their share, wait for the rung;
+        so does everyone on an engine that is busy but keeps up (pressure
+        read on a pool forecast near full, with nothing held back)."""
+        lane, demand, saturation = decision.lane, self._demand, self._saturation
+        if demand is None or saturation is None:
             return ladder.admission(lane)
         active = ladder.sheds(lane)
-        protect = not active and ladder.may_shed(lane) and demand._protects(now)
+        protect = (
+            not active
+            and ladder.may_shed(lane)
+            and saturation._fraction(now) >= SATURATED
+            and demand._protects(now)
+        )
         refused = False
         if active or protect:
             tier = self._router.tiers.get(decision.tier)

@@ -22,6 +22,7 @@ from slopolicy.core.queueing.deadlines import Deadlines
 from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.core.queueing.interference import PrefillInterference
 from slopolicy.core.queueing.pacing import DispatchPace
+from slopolicy.core.queueing.saturation import Saturation
 from slopolicy.core.queueing.scheduler import LaneScheduler
 from slopolicy.core.queueing.seats import Seats
 from slopolicy.core.queueing.ttft import FirstTokenCheck
@@ -57,6 +58,7 @@ class Parts:
     first_tokens: FirstTokenCheck
     interference: PrefillInterference
     demand: TenantDemand | None
+    saturation: Saturation | None
     tasks: TaskTable
     deadlines: Deadlines
     book: Book
@@ -143,6 +145,7 @@ class Parts:
             pace=spec.pace,
             first_tokens=first_tokens,
             demand=None if spec.share_window is None else TenantDemand(spec.share_window),
+            saturation=None if spec.share_window is None else Saturation(spec.share_window),
             interference=interference,
             tasks=tasks,
             deadlines=Deadlines(lanes),
@@ -169,6 +172,7 @@ class Parts:
             ladder_level=0 if ladder is None else ladder.level,
             dispatch_backlog=backlog,
             tbt_p99=health.tbt_p99(now=book.now),
+            saturation=None if self.saturation is None else self.saturation._fraction(at),
         )
 
 

@@ -104,6 +104,9 @@ class Policy:
         #: Each tenant's recent demand against its max-min share of what the
         #: engine serves (``engine.share_window_s``), or ``None`` without one.
         self.demand = parts.demand
+        #: The part of the recent past (decayed over ``engine.share_window_s``)
+        #: the engine held a startable request back, or ``None`` without a window.
+        self.saturation = parts.saturation
         self._queues = parts.queues
         # Deadlines, and each lane's oldest waiting request: the watched
         # lane's oldest one's age is a live queue-wait signal for the ladder.
@@ -389,9 +392,10 @@ class Policy:
 
     def statistics(self, *, now: float | None = None) -> PolicyStatistics:
         """A frozen snapshot of queues, running requests, outcomes and ledgers;
-        time-dependent figures (the dispatch backlog) read at ``now`` (monotonic
-        seconds; default and at least the latest ``now`` seen). A pure read; a
-        bad ``now`` raises :class:`UsageError` as it does everywhere else."""
+        time-dependent figures (the dispatch backlog, the engine's saturation)
+        read at ``now`` (monotonic seconds; default and at least the latest
+        ``now`` seen). A pure read; a bad ``now`` raises :class:`UsageError` as
+        it does everywhere else."""
         if now is not None:
             check_now(now)
         book = self._book
