@@ -150,9 +150,13 @@ class EngineConfig(ConfigModel):
     the over-share absorb the shortfall, and the counters still bound what
     they lose. The ladder's ``shed`` rung refuses by the same estimate: of a
     tenant over its share, the part of its requests beyond it; a tenant
-    within its share still queues. Long enough to hold several requests of
-    a small tenant, short enough to follow a change of load; ``null``: off
-    (the slack orders by key alone, and ``shed`` refuses the whole lane).
+    within its share still queues. Before ``shed`` is active, the ladder's
+    first levels refuse the same excess only while the engine is saturated:
+    it held a startable request back for at least half of the same window
+    (:mod:`slopolicy.core.queueing.saturation`). Long enough to hold several
+    requests of a small tenant, short enough to follow a change of load;
+    ``null``: off (the slack orders by key alone, and ``shed`` refuses the
+    whole lane).
 
     ``max_running`` defaults to vLLM's default ``--max-num-seqs`` (256): set
     it to your engine's own limit.
