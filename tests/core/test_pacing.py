@@ -206,3 +206,16 @@ def test_the_burst_defaults_to_a_tenth_of_a_second_and_needs_a_rate() -> None:
         PolicyConfig.from_dict({"engine": {"dispatch_burst": 5.0}})
     with pytest.raises(ConfigError, match="dispatch_rate"):
         PolicyConfig.from_dict({"engine": {"dispatch_rate": 0}})
+
+
+def test_a_start_the_dispatch_rate_holds_back_is_not_the_engine_s_saturation() -> None:
+    """The rate is a contract the operator set, not the engine's limit: a
+    queue waiting on it leaves the engine's saturation at 0, while a head
+    the KV ledger holds counts (see ``tests/core/test_shed_share.py``)."""
+    policy = _policy(dispatch_rate=100.0, dispatch_burst=0.0)
+    for k in range(5):
+        _submit(policy, f"r{k}", "t", 100)
+    for tick in range(10):
+        policy.dispatch(now=tick * 0.25)  # one start a second; the rest wait on the rate
+    assert policy.running == 3
+    assert policy.statistics(now=2.5).saturation == 0.0

@@ -101,13 +101,13 @@ class Dispatcher:
         )
 
     def _start_next(self, now: float, expired: list[Finished]) -> Entry | None:
+        self._held = False  # the dispatch rate is a contract, not the engine's limit
         pace = self._pace
         if pace is not None and not pace._ready(now):
             return None  # the next start, whichever it is, waits for the rate
         queues, seats, health = self._queues, self._seats, self._health
         first_tokens = self._first_tokens
         waits = health.favour_waits()
-        self._held = False
         while True:  # again only when a lost head left: the candidates changed
             candidates = queues._candidates()  # they change only through it
             if waits and len(candidates) > 1:  # the ladder puts these heads first
