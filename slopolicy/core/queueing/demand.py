@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 
 from slopolicy.core.checks import check_now
-from slopolicy.core.queueing.counters import check_finite, check_slack, check_weight
+from slopolicy.core.queueing.counters import check_slack, check_weight
 from slopolicy.errors import UsageError
 
 __all__ = ("TenantDemand",)
@@ -103,9 +103,7 @@ class TenantDemand:
     )
 
     def __init__(self, window_s: float) -> None:
-        check_finite(window_s, "window_s")
-        if window_s <= 0:
-            raise UsageError(f"window_s must be > 0, got {window_s!r}")
+        check_weight(window_s, "window_s")  # a finite number > 0
         self._window = float(window_s)
         self._refresh = window_s / 20
         self._demand: dict[str, _Asked] = {}
