@@ -23,7 +23,7 @@ def test_validate_explains_a_valid_policy(capsys: pytest.CaptureFixture[str]) ->
     assert (
         "Engine: at most 256 requests running at once, 75 ms of prompt work handed ahead "
         "(at the measured rate); under saturation, tenants over their max-min share (over "
-        "10 s) go after the rest inside a lane's slack; starts not paced."
+        "30 s) go after the rest inside a lane's slack; starts not paced."
     ) in out
 
 

@@ -153,10 +153,11 @@ class EngineConfig(ConfigModel):
     within its share still queues. Before ``shed`` is active, the ladder's
     first levels refuse the same excess only while the engine is saturated:
     it held a startable request back for at least half of the same window
-    (:mod:`slopolicy.core.queueing.saturation`). Long enough to hold several
-    requests of a small tenant, short enough to follow a change of load;
-    ``null``: off (the slack orders by key alone, and ``shed`` refuses the
-    whole lane).
+    (:mod:`slopolicy.core.queueing.saturation`). Long enough that a small
+    tenant's demand is more than its latest request (over 10 s, one long
+    prompt read a tenant within its long-run share as over it on 30% of its
+    requests), short enough to follow a change of load; ``null``: off (the
+    slack orders by key alone, and ``shed`` refuses the whole lane).
 
     ``max_running`` defaults to vLLM's default ``--max-num-seqs`` (256): set
     it to your engine's own limit.
@@ -164,7 +165,7 @@ class EngineConfig(ConfigModel):
 
     max_running: Count = 256
     prefill_horizon_s: Annotated[float, Field(ge=0, le=3600)] | Literal["auto"] | None = "auto"
-    share_window_s: Annotated[float, Field(gt=0, le=86_400)] | None = 10.0
+    share_window_s: Annotated[float, Field(gt=0, le=86_400)] | None = 30.0
     dispatch_rate: CostUnits | None = None
     dispatch_burst: Annotated[float, Field(ge=0, le=1e15)] | None = None
 

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from slopolicy import PolicyConfig
 from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.errors import UsageError
 
@@ -40,6 +41,31 @@ def test_under_saturation_only_the_tenant_above_the_level_is_over() -> None:
     # Small's 10 met in full, the 50 left split over weights 1 + 2: a level
     # of 50/3 per second, in the decayed sums' units (served stands for 60).
     assert level / demand.started(now=now) == pytest.approx((50.0 / 3.0) / 60.0)
+
+
+def _light_pushes_read_as_over(window: float) -> int:
+    """A light tenant sends a turn of two long requests (20 units each, 1 s
+    apart) every 20 s, 2 units a second in the long run, beside a flood of
+    10 a second; 6 a second is served, so its long-run share (3) holds all
+    it asks. How many of its pushes after the first minute read as over."""
+    demand = TenantDemand(window)
+    over = 0
+    for tick in range(1200):  # 0.1 s apart, two minutes
+        now = tick / 10
+        demand.offered("flood", cost=1.0, weight=1.0, now=now)
+        demand.served(0.6, now=now)
+        if tick % 200 in (0, 10):
+            pushed_over = demand.offered("light", cost=20.0, weight=1.0, now=now)
+            over += now >= 60 and pushed_over
+    return over
+
+
+def test_the_default_window_holds_more_than_a_light_tenant_s_latest_request() -> None:
+    # Over 10 s the light tenant's demand is mostly its latest turn: the
+    # second request of each turn reads as over a share it keeps in the
+    # long run (3 of its 6 pushes in the second minute).
+    assert _light_pushes_read_as_over(10.0) == 3
+    assert _light_pushes_read_as_over(PolicyConfig().engine.share_window_s or 0.0) == 0
 
 
 @given(
