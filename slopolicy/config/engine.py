@@ -154,10 +154,11 @@ class EngineConfig(ConfigModel):
     first levels refuse the same excess only while the engine is saturated:
     it held a startable request back for at least half of the same window
     (:mod:`slopolicy.core.queueing.saturation`). Long enough that a small
-    tenant's demand is more than its latest request (over 10 s, one long
-    prompt read a tenant within its long-run share as over it on 30% of its
-    requests), short enough to follow a change of load; ``null``: off (the
-    slack orders by key alone, and ``shed`` refuses the whole lane).
+    tenant's demand is more than its latest turn (over 10 s, on a long
+    conversation trace at twice FCFS's capacity, 30% of the requests of the
+    tenants within their long-run share read as over it), short enough to
+    follow a change of load; ``null``: off (the slack orders by key alone,
+    and ``shed`` refuses the whole lane).
 
     ``max_running`` defaults to vLLM's default ``--max-num-seqs`` (256): set
     it to your engine's own limit.
