@@ -28,6 +28,7 @@ from slopolicy.core import Displaced as Displaced
 from slopolicy.core import EngineSignals as EngineSignals
 from slopolicy.core import FallbackLadder as FallbackLadder
 from slopolicy.core import Finished as Finished
+from slopolicy.core import Hold as Hold
 from slopolicy.core import KVReservation as KVReservation
 from slopolicy.core import LaneRouter as LaneRouter
 from slopolicy.core import Message as Message
@@ -82,6 +83,7 @@ __all__ = (
     "Finished",
     "Gate",
     "GateClosed",
+    "Hold",
     "InvalidRequest",
     "KVReservation",
     "LaneConfig",

@@ -56,6 +56,7 @@ from slopolicy.core.lifecycle import PolicyStatistics as PolicyStatistics
 from slopolicy.core.lifecycle import Started as Started
 from slopolicy.core.outcome import STAGES as STAGES
 from slopolicy.core.outcome import Finished as Finished
+from slopolicy.core.outcome import Hold as Hold
 from slopolicy.core.outcome import Outcome as Outcome
 from slopolicy.core.policy import Policy as Policy
 from slopolicy.core.queueing.fairqueue import FairQueue as FairQueue
@@ -151,6 +152,7 @@ __all__ = (
     "Finished",
     "Health",
     "HeuristicCounter",
+    "Hold",
     "KVReservation",
     "KVStatistics",
     "LadderCause",

@@ -10,7 +10,7 @@ from slopolicy.core.fast_init import fast_init
 from slopolicy.core.kv.snapshot import KVStatistics
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.ladder.overload import OverloadState
-from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.outcome import Finished, Hold, Outcome
 from slopolicy.core.quota.tenants import QuotaStatistics
 from slopolicy.core.request import Request
 
@@ -112,6 +112,7 @@ class Entry:
         "dispatched_at",
         "first_token_at",
         "gaps",
+        "held_by",
         "id",
         "kv_blocks",
         "kv_output",
@@ -165,6 +166,7 @@ class Entry:
         self.charged_output = 0
         self.gaps = 0  # gaps between chunks of output (TBT)
         self.slow_gaps = 0  # of them above the lane's tbt_p99 target
+        self.held_by: Hold | None = None  # what last kept it back at its lane's front
 
     def finished(self, outcome: Outcome, *, now: float, cost: float) -> Finished:
         """Mark this entry done; its terminal record at ``now``."""
@@ -195,6 +197,7 @@ class Entry:
             stages=self._stages(),
             gaps=self.gaps,
             slow_gaps=self.slow_gaps,
+            held_by=self.held_by if self.dispatched_at is None else None,
         )
 
     def _stages(self) -> dict[str, float]:

@@ -14,7 +14,7 @@ from slopolicy.core.checks import shown
 from slopolicy.core.fast_init import fast_init
 from slopolicy.errors import UsageError
 
-__all__ = ("STAGES", "Finished", "Outcome", "ending")
+__all__ = ("STAGES", "Finished", "Hold", "Outcome", "ending")
 
 #: The stages of time-to-first-token, in order (see :attr:`Finished.stages`).
 STAGES = ("queue", "schedule", "prefill", "transfer")
@@ -31,6 +31,27 @@ class Outcome(enum.Enum):
 
     # Members are singletons compared by identity, so they hash by identity:
     # at C speed, where Enum's own hash is a Python call (several per request).
+    __hash__ = object.__hash__
+
+
+class Hold(enum.Enum):
+    """What the policy last kept a queued request back for while it was the
+    next of its lane to start (:attr:`Finished.held_by`); the value is the
+    stable wire name.
+
+    ``KV``: its KV did not fit the ledger (the pool, as forecast).
+    ``PREFILL``: the prompt work already ahead of it in the engine filled the
+    prefill budget. ``SEATS``: the seats its lane may use were all taken.
+    ``PAUSED``: the fallback ladder paused its lane. ``LATE``: it would have
+    missed its lane's TTFT target even if started then, so it left the queue.
+    """
+
+    KV = "kv"
+    PREFILL = "prefill_budget"
+    SEATS = "seats"
+    PAUSED = "lane_paused"
+    LATE = "predicted_late"
+
     __hash__ = object.__hash__
 
 
@@ -67,7 +88,10 @@ class Finished:
     (to the first token reaching the caller); unmarked stages are absent.
     ``gaps`` counts the gaps between its chunks of output (TBT; a chunk is one
     arrival however many tokens it carries) and ``slow_gaps`` those above its
-    lane's ``tbt_p99`` target (0 without one).
+    lane's ``tbt_p99`` target (0 without one). ``held_by`` is, for a request
+    that ended before it started, the last :class:`Hold` the policy kept it
+    back for at the front of its lane; ``None``: it never reached the front
+    (it waited behind its lane's order, or every seat was taken), or it started.
     """
 
     id: str
@@ -85,6 +109,7 @@ class Finished:
     stages: Mapping[str, float] = field(default_factory=dict)
     gaps: int = 0
     slow_gaps: int = 0
+    held_by: Hold | None = None
 
     @property
     def e2e(self) -> float:

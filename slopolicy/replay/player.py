@@ -27,6 +27,7 @@ import anyio
 
 from slopolicy.adapters.common import EngineError
 from slopolicy.errors import Expired, Rejected, UsageError
+from slopolicy.sim.interface import BEHIND
 from slopolicy.sim.records import RequestRecord, SimOutcome
 from slopolicy.sim.simulator import Client
 from slopolicy.sim.workload import SimRequest, Workload
@@ -141,7 +142,7 @@ class LaneRun:
 
 
 class _Entry:
-    __slots__ = ("attempt", "attempts", "outcome", "reason", "request")
+    __slots__ = ("attempt", "attempts", "held_by", "outcome", "reason", "request")
 
     def __init__(self, request: SimRequest) -> None:
         self.request = request
@@ -149,6 +150,7 @@ class _Entry:
         self.attempts = 0
         self.outcome = SimOutcome.UNFINISHED
         self.reason = "admitted"
+        self.held_by: str | None = None  # what the gate's policy last held it for, if it expired
 
     def frozen(self, lane: str, origin: float) -> RequestRecord:
         seen = self.attempt
@@ -169,6 +171,7 @@ class _Entry:
             0,
             max(1, self.attempts),
             seen.model,
+            held_by=self.held_by,
         )
 
 
@@ -200,6 +203,7 @@ class _Run:
         while True:
             entry.attempt = Attempt()
             entry.attempts += 1
+            entry.held_by = None
             refused = await self._attempt(entry)
             if refused is None:
                 entry.outcome = SimOutcome.COMPLETED
@@ -226,6 +230,8 @@ class _Run:
                 await self.send(entry.request, self.plan.prompts[entry.request.id], entry.attempt)
             except Exception as error:
                 if isinstance(error, Expired):
+                    held = error.finished.held_by
+                    entry.held_by = BEHIND if held is None else held.value
                     return Refused("expired", error.http_status, error.retry_after)
                 refused = _refusal(error)
                 if refused is None:

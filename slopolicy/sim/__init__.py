@@ -64,6 +64,7 @@ from slopolicy.sim.export import sweep_to_json as sweep_to_json
 from slopolicy.sim.export import to_json as to_json
 from slopolicy.sim.gaps import STALL_S as STALL_S
 from slopolicy.sim.gaps import TBTSummary as TBTSummary
+from slopolicy.sim.interface import BEHIND as BEHIND
 from slopolicy.sim.interface import Release as Release
 from slopolicy.sim.interface import Released as Released
 from slopolicy.sim.interface import Scheduler as Scheduler
@@ -131,6 +132,7 @@ from slopolicy.sim.workload import Workload as Workload
 __all__ = (
     "AZURE_2023",
     "BASELINES",
+    "BEHIND",
     "BUILTIN_SCENARIOS",
     "FCFS",
     "GATE_LOG",

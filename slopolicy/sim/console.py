@@ -187,6 +187,42 @@ def _gaps_table(reports: Sequence[PolicyReport]) -> Table:
     return table
 
 
+#: Each cause of an expiry, as :func:`_held_table` heads and explains it.
+_HELD_BY = {
+    "predicted_late": ("late", "would have missed its TTFT target even started"),
+    "kv": ("kv", "its KV did not fit the ledger"),
+    "prefill_budget": ("prefill", "the prompt work ahead of it filled the prefill budget"),
+    "seats": ("seats", "its lane's seats were taken"),
+    "lane_paused": ("paused", "the ladder paused its lane"),
+    "behind": ("behind", "never at its lane's front (behind its order, or every seat taken)"),
+}
+
+
+def _held_table(reports: Sequence[PolicyReport]) -> Table | None:
+    """Per policy and lane that says, what its expired requests last waited
+    on at the front of their lane; ``None`` when no policy says."""
+    rows = [
+        (report.name, lane, row.expired_by)
+        for report in reports
+        for lane, row in report.lanes.items()
+        if row.expired_by
+    ]
+    if not rows:
+        return None
+    said = {cause for _, _, found in rows for cause in found}
+    causes = [cause for cause in _HELD_BY if cause in said] + sorted(said - _HELD_BY.keys())
+    table = _table(
+        "Why queued requests expired: what each last waited on at its lane's front",
+        ("policy", "lane", *(_HELD_BY[c][0] if c in _HELD_BY else c for c in causes)),
+    )
+    for name, lane, found in rows:
+        table.add_row(name, lane, *(f"{found.get(cause, 0):,}" for cause in causes))
+    named = (_HELD_BY[cause] for cause in causes if cause in _HELD_BY)
+    table.caption = "; ".join(f"{head}: {meaning}" for head, meaning in named)
+    table.caption_justify = "left"
+    return table
+
+
 def print_comparison(comparison: Comparison, console: Console, *, load: Load | None = None) -> None:
     """The summary table, one table per lane, and our fallback timeline."""
     reports = list(comparison.reports.values())
@@ -208,6 +244,9 @@ def print_comparison(comparison: Comparison, console: Console, *, load: Load | N
     for lane in reports[0].lanes:
         console.print(_lane_table(lane, reports))
     console.print(_gaps_table(reports))
+    held = _held_table(reports)
+    if held is not None:
+        console.print(held)
     if any(request.task is not None for request in workload.requests):
         console.print(_tasks_table(comparison))
     for report in reports:

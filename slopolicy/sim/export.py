@@ -127,6 +127,7 @@ def _lane(lane: LaneReport) -> dict[str, Any]:
         "tbt_p99_s": lane.tbt_p99_s,
         "tbt_max_s": lane.tbt_max_s,
         "tbt_stalls": lane.tbt_stalls,
+        "expired_by": dict(lane.expired_by),
         "e2e_p95_s": lane.e2e_p95_s,
         "drain_s": lane.drain_s,
         "last_finish_s": lane.last_finish_s,

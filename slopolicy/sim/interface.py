@@ -14,14 +14,22 @@ dispatch under way. Ours wraps the real :class:`~slopolicy.Policy`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol
 
 from slopolicy.sim.engine import Scheduling
 from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest
 
-__all__ = ("EngineView", "Release", "Released", "Scheduler", "SimAdmission")
+__all__ = ("BEHIND", "EngineView", "Release", "Released", "Scheduler", "SimAdmission")
+
+#: :attr:`Released.held_by` of an expired request that never reached the
+#: front of its lane (it waited behind the lane's order, or for a seat).
+BEHIND = "behind"
+
+_SAID_NOTHING: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +68,18 @@ class Release:
 @dataclass(frozen=True, slots=True)
 class Released:
     """What ``dispatch`` did: requests released to the engine, and queued
-    requests that expired (their deadline passed) instead."""
+    requests that expired (their deadline passed) instead.
+
+    ``held_by`` may say, for expired requests, what the scheduler last kept
+    each back for at the front of its lane (a
+    :class:`~slopolicy.core.outcome.Hold` wire name, or :data:`BEHIND` for
+    one that never reached the front); the reports count expiries by it
+    (:attr:`~slopolicy.sim.reports.LaneReport.expired_by`). A scheduler that
+    does not say leaves it empty."""
 
     started: tuple[Release, ...] = ()
     expired: tuple[str, ...] = ()
+    held_by: Mapping[str, str] = field(default_factory=lambda: _SAID_NOTHING)
 
 
 class Scheduler(Protocol):

@@ -27,7 +27,7 @@ from slopolicy.core.health.signals import EngineSignals
 from slopolicy.core.policy import Policy
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling
-from slopolicy.sim.interface import EngineView, Release, Released, SimAdmission
+from slopolicy.sim.interface import BEHIND, EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("DEFAULT_SIGNALS", "SIGNALS", "LadderMove", "PolicyScheduler")
@@ -131,7 +131,11 @@ class PolicyScheduler:
             )
             for s in result.started
         )
-        return Released(started, tuple(f.id for f in result.expired))
+        expired = result.expired
+        if not expired:
+            return Released(started)
+        held_by = {f.id: BEHIND if f.held_by is None else f.held_by.value for f in expired}
+        return Released(started, tuple(f.id for f in expired), held_by)
 
     def first_token(self, request_id: str, *, now: float) -> None:
         self._now = now

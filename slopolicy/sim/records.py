@@ -51,6 +51,9 @@ class RequestRecord:
         model: the model the scheduler switched it to, or ``None``.
         slow_gaps: its gaps between tokens above its lane's ``tbt_p99`` target
             (0 without one; see :attr:`gaps`).
+        held_by: for an expired request, what the scheduler last kept it back
+            for (:attr:`slopolicy.sim.interface.Released.held_by`), or
+            ``None`` where it did not say.
     """
 
     request: SimRequest
@@ -66,6 +69,7 @@ class RequestRecord:
     attempts: int = 1
     model: str | None = None
     slow_gaps: int = 0
+    held_by: str | None = None
 
     @property
     def truncated(self) -> bool:

@@ -140,7 +140,11 @@ class LaneReport:
     ``degraded`` counts completed requests whose answer was cut short or
     whose model was switched, ``degraded_goodput_rps`` those of them within
     the targets; ``tbt_stalls`` counts token gaps of at least the lane's
-    stall threshold (0.2 s by default)."""
+    stall threshold (0.2 s by default). ``expired_by`` counts the expired
+    requests by what the scheduler last kept each back for at the front of
+    the lane (:attr:`RequestRecord.held_by`: a
+    :class:`~slopolicy.core.outcome.Hold` wire name, or ``behind``: it never
+    reached the front); empty for a scheduler that does not say."""
 
     lane: str
     targets: SLOTargets
@@ -165,6 +169,7 @@ class LaneReport:
     tbt_p99_s: float | None = None
     tbt_max_s: float | None = None
     tbt_stalls: int = 0
+    expired_by: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +263,18 @@ def _lane(
         tbt_p99_s=None if tbt is None else tbt.p99_s,
         tbt_max_s=None if tbt is None else tbt.max_s,
         tbt_stalls=0 if tbt is None else tbt.stalls,
+        expired_by=_expired_by(records),
     )
+
+
+def _expired_by(records: Iterable[RequestRecord]) -> dict[str, int]:
+    """Expired ``records`` counted by what held them (those that say), most first."""
+    counts: dict[str, int] = {}
+    for record in records:
+        held = record.held_by
+        if record.outcome is SimOutcome.EXPIRED and held is not None:
+            counts[held] = counts.get(held, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def _tenant(tenant: str, judged: list[tuple[RequestRecord, bool]], duration: float) -> TenantReport:

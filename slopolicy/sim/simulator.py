@@ -105,6 +105,7 @@ class _Live:
         "dispatched",
         "finished",
         "first",
+        "held_by",
         "lane",
         "max_new",
         "model",
@@ -132,6 +133,7 @@ class _Live:
         self.preemptions = 0
         self.attempts = 1
         self.slow_gaps = 0
+        self.held_by: str | None = None
 
     def frozen(self) -> RequestRecord:
         return RequestRecord(
@@ -148,6 +150,7 @@ class _Live:
             self.attempts,
             self.model,
             self.slow_gaps,
+            self.held_by,
         )
 
 
@@ -234,9 +237,11 @@ class _Run:
                 live.outcome, live.finished, live.reason = SimOutcome.REJECTED, now, "too_long"
                 self.outstanding -= 1
         self.view.settle()
+        held_by = released.held_by
         for request_id in released.expired:
             live = self.live[request_id]
             live.outcome, live.finished = SimOutcome.EXPIRED, now
+            live.held_by = held_by.get(request_id)
             self.outstanding -= 1
 
     def deliver(self, now: float) -> bool:

@@ -173,6 +173,7 @@ def test_queued_requests_expire_at_their_deadline() -> None:
     result = policy.dispatch(now=2.0)  # the lane's 2 s queue limit
     assert [(f.id, f.outcome) for f in result.expired] == [("wait", Outcome.EXPIRED)]
     assert result.expired[0].queue_wait is None
+    assert result.expired[0].held_by is None  # every seat was taken: never tried
     assert policy.statistics().quotas.in_flight == 1
 
 

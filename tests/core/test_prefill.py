@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slopolicy import Policy, PolicyConfig, Request
+from slopolicy import Hold, Policy, PolicyConfig, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.outcome import Outcome
 from slopolicy.core.queueing.ttft import FirstTokenCheck
@@ -209,6 +209,7 @@ def test_a_queued_request_leaves_when_its_ttft_target_is_lost() -> None:
     result = policy.dispatch(now=now + 1.01)
     assert [f.id for f in result.expired] == ["b"]
     assert result.expired[0].outcome is Outcome.EXPIRED
+    assert result.expired[0].held_by is Hold.PREFILL  # the prompt work ahead filled the budget
 
 
 def test_without_slo_deadlines_the_lane_wait_bound_applies() -> None:

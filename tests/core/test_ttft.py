@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.workloads import long_conversation
-from slopolicy import Outcome, Policy, PolicyConfig, Request
+from slopolicy import Hold, Outcome, Policy, PolicyConfig, Request
 from slopolicy.core.cost.ranks import RecentRank
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.queueing.ttft import FirstTokenCheck, FirstTokenModel
@@ -412,6 +412,7 @@ def test_a_burst_past_what_the_engine_can_prefill_in_time_leaves_the_queue() -> 
     assert [s.id for s in dispatch.started] == [f"b{i}" for i in range(5)]
     assert [f.id for f in dispatch.expired] == [f"b{i}" for i in range(5, 20)]
     assert {f.outcome for f in dispatch.expired} == {Outcome.EXPIRED}
+    assert {f.held_by for f in dispatch.expired} == {Hold.LATE}
     assert policy.statistics().outcomes[Outcome.EXPIRED] == 15
 
 

@@ -6,7 +6,9 @@ the dispatch rate, the prefill budget and the KV ledger allow; it reports to
 the policy's :class:`~slopolicy.core.queueing.saturation.Saturation` whether
 the engine held a startable head back (every seat taken, or a head that did
 not fit the KV ledger or the prefill budget), and it says when the next
-dispatch has work (:meth:`Dispatcher.next_wakeup`).
+dispatch has work (:meth:`Dispatcher.next_wakeup`). A head it keeps back
+carries why (:class:`~slopolicy.core.outcome.Hold`), so a request that
+expires says what it last waited on (:attr:`Finished.held_by`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Mapping
 
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
-from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.outcome import Finished, Hold, Outcome
 from slopolicy.core.policy.parts import Parts
 
 __all__ = ("Dispatcher",)
@@ -113,20 +115,27 @@ class Dispatcher:
             if waits and len(candidates) > 1:  # the ladder puts these heads first
                 candidates.sort(key=lambda pair: not _first(waits, pair[0], pair[1], now))
             for lane, entry in candidates:
+                if health.paused(lane):
+                    entry.held_by = Hold.PAUSED
+                    continue
                 needed = seats.needed(lane, entry.request.sequences)
-                if health.paused(lane) or not seats.fits(lane, needed):
+                if not seats.fits(lane, needed):
+                    entry.held_by = Hold.SEATS
                     continue
                 if first_tokens.lost(lane, entry.prompt_tokens, arrival=entry.arrival, now=now):
                     queues._pop(lane)
+                    entry.held_by = Hold.LATE
                     expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
                     break
                 if not first_tokens.admits(lane, entry.prompt_tokens):
                     self._held = True
+                    entry.held_by = Hold.PREFILL
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
                 if self._reservations.start(entry, now=now):
                     self._start(lane, entry, needed, now)
                     return entry
                 self._held = True  # its KV does not fit
+                entry.held_by = Hold.KV
             else:
                 return None
 
