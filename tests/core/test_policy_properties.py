@@ -90,7 +90,12 @@ class PolicyLifecycle(RuleBasedStateMachine):
 
     def _end(self, finished: Finished) -> None:
         assert finished.id not in self.ended, f"{finished.id} ended twice"
-        assert self.live.pop(finished.id) in ("queued", "running")
+        phase = self.live.pop(finished.id)
+        assert phase in ("queued", "running")
+        # What held it back is said only of a request that ended queued.
+        assert finished.held_by is None or phase == "queued", f"{finished.id} started, held"
+        if finished.held_by is not None:
+            event(f"an expired request was held by {finished.held_by.value}")
         self.ended[finished.id] = finished.outcome
 
     @rule(
