@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from opentelemetry.util.types import AttributeValue
 
-from slopolicy.core.outcome import Outcome
+from slopolicy.core.outcome import Hold, Outcome
 from slopolicy.telemetry import names as n
 
 __all__ = ("AttributeSets", "Attrs", "LaneSets", "ModelSets", "TenantSets")
@@ -45,8 +45,15 @@ class LaneSets:
 
         self.lane = make()  # the lane alone (token gaps, stalls)
         self.dispatched = make(queue_result="dispatched")
-        #: The queue wait of requests that left their queue without starting.
-        self.left = {outcome: make(queue_result=outcome.value) for outcome in Outcome}
+        #: The queue wait of requests that left their queue without starting,
+        #: by how and by what last held them at the lane's front (``None``: ``behind``).
+        self.left = {
+            (outcome, hold): make(
+                queue_result=outcome.value, held_by="behind" if hold is None else hold.value
+            )
+            for outcome in Outcome
+            for hold in (None, *Hold)
+        }
         self.output = {outcome: make(outcome=outcome.value) for outcome in Outcome}
         self.phase = {phase: make(phase=phase) for phase in _PHASES}
         self.prompt = {kind: make(decision=kind) for kind in ("admit", "demote", "defer", "reject")}
@@ -93,6 +100,7 @@ class ModelSets:
 
 _KEY: Final = {
     "queue_result": n.QUEUE_RESULT,
+    "held_by": n.QUEUE_HELD_BY,
     "outcome": n.OUTCOME,
     "phase": n.PHASE,
     "decision": n.DECISION,

@@ -92,6 +92,9 @@ DECISION: Final = "slopolicy.decision"
 REASON: Final = "slopolicy.reason"
 OUTCOME: Final = "slopolicy.outcome"
 QUEUE_RESULT: Final = "slopolicy.queue.result"
+#: What a request that left its queue unstarted last waited on at the front
+#: of its lane (:class:`~slopolicy.core.outcome.Hold`'s wire names, or ``behind``).
+QUEUE_HELD_BY: Final = "slopolicy.queue.held_by"
 PHASE: Final = "slopolicy.phase"
 RUNG: Final = "slopolicy.ladder.rung"
 DIRECTION: Final = "slopolicy.ladder.direction"

@@ -196,7 +196,7 @@ class Recorder:
         genai = model.completed if error_type is None else model.failed(error_type)
         instruments.duration.record(finished.e2e, genai)
         if finished.queue_wait is None:  # it never left the queue: expired or cancelled there
-            instruments.queue_wait.record(finished.e2e, lane.left[outcome])
+            instruments.queue_wait.record(finished.e2e, lane.left[outcome, finished.held_by])
         else:
             if flight.active:
                 instruments.active.add(-1, flight.tenant.active)

@@ -258,6 +258,9 @@ async def test_requests_that_never_leave_the_queue(otel: Otel) -> None:
     expired = queue.histogram(slopolicy__queue__result="expired")
     assert expired.count == 1
     assert expired.sum == pytest.approx(5.0)
+    # Every seat was taken, so it never was its lane's next to start.
+    behind = queue.histogram(slopolicy__queue__result="expired", slopolicy__queue__held_by="behind")
+    assert behind.count == 1
     cancelled = queue.histogram(slopolicy__queue__result="cancelled")
     assert cancelled.count == 1
     assert cancelled.sum == pytest.approx(1.0)
