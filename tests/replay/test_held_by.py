@@ -1,4 +1,4 @@
-"""A live replay's record of a request the gate expired says what held it, as the simulator's does."""
+"""A live replay's record of a request the gate expired says what held it, as in the simulator."""
 
 from __future__ import annotations
 
