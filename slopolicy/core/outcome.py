@@ -14,7 +14,7 @@ from slopolicy.core.checks import shown
 from slopolicy.core.fast_init import fast_init
 from slopolicy.errors import UsageError
 
-__all__ = ("STAGES", "Finished", "Hold", "Outcome", "ending")
+__all__ = ("BEHIND", "STAGES", "Finished", "Hold", "Outcome", "ending", "held_name")
 
 #: The stages of time-to-first-token, in order (see :attr:`Finished.stages`).
 STAGES = ("queue", "schedule", "prefill", "transfer")
@@ -53,6 +53,18 @@ class Hold(enum.Enum):
     LATE = "predicted_late"
 
     __hash__ = object.__hash__
+
+
+#: The wire name of a request that ended queued without reaching the front
+#: of its lane (:attr:`Finished.held_by` ``None``): it waited behind the
+#: lane's order, or every seat was taken.
+BEHIND = "behind"
+
+
+def held_name(hold: Hold | None) -> str:
+    """The wire name of a :attr:`Finished.held_by`: the hold's own, or
+    :data:`BEHIND` for ``None``."""
+    return BEHIND if hold is None else hold.value
 
 
 _ENDINGS = frozenset({Outcome.COMPLETED, Outcome.FAILED, Outcome.CANCELLED})

@@ -26,8 +26,8 @@ from typing import Any
 import anyio
 
 from slopolicy.adapters.common import EngineError
+from slopolicy.core.outcome import held_name
 from slopolicy.errors import Expired, Rejected, UsageError
-from slopolicy.sim.interface import BEHIND
 from slopolicy.sim.records import RequestRecord, SimOutcome
 from slopolicy.sim.simulator import Client
 from slopolicy.sim.workload import SimRequest, Workload
@@ -230,8 +230,7 @@ class _Run:
                 await self.send(entry.request, self.plan.prompts[entry.request.id], entry.attempt)
             except Exception as error:
                 if isinstance(error, Expired):
-                    held = error.finished.held_by
-                    entry.held_by = BEHIND if held is None else held.value
+                    entry.held_by = held_name(error.finished.held_by)
                     return Refused("expired", error.http_status, error.retry_after)
                 refused = _refusal(error)
                 if refused is None:

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from slopolicy.core.outcome import BEHIND, Hold
 from slopolicy.sim.claims import Claim
 from slopolicy.sim.comparison import CompareProgress, Comparison
 from slopolicy.sim.offered_load import Load
@@ -187,14 +188,14 @@ def _gaps_table(reports: Sequence[PolicyReport]) -> Table:
     return table
 
 
-#: Each cause of an expiry, as :func:`_held_table` heads and explains it.
+#: Each cause of an expiry (its wire name), as :func:`_held_table` heads and explains it.
 _HELD_BY = {
-    "predicted_late": ("late", "would have missed its TTFT target even started"),
-    "kv": ("kv", "its KV did not fit the ledger"),
-    "prefill_budget": ("prefill", "the prompt work ahead of it filled the prefill budget"),
-    "seats": ("seats", "its lane's seats were taken"),
-    "lane_paused": ("paused", "the ladder paused its lane"),
-    "behind": ("behind", "never at its lane's front (behind its order, or every seat taken)"),
+    Hold.LATE.value: ("late", "would have missed its TTFT target even started"),
+    Hold.KV.value: ("kv", "its KV did not fit the ledger"),
+    Hold.PREFILL.value: ("prefill", "the prompt work ahead of it filled the prefill budget"),
+    Hold.SEATS.value: ("seats", "its lane's seats were taken"),
+    Hold.PAUSED.value: ("paused", "the ladder paused its lane"),
+    BEHIND: ("behind", "never at its lane's front (behind its order, or every seat taken)"),
 }
 
 

@@ -19,15 +19,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
+from slopolicy.core.outcome import BEHIND
 from slopolicy.sim.engine import Scheduling
 from slopolicy.sim.view import EngineView
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("BEHIND", "EngineView", "Release", "Released", "Scheduler", "SimAdmission")
-
-#: :attr:`Released.held_by` of an expired request that never reached the
-#: front of its lane (it waited behind the lane's order, or for a seat).
-BEHIND = "behind"
 
 _SAID_NOTHING: Mapping[str, str] = MappingProxyType({})
 

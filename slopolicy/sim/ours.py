@@ -24,10 +24,11 @@ from slopolicy.config import PolicyConfig
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Defer, Reject
 from slopolicy.core.health.signals import EngineSignals
+from slopolicy.core.outcome import held_name
 from slopolicy.core.policy import Policy
 from slopolicy.errors import UsageError
 from slopolicy.sim.engine import Scheduling
-from slopolicy.sim.interface import BEHIND, EngineView, Release, Released, SimAdmission
+from slopolicy.sim.interface import EngineView, Release, Released, SimAdmission
 from slopolicy.sim.workload import SimRequest
 
 __all__ = ("DEFAULT_SIGNALS", "SIGNALS", "LadderMove", "PolicyScheduler")
@@ -134,7 +135,7 @@ class PolicyScheduler:
         expired = result.expired
         if not expired:
             return Released(started)
-        held_by = {f.id: BEHIND if f.held_by is None else f.held_by.value for f in expired}
+        held_by = {f.id: held_name(f.held_by) for f in expired}
         return Released(started, tuple(f.id for f in expired), held_by)
 
     def first_token(self, request_id: str, *, now: float) -> None:

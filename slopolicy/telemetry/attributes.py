@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from opentelemetry.util.types import AttributeValue
 
-from slopolicy.core.outcome import Hold, Outcome
+from slopolicy.core.outcome import Hold, Outcome, held_name
 from slopolicy.telemetry import names as n
 
 __all__ = ("AttributeSets", "Attrs", "LaneSets", "ModelSets", "TenantSets")
@@ -48,9 +48,7 @@ class LaneSets:
         #: The queue wait of requests that left their queue without starting,
         #: by how and by what last held them at the lane's front (``None``: ``behind``).
         self.left = {
-            (outcome, hold): make(
-                queue_result=outcome.value, held_by="behind" if hold is None else hold.value
-            )
+            (outcome, hold): make(queue_result=outcome.value, held_by=held_name(hold))
             for outcome in Outcome
             for hold in (None, *Hold)
         }
