@@ -18,7 +18,7 @@ from opentelemetry.util.types import AttributeValue
 
 from slopolicy.core.decisions import Admit, Decision, Demote
 from slopolicy.core.lifecycle import Started
-from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.outcome import Finished, Outcome, held_name
 from slopolicy.core.request import Request
 from slopolicy.telemetry import names as n
 
@@ -105,6 +105,8 @@ def ended(
     }
     if finished.queue_wait is not None:
         attributes["slopolicy.queue.wait"] = finished.queue_wait
+    else:  # it ended in its queue: what it last waited on at its lane's front
+        attributes[n.QUEUE_HELD_BY] = held_name(finished.held_by)
     if finished.ttft is not None:
         attributes["slopolicy.ttft"] = finished.ttft
         if finished.output_tokens > 1 and finished.tpot is not None:

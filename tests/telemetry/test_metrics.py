@@ -276,6 +276,8 @@ async def test_requests_that_never_leave_the_queue(otel: Otel) -> None:
     spans = {(s.attributes or {})["slopolicy.request.id"]: s for s in otel.spans()}
     assert spans["late"].status.status_code is StatusCode.ERROR
     assert (spans["late"].attributes or {})["error.type"] == "expired"
+    assert (spans["late"].attributes or {})["slopolicy.queue.held_by"] == "behind"
+    assert "slopolicy.queue.held_by" not in (spans["hold0"].attributes or {})  # it started
     assert [e.name for e in spans["late"].events] == ["slopolicy.queued", "slopolicy.finished"]
     assert spans["gave-up"].status.status_code is StatusCode.UNSET
 
