@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.outcome import Finished, Hold, Outcome
 
 
 def finished(
@@ -21,6 +21,7 @@ def finished(
     output_tokens: int = 100,
     cost: float = 700.0,
     stages: Mapping[str, float] | None = None,
+    held_by: Hold | None = None,
 ) -> Finished:
     """A request that finished at ``now``; ``e2e`` defaults to TTFT plus its decode time."""
     if e2e is None:
@@ -41,4 +42,5 @@ def finished(
         output_tokens=output_tokens,
         cost=cost,
         stages=stages,
+        held_by=held_by,
     )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from slopolicy import Finished, Hold, Outcome
+from slopolicy import Hold, Outcome
 from slopolicy.errors import Expired
 from slopolicy.replay import Plan
 from slopolicy.replay.player import Attempt, play
 from slopolicy.sim import BEHIND
 from slopolicy.sim.records import SimOutcome
 from slopolicy.sim.workload import SimRequest, Workload
+from tests.core.records import finished
 
 _HELD = {"kv": Hold.KV, "behind": None}
 
@@ -19,22 +20,15 @@ async def _expire(request: SimRequest, prompt: str, attempt: Attempt) -> None:
     """A gate that expires every request, held as its id says (``ok``: served)."""
     if request.id == "ok":
         return
-    finished = Finished(
-        id=request.id,
-        tenant=request.tenant,
-        lane="interactive",
-        outcome=Outcome.EXPIRED,
-        arrival=0.0,
-        finished_at=0.5,
-        queue_wait=None,
+    record = finished(
+        0.5,
         ttft=None,
         tpot=None,
-        prompt_tokens=request.prompt_tokens,
+        outcome=Outcome.EXPIRED,
         output_tokens=0,
-        cost=0.0,
         held_by=_HELD[request.id],
     )
-    raise Expired("its deadline passed", finished, None)
+    raise Expired("its deadline passed", record, None)
 
 
 @pytest.mark.anyio
