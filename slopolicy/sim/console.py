@@ -192,6 +192,7 @@ def _gaps_table(reports: Sequence[PolicyReport]) -> Table:
 _HELD_BY = {
     Hold.LATE.value: ("late", "would have missed its TTFT target even started"),
     Hold.KV.value: ("kv", "its KV did not fit the ledger"),
+    Hold.KV_SHARE.value: ("kv share", "its tenant held past its share of the pool, others owed"),
     Hold.PREFILL.value: ("prefill", "the prompt work ahead of it filled the prefill budget"),
     Hold.SEATS.value: ("seats", "its lane's seats were taken"),
     Hold.PAUSED.value: ("paused", "the ladder paused its lane"),

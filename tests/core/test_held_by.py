@@ -72,6 +72,7 @@ def test_a_request_held_back_and_then_started_reports_no_hold() -> None:
 def test_hold_wire_names_are_stable() -> None:
     assert {hold.value for hold in Hold} == {
         "kv",
+        "kv_share",
         "prefill_budget",
         "seats",
         "lane_paused",

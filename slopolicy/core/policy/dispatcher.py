@@ -2,7 +2,9 @@
 
 Each dispatch evaluates the fallback ladder when due, sweeps idle tasks,
 expires overdue queued requests, then starts heads in fair order while seats,
-the dispatch rate, the prefill budget and the KV ledger allow; it reports to
+the dispatch rate, the prefill budget, the KV ledger and, while the engine is
+saturated, the tenants' shares of the KV pool
+(:mod:`~slopolicy.core.kv.shares`) allow; it reports to
 the policy's :class:`~slopolicy.core.queueing.saturation.Saturation` whether
 the engine held a startable head back (every seat taken, or a head that did
 not fit the KV ledger or the prefill budget), and it says when the next
@@ -16,10 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from slopolicy.core.kv.shares import KVShares, TenantKV
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
 from slopolicy.core.outcome import Finished, Hold, Outcome
 from slopolicy.core.policy.parts import Parts
+from slopolicy.core.queueing.saturation import SATURATED
 
 __all__ = ("Dispatcher",)
 
@@ -35,6 +39,7 @@ class Dispatcher:
         "_health",
         "_held",
         "_kv",
+        "_kv_shares",
         "_pace",
         "_queues",
         "_reservations",
@@ -58,6 +63,7 @@ class Dispatcher:
         self._pace = parts.pace
         self._demand = parts.demand
         self._saturation = parts.saturation
+        self._kv_shares = parts.kv_shares
         self._held = False  # whether the last start search left a head to the engine's limits
 
     def dispatch(self, *, now: float, max_expired: int | None) -> Dispatch:
@@ -72,8 +78,14 @@ class Dispatcher:
         started: list[Started] = []
         if len(expired) == max_expired and self._overdue(now):
             return Dispatch(started=(), expired=tuple(expired), ladder=event)
+        shares, saturation = self._kv_shares, self._saturation
+        if shares is not None:
+            if now >= shares._due:
+                shares._refresh_at(self._tenant_kv(), now)
+            if saturation is None or saturation._fraction(now) < SATURATED:
+                shares = None  # the pool's shares bind only on a saturated engine
         while not self._seats.full:
-            entry = self._start_next(now, expired)
+            entry = self._start_next(now, expired, shares)
             if entry is None:
                 break
             assert entry.dispatched_at is not None
@@ -88,7 +100,6 @@ class Dispatcher:
                     rungs=entry.rungs,
                 )
             )
-        saturation = self._saturation
         if saturation is not None:
             saturation._report(self._seats.full or self._held, now)
         return Dispatch(started=tuple(started), expired=tuple(expired), ladder=event)
@@ -102,7 +113,11 @@ class Dispatcher:
             now=now, kv_ledger=kv.peak_blocks / kv.num_blocks, oldest_wait=oldest
         )
 
-    def _start_next(self, now: float, expired: list[Finished]) -> Entry | None:
+    def _start_next(
+        self, now: float, expired: list[Finished], shares: KVShares | None
+    ) -> Entry | None:
+        """Start the first head in fair order that may start, giving up the
+        lost ones on the way; ``shares``: the KV pool's, where they bind."""
         self._held = False  # the dispatch rate is a contract, not the engine's limit
         pace = self._pace
         if pace is not None and not pace._ready(now):
@@ -110,8 +125,9 @@ class Dispatcher:
         queues, seats, health = self._queues, self._seats, self._health
         first_tokens = self._first_tokens
         waits = health.favour_waits()
-        while True:  # again only when a lost head left: the candidates changed
-            candidates = queues._candidates()  # they change only through it
+        skip: dict[str, set[str]] = {}  # tenants held by their KV share, by lane
+        while True:  # again when a lost head left or a tenant was held: the candidates changed
+            candidates = queues._candidates(skip)  # they change only through it
             if waits and len(candidates) > 1:  # the ladder puts these heads first
                 candidates.sort(key=lambda pair: not _first(waits, pair[0], pair[1], now))
             for lane, entry in candidates:
@@ -123,7 +139,7 @@ class Dispatcher:
                     entry.held_by = Hold.SEATS
                     continue
                 if first_tokens.lost(lane, entry.prompt_tokens, arrival=entry.arrival, now=now):
-                    queues._pop(lane)
+                    self._take(lane, entry, skip)
                     entry.held_by = Hold.LATE
                     expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
                     break
@@ -131,7 +147,15 @@ class Dispatcher:
                     self._held = True
                     entry.held_by = Hold.PREFILL
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
+                if shares is not None and not self._kv_share(shares, entry):
+                    self._held = True
+                    entry.held_by = Hold.KV_SHARE
+                    skip.setdefault(lane, set()).add(entry.tenant)
+                    break  # the lane's next tenant may start in its place
                 if self._reservations.start(entry, now=now):
+                    if self._kv_shares is not None:
+                        self._kv_shares._started(entry.tenant, entry.kv_blocks)
+                    self._take(lane, entry, skip)
                     self._start(lane, entry, needed, now)
                     return entry
                 self._held = True  # its KV does not fit
@@ -139,9 +163,37 @@ class Dispatcher:
             else:
                 return None
 
+    def _kv_share(self, shares: KVShares, entry: Entry) -> bool:
+        """Whether ``entry``'s tenant may take its KV: within its share of the
+        pool, leaving free the room the other tenants are owed, or not
+        fitting at all (then the ledger holds it, as any head)."""
+        tenant, blocks = entry.tenant, entry.kv_blocks
+        if shares._within(tenant, blocks, entry.weight):
+            return True
+        room = self._kv.free_blocks(entry.lane) - blocks
+        return room < 0 or room >= shares.owed(tenant)
+
+    def _tenant_kv(self) -> dict[str, TenantKV]:
+        """What each tenant's live requests hold and would reserve (blocks)."""
+        took: dict[str, tuple[float, int, int]] = {}
+        for entry in self._book.entries.values():
+            weight, held, queued = took.get(entry.tenant, (entry.weight, 0, 0))
+            if entry.phase is Phase.RUNNING:
+                held += entry.kv_blocks
+            else:
+                queued += entry.kv_blocks
+            took[entry.tenant] = (weight, held, queued)
+        return {tenant: TenantKV(*kept) for tenant, kept in took.items()}
+
+    def _take(self, lane: str, entry: Entry, skip: Mapping[str, set[str]]) -> None:
+        """Take ``entry``, the head of ``lane`` as the candidates showed it, out of its queue."""
+        if lane in skip:  # not the head a plain pick would take
+            self._queues.remove(lane, entry)
+        else:
+            self._queues._pop(lane)
+
     def _start(self, lane: str, entry: Entry, seats: int, now: float) -> None:
-        """Start ``entry``, the head of ``lane`` whose KV is now reserved, on ``seats`` seats."""
-        self._queues._pop(lane)
+        """Start ``entry``, out of ``lane``'s queue with its KV reserved, on ``seats`` seats."""
         # Fair-queue counters are charged what is known to be served: the
         # prompt now, output tokens as they arrive (VTC's order), so nothing
         # has to be refunded later.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.health.health import Health
 from slopolicy.core.kv.ledger import KVReservation
+from slopolicy.core.kv.shares import KVShares
 from slopolicy.core.lifecycle import Entry, PolicyStatistics
 from slopolicy.core.policy.book import Book
 from slopolicy.core.policy.reservations import Reservations
@@ -59,6 +60,7 @@ class Parts:
     interference: PrefillInterference
     demand: TenantDemand | None
     saturation: Saturation | None
+    kv_shares: KVShares | None
     tasks: TaskTable
     deadlines: Deadlines
     book: Book
@@ -146,6 +148,9 @@ class Parts:
             first_tokens=first_tokens,
             demand=None if spec.share_window is None else TenantDemand(spec.share_window),
             saturation=None if spec.share_window is None else Saturation(spec.share_window),
+            kv_shares=None
+            if spec.share_window is None
+            else KVShares(spec.kv_blocks, spec.share_window),
             interference=interference,
             tasks=tasks,
             deadlines=Deadlines(lanes),

@@ -88,6 +88,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -300,6 +301,32 @@ class FairQueue(Generic[T]):
         """The next item, or ``None`` when nothing waits."""
         record = self._pick()
         return None if record is None else record.first(self._where)[2]
+
+    def peek_skipping(self, skip: Collection[str]) -> T | None:
+        """The next item of a tenant not in ``skip``, picked as :meth:`peek`
+        picks among the others (the tenants the caller holds back are left
+        out, as if nothing of theirs waited); ``None`` when no other waits.
+        Changes no counter, flag or order: ``O(k log n)`` for ``k`` skipped."""
+        if not skip:
+            return self.peek()
+        detached: list[_Tenant[T]] = []
+        try:
+            while True:
+                record = self._pick()
+                if record is None:
+                    return None
+                if record.name not in skip:
+                    return record.first(self._where)[2]
+                # Its heap entries go stale (dropped as they surface); listed again below.
+                record.stamp = next(self._seq)
+                record.pick_stamp = next(self._seq)
+                detached.append(record)
+        finally:
+            keyed = self._keyed
+            for record in detached:
+                self._index_ready(record)
+                if keyed is not None:
+                    keyed.index(record, self._backlogged)
 
     def pop(self) -> T:
         """Remove and return :meth:`peek`'s item. Charges nothing: the caller

@@ -39,7 +39,7 @@ equal keys, and with keys under a slack ``s`` (per unit weight) it is
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from slopolicy.core.queueing.counters import charged, check_cost, check_slack, check_weight
@@ -49,6 +49,8 @@ from slopolicy.errors import UsageError
 __all__ = ("LaneScheduler", "QueueView")
 
 T = TypeVar("T")
+
+_NONE: Mapping[str, Collection[str]] = {}  # no tenant skipped
 
 
 class QueueView(Generic[T]):
@@ -225,13 +227,19 @@ class LaneScheduler(Generic[T]):
         self._sync()
         return iter(self._candidates())
 
-    def _candidates(self) -> list[tuple[str, T]]:
+    def _candidates(self, skip: Mapping[str, Collection[str]] = _NONE) -> list[tuple[str, T]]:
         """:meth:`candidates` for a caller that changes the queues only through
-        this scheduler, so the lanes' backlogged flags are already current."""
+        this scheduler, so the lanes' backlogged flags are already current;
+        a lane's head is of a tenant not in ``skip[lane]``
+        (:meth:`FairQueue.peek_skipping`)."""
         order = [lane for lane in self._lanes if lane.backlogged]
         if len(order) > 1:
             order.sort(key=_turn)
-        heads = [(lane.name, head) for lane in order if (head := lane.queue.peek()) is not None]
+        heads = [
+            (lane.name, head)
+            for lane in order
+            if (head := lane.queue.peek_skipping(skip.get(lane.name, ()))) is not None
+        ]
         urgency = self._urgency
         if urgency is None or len(heads) < 2:
             return heads

@@ -1,0 +1,217 @@
+"""Each tenant's max-min share of the KV pool, by what it has needed lately.
+
+A share counted in tokens does not see how long a request holds its KV.
+On the ServeGen DeepSeek-R1 trace from 600 s, one tenant asks 13% of the
+tokens with answers of 8,945 tokens (its lane's typical 1,391), so 49% of the
+pool's block-seconds; at twice FCFS's capacity it held 70% of the KV ledger
+while the chat turns of the tenants within their share waited on the
+ledger and expired. A request's KV is held until it ends, so ordering the
+queue cannot give the pool back: what protects the others is not starting
+more of such a tenant's work once it holds more than its share of the pool
+and another tenant is owed room.
+
+:class:`KVShares` keeps, per tenant, its **need**: the blocks its running
+requests hold (their reservations) plus those its queued requests would
+reserve, averaged over time with time constant ``window_s`` (sampled at
+each refresh, every ``window_s / 20`` of the caller's clock). Its **share**
+is max-min fair on those averages over the pool, by weight: the level ``L``
+where ``sum_i min(need_i, w_i L)`` is the pool (``inf`` while the needs
+fit). A tenant is **owed** ``max(0, min(need_i, w_i L) - held_i)``: the
+part of its share it does not hold. A start of tenant ``t`` of ``b`` blocks
+is allowed when the tenant then holds at most ``w_t L``, or, past it, when
+the room free after it still covers what every other tenant is owed. So
+the cap binds only where another tenant's recent need is unmet: with
+nobody owed, any tenant may fill the pool (work-conserving), and a tenant
+within its share is never held by it.
+
+The caller (the policy's dispatcher) asks only while the engine is
+saturated (:mod:`slopolicy.core.queueing.saturation`), refreshes from its
+book of live requests, and says what each allowed start took
+(:meth:`KVShares.started`) so the tenant's holdings are current until the
+next refresh; a request that ends is seen at the next refresh (within
+``window_s / 20``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from slopolicy.core.checks import check_now
+from slopolicy.core.queueing.counters import check_weight
+from slopolicy.errors import UsageError
+
+__all__ = ("KVShares", "TenantKV")
+
+#: A tenant whose averaged need has fallen below this (blocks) and that holds
+#: and queues nothing is forgotten.
+_NEGLIGIBLE = 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class TenantKV:
+    """What one tenant's live requests take of the pool at a refresh.
+
+    Attributes:
+        weight: its weight (> 0).
+        held: blocks its running requests hold reserved.
+        queued: blocks its queued requests would reserve.
+    """
+
+    weight: float
+    held: int
+    queued: int
+
+
+class _Tenant:
+    __slots__ = ("cap", "held", "need", "weight")
+
+    def __init__(self) -> None:
+        self.need = 0.0  # averaged blocks held and queued
+        self.weight = 1.0
+        self.held = 0  # blocks held, as of the refresh plus starts since
+        self.cap = 0.0  # min(need, weight * level) at the refresh
+
+
+class KVShares:
+    """Tenants' max-min shares of a KV pool by their averaged need (see the module).
+
+    Args:
+        num_blocks: the pool (blocks, >= 1).
+        window_s: the time constant of each tenant's averaged need (seconds,
+            > 0); refreshes are ``window_s / 20`` apart.
+    """
+
+    __slots__ = ("_at", "_due", "_level", "_owed", "_pool", "_refresh", "_tenants", "_window")
+
+    def __init__(self, num_blocks: int, window_s: float) -> None:
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
+            raise UsageError(f"num_blocks must be an int >= 1, got {num_blocks!r}")
+        check_weight(window_s, "window_s")  # a finite number > 0
+        self._pool = num_blocks
+        self._window = float(window_s)
+        self._refresh = window_s / 20
+        self._tenants: dict[str, _Tenant] = {}
+        self._at: float | None = None  # the latest refresh
+        self._due = -math.inf
+        self._level = math.inf  # blocks per unit of weight
+        self._owed = 0.0  # blocks, summed over every tenant
+
+    @property
+    def level(self) -> float:
+        """``L``: the share of the pool per unit of weight (blocks; ``inf``
+        while the averaged needs fit the pool), as of the latest refresh."""
+        return self._level
+
+    def due(self, *, now: float) -> bool:
+        """Whether a refresh is due at ``now`` (the first read of each
+        ``window_s / 20`` of the caller's clock)."""
+        check_now(now)
+        return now >= self._due
+
+    def need(self, tenant: str) -> float:
+        """``tenant``'s averaged need as of the latest refresh (blocks; 0 if unknown)."""
+        kept = self._tenants.get(tenant)
+        return 0.0 if kept is None else kept.need
+
+    def owed(self, tenant: str | None = None) -> float:
+        """The blocks the tenants are owed (their share less what they hold),
+        all of them, or all but ``tenant``."""
+        kept = None if tenant is None else self._tenants.get(tenant)
+        return self._owed - (0.0 if kept is None else max(0.0, kept.cap - kept.held))
+
+    def refresh(self, tenants: Mapping[str, TenantKV], *, now: float) -> None:
+        """Sample what every tenant's live requests take at ``now`` (a tenant
+        absent takes nothing), then recompute the level and what each is owed."""
+        check_now(now)
+        for name, took in tenants.items():
+            if not isinstance(took, TenantKV):
+                raise UsageError(f"tenant {name!r}: expected a TenantKV, got {took!r}")
+            check_weight(took.weight, f"tenant {name!r} weight")
+            for what in (took.held, took.queued):
+                if isinstance(what, bool) or not isinstance(what, int) or what < 0:
+                    raise UsageError(f"tenant {name!r}: blocks must be ints >= 0, got {what!r}")
+        self._refresh_at(tenants, now)
+
+    def _refresh_at(self, tenants: Mapping[str, TenantKV], now: float) -> None:
+        """:meth:`refresh` for a caller that checked its arguments."""
+        self._due = (math.floor(now / self._refresh) + 1.0) * self._refresh
+        at = self._at
+        # Each sample stands for the time since the one before (the first: the window).
+        kept_part = 0.0 if at is None else math.exp(-max(0.0, now - at) / self._window)
+        self._at = now if at is None else max(at, now)
+        records = self._tenants
+        for name in tenants.keys() - records.keys():
+            records[name] = _Tenant()
+        gone = []
+        for name, record in records.items():
+            took = tenants.get(name)
+            sample = 0 if took is None else took.held + took.queued
+            record.need = record.need * kept_part + sample * (1.0 - kept_part)
+            record.held = 0 if took is None else took.held
+            if took is not None:
+                record.weight = took.weight
+            elif record.need < _NEGLIGIBLE:
+                gone.append(name)
+        for name in gone:
+            del records[name]
+        self._level = level = _level(records.values(), self._pool)
+        owed = 0.0
+        for record in records.values():
+            record.cap = min(record.need, record.weight * level)
+            owed += max(0.0, record.cap - record.held)
+        self._owed = owed
+
+    def allows(self, tenant: str, blocks: int, *, weight: float, free: int) -> bool:
+        """Whether ``tenant`` (at ``weight``) may start a request reserving
+        ``blocks`` with ``free`` blocks of the pool unreserved: within its
+        share after it, or leaving the others' owed room free (see the module)."""
+        for name, value in (("blocks", blocks), ("free", free)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UsageError(f"{name} must be an int >= 0, got {value!r}")
+        check_weight(weight)
+        return self._allows(tenant, blocks, weight, free)
+
+    def _allows(self, tenant: str, blocks: int, weight: float, free: int) -> bool:
+        """:meth:`allows` for a caller that checked its arguments."""
+        return self._within(tenant, blocks, weight) or free - blocks >= self.owed(tenant)
+
+    def _within(self, tenant: str, blocks: int, weight: float) -> bool:
+        """Whether ``tenant`` holds at most its share with ``blocks`` more:
+        allowed whatever the others are owed."""
+        kept = self._tenants.get(tenant)
+        return (0 if kept is None else kept.held) + blocks <= weight * self._level
+
+    def started(self, tenant: str, blocks: int) -> None:
+        """``tenant`` started a request reserving ``blocks`` (int >= 0) since
+        the latest refresh: it holds them now."""
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
+            raise UsageError(f"blocks must be an int >= 0, got {blocks!r}")
+        self._started(tenant, blocks)
+
+    def _started(self, tenant: str, blocks: int) -> None:
+        """:meth:`started` for a caller that checked ``blocks``."""
+        kept = self._tenants.get(tenant)
+        if kept is None:  # unseen at the latest refresh: owed nothing yet
+            self._tenants[tenant] = kept = _Tenant()
+        before = max(0.0, kept.cap - kept.held)
+        kept.held += blocks
+        self._owed += max(0.0, kept.cap - kept.held) - before
+
+
+def _level(records: Iterable[_Tenant], pool: int) -> float:
+    """The max-min level per unit of weight of ``records``' needs over
+    ``pool`` blocks: ``inf`` while they fit (progressive filling, in order of
+    need per weight: ``O(n log n)``)."""
+    rest = sorted(records, key=lambda record: record.need / record.weight)
+    if sum(record.need for record in rest) <= pool:
+        return math.inf
+    left, weights = float(pool), sum(record.weight for record in rest)
+    for record in rest:
+        level = left / weights
+        if record.need >= record.weight * level:
+            return level
+        left -= record.need
+        weights -= record.weight
+    return math.inf  # unreachable: the needs exceed the pool

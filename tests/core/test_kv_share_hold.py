@@ -1,0 +1,89 @@
+"""On a saturated engine a tenant past its share of the KV pool starts only
+from room no other tenant is owed, and the lane's next tenant goes instead
+(slopolicy.core.kv.shares, wired in the dispatcher)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slopolicy import Hold, Policy, PolicyConfig, Request
+from slopolicy.core.cost.tokens import HeuristicCounter
+
+
+def _policy(**engine: Any) -> Policy:
+    """One lane, no TTFT target, shortest prompt first; 100 blocks of 16
+    tokens: a request of ``prompt`` tokens and a 56-token answer reserves
+    ``(prompt + 56) / 16`` of them."""
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {
+                    "name": "chat",
+                    "max_new_tokens": 56,
+                    "max_prompt_tokens": 1000,
+                    "max_queue_wait_s": 600.0,
+                }
+            ],
+            "kv": {"num_blocks": 100, "block_size": 16},
+            "engine": {"max_running": 50, **engine},
+        }
+    )
+    return Policy(config, counter=HeuristicCounter())
+
+
+def _submit(policy: Policy, name: str, tenant: str, prompt: int, now: float) -> None:
+    policy.submit(Request(id=name, tenant=tenant, prompt_tokens=prompt, max_new_tokens=56), now=now)
+
+
+def _fill(policy: Policy, *, small: bool) -> list[str]:
+    """``big`` fills the pool with twenty 5-block requests and queues one
+    more; ``small`` (if asked) queues a 20-block one while the pool is full;
+    four of big's end at 300 s, and the ids started then are returned."""
+    for k in range(21):
+        _submit(policy, f"big-{k}", "big", 24, now=0.0)
+    assert len(policy.dispatch(now=0.0).started) == 20
+    if small:
+        _submit(policy, "small-0", "small", 264, now=0.1)
+    for second in range(1, 300):
+        assert policy.dispatch(now=float(second)).started == ()  # held: saturated
+    for k in range(4):
+        policy.finish(f"big-{k}", now=300.0, output_tokens=56)
+    return [started.id for started in policy.dispatch(now=300.0).started]
+
+
+def test_the_owed_tenant_starts_in_place_of_the_one_past_its_share() -> None:
+    policy = _policy()
+    # big's last request heads the lane (the shorter prompt) and fits the
+    # 20 freed blocks. But big has needed 105 blocks and small 20 of 100:
+    # big's share is 80, and it holds 80. A start of 5 more would leave 15
+    # free of the 20 small is owed, so small starts instead.
+    assert _fill(policy, small=True) == ["small-0"]
+    statistics = policy.statistics()
+    assert statistics.saturation is not None
+    assert statistics.saturation > 0.5
+    # small's request ends: its need (20 blocks lately) is owed it again,
+    # and big's last still waits on its share until it expires.
+    policy.finish("small-0", now=302.0, output_tokens=56)
+    assert policy.dispatch(now=302.0).started == ()
+    expired = {f.id: f for f in policy.dispatch(now=600.5).expired}
+    assert expired["big-20"].held_by is Hold.KV_SHARE
+
+
+def test_a_head_that_does_not_fit_at_all_waits_on_the_ledger() -> None:
+    # With small's 20 blocks started the pool is full: big's last is held
+    # by the ledger, as any head that does not fit.
+    policy = _policy()
+    assert _fill(policy, small=True) == ["small-0"]
+    expired = {f.id: f for f in policy.dispatch(now=600.5).expired}
+    assert expired["big-20"].held_by is Hold.KV
+
+
+def test_without_shares_the_head_goes_first() -> None:
+    # share_window_s null turns protection by share off: the lane's head
+    # starts, and small's 20 blocks no longer fit.
+    assert _fill(_policy(share_window_s=None), small=True) == ["big-20"]
+
+
+def test_a_tenant_alone_fills_the_pool() -> None:
+    # Nobody else needs the pool: nothing is owed, and big's last starts.
+    assert _fill(_policy(), small=False) == ["big-20"]

@@ -1,0 +1,192 @@
+"""KVShares: each tenant's max-min share of the KV pool by its averaged need,
+and a start past it allowed only from room no other tenant is owed."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slopolicy.core.kv.shares import KVShares, TenantKV
+from slopolicy.errors import UsageError
+
+
+def _shares(pool: int, tenants: dict[str, TenantKV], *, now: float = 0.0) -> KVShares:
+    shares = KVShares(pool, 30.0)
+    shares.refresh(tenants, now=now)
+    return shares
+
+
+def test_needs_that_fit_the_pool_share_nothing_out() -> None:
+    shares = _shares(100, {"a": TenantKV(1.0, 40, 20), "b": TenantKV(1.0, 10, 0)})
+    assert shares.level == math.inf
+    assert shares.owed() == 20.0  # a's queued need: owed, but nobody is past a share
+    assert shares.allows("a", 90, weight=1.0, free=0)
+
+
+def test_the_level_is_max_min_by_weight() -> None:
+    # Needs 80, 30 and 10 of 100: 10 and 30 are met, the rest (60) is a's.
+    shares = _shares(
+        100, {"a": TenantKV(1.0, 80, 0), "b": TenantKV(1.0, 0, 30), "c": TenantKV(1.0, 0, 10)}
+    )
+    assert shares.level == pytest.approx(60.0)
+    # b and c hold nothing of their shares: 40 blocks are owed them.
+    assert shares.owed() == pytest.approx(40.0)
+    assert shares.owed("a") == pytest.approx(40.0)
+    assert shares.owed("b") == pytest.approx(10.0)
+    # Weight 2 for a: the level per weight is 30 (a's share 60 holds at 80 > 60).
+    weighted = _shares(100, {"a": TenantKV(2.0, 80, 0), "b": TenantKV(1.0, 0, 50)})
+    assert weighted.level == pytest.approx(100 / 3)
+
+
+def test_a_tenant_past_its_share_takes_only_room_nobody_is_owed() -> None:
+    shares = _shares(100, {"a": TenantKV(1.0, 80, 10), "b": TenantKV(1.0, 0, 40)})
+    assert shares.level == pytest.approx(60.0)  # b's 40 met, the rest a's
+    # a holds 80 > 60; b is owed its 40. With 45 free a 5-block start leaves 40.
+    assert shares.allows("a", 5, weight=1.0, free=45)
+    assert not shares.allows("a", 6, weight=1.0, free=45)
+    # b is within its share: allowed whatever is free.
+    assert shares.allows("b", 40, weight=1.0, free=0)
+    # Once b holds its share, nobody is owed: a may fill the pool.
+    shares.started("b", 40)
+    assert shares.owed("a") == 0.0
+    assert shares.allows("a", 20, weight=1.0, free=20)
+
+
+def test_a_start_counts_until_the_next_refresh_reads_the_book() -> None:
+    shares = _shares(100, {"a": TenantKV(1.0, 60, 0), "b": TenantKV(1.0, 0, 60)})
+    assert shares.owed() == pytest.approx(50.0)
+    shares.started("b", 30)
+    assert shares.owed() == pytest.approx(20.0)
+    shares.started("b", 30)  # past its share: owed nothing, never negative
+    assert shares.owed() == 0.0
+    shares.started("new", 7)  # unseen at the refresh: holds, owed nothing
+    assert shares.owed() == 0.0
+
+
+def test_the_need_is_averaged_over_the_window() -> None:
+    shares = KVShares(100, 10.0)
+    shares.refresh({"a": TenantKV(1.0, 50, 0)}, now=0.0)
+    assert shares.need("a") == 50.0  # the first sample stands for the window
+    shares.refresh({}, now=10.0)  # gone for one window: e^-1 of it left
+    assert shares.need("a") == pytest.approx(50.0 * math.exp(-1.0))
+    shares.refresh({}, now=200.0)
+    assert shares.need("a") == 0.0  # negligible and taking nothing: forgotten
+    assert shares.need("never") == 0.0
+
+
+def test_refreshes_are_a_twentieth_of_the_window_apart() -> None:
+    shares = KVShares(100, 20.0)
+    assert shares.due(now=0.0)
+    shares.refresh({}, now=0.3)
+    assert not shares.due(now=0.9)
+    assert shares.due(now=1.0)
+
+
+def test_a_clock_that_went_back_ages_nothing() -> None:
+    shares = KVShares(100, 10.0)
+    shares.refresh({"a": TenantKV(1.0, 50, 0)}, now=10.0)
+    shares.refresh({"a": TenantKV(1.0, 0, 0)}, now=5.0)  # counts as at 10 s: no time passed
+    assert shares.need("a") == 50.0
+    shares.refresh({"a": TenantKV(1.0, 0, 0)}, now=20.0)  # one window from 10 s
+    assert shares.need("a") == pytest.approx(50.0 * math.exp(-1.0))
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: KVShares(0, 1.0), "num_blocks"),
+        (lambda: KVShares(True, 1.0), "num_blocks"),
+        (lambda: KVShares(10, 0.0), "window_s"),
+        (lambda: KVShares(10, math.nan), "window_s"),
+        (lambda: KVShares(10, 1.0).refresh({"a": (1.0, 2, 3)}, now=0.0), "TenantKV"),  # type: ignore[dict-item]
+        (lambda: KVShares(10, 1.0).refresh({"a": TenantKV(0.0, 2, 3)}, now=0.0), "weight"),
+        (lambda: KVShares(10, 1.0).refresh({"a": TenantKV(1.0, -1, 3)}, now=0.0), "blocks"),
+        (lambda: KVShares(10, 1.0).refresh({"a": TenantKV(1.0, 1, 2.5)}, now=0.0), "blocks"),  # type: ignore[arg-type]
+        (lambda: KVShares(10, 1.0).refresh({}, now=math.inf), "now"),
+        (lambda: KVShares(10, 1.0).allows("a", -1, weight=1.0, free=3), "blocks"),
+        (lambda: KVShares(10, 1.0).allows("a", 1, weight=1.0, free=None), "free"),  # type: ignore[arg-type]
+        (lambda: KVShares(10, 1.0).allows("a", 1, weight=-1.0, free=3), "weight"),
+        (lambda: KVShares(10, 1.0).started("a", -2), "blocks"),
+        (lambda: KVShares(10, 1.0).due(now=math.nan), "now"),
+    ],
+)
+def test_bad_input_is_refused(call: Any, match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        call()
+
+
+def test_bad_input_to_a_refresh_changes_nothing() -> None:
+    shares = _shares(100, {"a": TenantKV(1.0, 80, 0), "b": TenantKV(1.0, 0, 40)})
+    level, owed = shares.level, shares.owed()
+    with pytest.raises(UsageError):
+        shares.refresh({"a": TenantKV(1.0, 0, 0), "b": TenantKV(1.0, -5, 0)}, now=1.0)
+    assert (shares.level, shares.owed(), shares.need("a")) == (level, owed, 80.0)
+
+
+_takes = st.dictionaries(
+    st.sampled_from("abcdefgh"),
+    st.builds(
+        TenantKV,
+        st.sampled_from([0.5, 1.0, 2.0, 3.0]),
+        st.integers(0, 400),
+        st.integers(0, 400),
+    ),
+    max_size=8,
+)
+
+
+@given(pool=st.integers(1, 1000), takes=_takes)
+def test_the_shares_fill_the_pool_exactly_when_the_needs_exceed_it(
+    pool: int, takes: dict[str, TenantKV]
+) -> None:
+    shares = _shares(pool, takes)
+    needs = {name: float(took.held + took.queued) for name, took in takes.items()}
+    level = shares.level
+    if sum(needs.values()) <= pool:
+        assert level == math.inf
+        return
+    filled = sum(min(need, takes[name].weight * level) for name, need in needs.items())
+    assert filled == pytest.approx(pool, rel=1e-9)
+
+
+@given(
+    pool=st.integers(1, 1000),
+    takes=_takes,
+    starts=st.lists(st.tuples(st.sampled_from("abcdefghz"), st.integers(0, 300)), max_size=10),
+    tenant=st.sampled_from("abcdefgh"),
+    blocks=st.integers(0, 500),
+    free=st.integers(0, 1000),
+)
+def test_what_is_owed_and_allowed(
+    pool: int,
+    takes: dict[str, TenantKV],
+    starts: list[tuple[str, int]],
+    tenant: str,
+    blocks: int,
+    free: int,
+) -> None:
+    shares = _shares(pool, takes)
+    held = {name: took.held for name, took in takes.items()}
+    for name, more in starts:
+        shares.started(name, more)
+        held[name] = held.get(name, 0) + more
+    level = shares.level
+    caps = {
+        name: min(float(took.held + took.queued), took.weight * level)
+        for name, took in takes.items()
+    }
+    # Kept as starts come: what a fresh sum over the tenants gives.
+    others = sum(max(0.0, cap - held[name]) for name, cap in caps.items() if name != tenant)
+    assert shares.owed(tenant) == pytest.approx(others, abs=1e-6)
+    weight = takes[tenant].weight if tenant in takes else 1.0
+    allowed = shares.allows(tenant, blocks, weight=weight, free=free)
+    if held.get(tenant, 0) + blocks <= weight * level:
+        assert allowed  # within its share: whatever the others are owed
+    if others <= 1e-9 and blocks <= free:
+        assert allowed  # nobody owed: work-conserving
+    if allowed and held.get(tenant, 0) + blocks > weight * level:
+        assert free - blocks >= others - 1e-6  # past its share: only unowed room
