@@ -198,3 +198,27 @@ def test_behind_must_be_a_bool() -> None:
     with pytest.raises(UsageError, match="behind must be a bool"):
         queue.push(Job("a", 1), "a", 1.0, behind=1)  # type: ignore[arg-type]
     assert len(queue) == 0
+
+
+@pytest.mark.parametrize("skip", ["a", 3, None])
+def test_skipping_takes_a_collection_of_names(skip: Any) -> None:
+    queue: FairQueue[Job] = FairQueue(10)
+    job = _push(queue, "a", 1)
+    with pytest.raises(UsageError, match="skip must be a collection"):
+        queue.peek_skipping(skip)
+    assert queue.peek() is job
+
+
+def test_skipping_a_tenant_picks_among_the_others_and_changes_nothing() -> None:
+    queue: FairQueue[Job] = FairQueue(10, slack=0.0)
+    a, b, c = _push(queue, "a", 5), _push(queue, "b", 1), _push(queue, "c", 1)
+    queue.charge("b", 3)
+    queue.charge("c", 6)
+    assert queue.peek() is a  # the least served
+    # Without a, V is b's counter: b is eligible, c (3 above it) is not.
+    assert queue.peek_skipping({"a"}) is b
+    assert queue.peek_skipping({"a", "b"}) is c
+    assert queue.peek_skipping({"a", "b", "c"}) is None
+    assert queue.peek() is a
+    assert queue.remove(b)  # a caller takes what the skipping pick showed
+    assert [queue.pop(), queue.pop()] == [a, c]

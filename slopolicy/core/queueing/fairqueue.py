@@ -73,6 +73,12 @@ so the bounds hold with ``s = 0``, the interval's approached to within one
 cost quantum but not reached. The proof reads only eligibility, so the flags,
 like the keys, change the order inside the bound, never the bound.
 
+:meth:`FairQueue.peek_skipping` picks as if the tenants it skips had nothing
+waiting (``V`` and eligibility are the others'); a caller that pops what it
+shows (by :meth:`FairQueue.remove`) serves a tenant that was eligible among
+those, so the bound holds between the tenants never skipped, and a skipped
+tenant, not charged while it is held, only gains on the others.
+
 Costs, with ``n`` the tenants kept and ``k`` one tenant's items waiting:
 push, pop, remove and charge are ``O(log n + log k)`` amortized (heaps with
 lazy invalidation, rebuilt once mostly stale; a tenant's heap of keys only
@@ -307,6 +313,8 @@ class FairQueue(Generic[T]):
         picks among the others (the tenants the caller holds back are left
         out, as if nothing of theirs waited); ``None`` when no other waits.
         Changes no counter, flag or order: ``O(k log n)`` for ``k`` skipped."""
+        if isinstance(skip, str) or not isinstance(skip, Collection):
+            raise UsageError(f"skip must be a collection of tenant names, got {skip!r}")
         if not skip:
             return self.peek()
         detached: list[_Tenant[T]] = []
