@@ -167,11 +167,11 @@ class Dispatcher:
         """Whether ``entry``'s tenant may take its KV: within its share of the
         pool, leaving free the room the other tenants are owed, or not
         fitting at all (then the ledger holds it, as any head)."""
-        tenant, blocks = entry.tenant, entry.kv_blocks
-        if shares._within(tenant, blocks, entry.weight):
-            return True
-        room = self._kv.free_blocks(entry.lane) - blocks
-        return room < 0 or room >= shares.owed(tenant)
+        tenant, blocks, weight = entry.tenant, entry.kv_blocks, entry.weight
+        if shares._within(tenant, blocks, weight):
+            return True  # before the ledger's room is read: the common case
+        free = self._kv.free_blocks(entry.lane)
+        return free < blocks or shares._allows(tenant, blocks, weight, free)
 
     def _tenant_kv(self) -> dict[str, TenantKV]:
         """What each tenant's live requests hold and would reserve (blocks)."""
