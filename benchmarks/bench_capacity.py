@@ -156,6 +156,16 @@ HELD_OUT: dict[str, Callable[[bool], Trace]] = {
     "multi-tenant-s5": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0, seed=5), H100),
     "long-context-s6": lambda quick: Trace(long_context(150.0 if quick else 300.0, seed=6), H100),
     "long-conv-s9": lambda quick: Trace(long_conversation(150.0 if quick else 300.0, seed=9), H100),
+    # Six more ServeGen windows, from 50 min into the day to 18 h and a third
+    # seed; first run (ours and FCFS) on the code before shares of the KV pool.
+    "servegen@3000": lambda quick: Trace(servegen(3000.0, 90.0 if quick else 180.0), H100),
+    "servegen@7200": lambda quick: Trace(servegen(7200.0, 90.0 if quick else 180.0), H100),
+    "servegen@43200": lambda quick: Trace(servegen(43200.0, 90.0 if quick else 180.0), H100),
+    "servegen@64800": lambda quick: Trace(servegen(64800.0, 90.0 if quick else 180.0), H100),
+    "servegen@600-s3": lambda quick: Trace(servegen(600.0, 90.0 if quick else 180.0, seed=3), H100),
+    "servegen@1200-s3": lambda quick: Trace(
+        servegen(1200.0, 90.0 if quick else 180.0, seed=3), H100
+    ),
 }
 
 
