@@ -76,8 +76,9 @@ like the keys, change the order inside the bound, never the bound.
 :meth:`FairQueue.peek_skipping` picks as if the tenants it skips had nothing
 waiting (``V`` and eligibility are the others'); a caller that pops what it
 shows (by :meth:`FairQueue.remove`) serves a tenant that was eligible among
-those, so the bound holds between the tenants never skipped, and a skipped
-tenant, not charged while it is held, only gains on the others.
+those, so the bound holds between the tenants never skipped; nothing of a
+skipped tenant's queue is served meanwhile, so the counters give it its turn
+back once the caller stops skipping it.
 
 Costs, with ``n`` the tenants kept and ``k`` one tenant's items waiting:
 push, pop, remove and charge are ``O(log n + log k)`` amortized (heaps with
