@@ -73,8 +73,10 @@ def bound(workload: Workload, engine: EngineSpec, scale: float) -> list[tuple[fl
     rows = []
     for cut in CUTS:
         served = [d for d in long if d <= cut]
-        lost = rate * sum(sum(max(0.0, d - s) for s in slacks) / len(slacks) for d in served)
-        misses = (len(long) - len(served)) + never + (lost if slacks else 0.0)
+        lost = 0.0
+        if slacks:  # no urgent lane: nothing to lose to a prefill
+            lost = rate * sum(sum(max(0.0, d - s) for s in slacks) / len(slacks) for d in served)
+        misses = (len(long) - len(served)) + never + lost
         rows.append((cut, len(long) - len(served), 1.0 - misses / len(workload)))
     return rows
 
