@@ -10,9 +10,9 @@ default ``long_prefill_token_threshold`` of 0), a request that arrives while a
 long prompt is in prefill waits for it, whatever the gateway does. The bound
 is clairvoyant and counts no queueing at all:
 
-- each request of a lane with a TTFT target (the *urgent* lanes, routed as the
-  default ``PolicyConfig()`` routes) has a *slack*: its target less its own
-  prefill alone; one with no slack always misses;
+- each request of the protected (first) lane of the default
+  ``PolicyConfig()``, routed as it routes, is *urgent*: it has a *slack*, its
+  TTFT target less its own prefill alone; one with no slack always misses;
 - each request of the other lanes holds the engine for its whole prefill,
   ``D``: its chunks of ``max_num_batched_tokens`` at the engine profile's
   iteration time, attention's quadratic term included;

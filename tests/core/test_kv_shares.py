@@ -21,7 +21,13 @@ def _shares(pool: int, tenants: dict[str, TenantKV], *, now: float = 0.0) -> KVS
 
 
 def test_needs_that_fit_the_pool_share_nothing_out() -> None:
-    shares = _shares(100, {"a": TenantKV(1.0, 40, 20), "b": TenantKV(1.0, 10, 0)})
+    shares = _shares(
+        100,
+        {
+            "a": TenantKV(weight=1.0, held=40, queued=20),
+            "b": TenantKV(weight=1.0, held=10, queued=0),
+        },
+    )
     assert shares.level == math.inf
     assert shares.owed() == 20.0  # a's queued need: owed, but nobody is past a share
     assert shares.allows("a", 90, weight=1.0, free=0)
@@ -30,7 +36,12 @@ def test_needs_that_fit_the_pool_share_nothing_out() -> None:
 def test_the_level_is_max_min_by_weight() -> None:
     # Needs 80, 30 and 10 of 100: 10 and 30 are met, the rest (60) is a's.
     shares = _shares(
-        100, {"a": TenantKV(1.0, 80, 0), "b": TenantKV(1.0, 0, 30), "c": TenantKV(1.0, 0, 10)}
+        100,
+        {
+            "a": TenantKV(weight=1.0, held=80, queued=0),
+            "b": TenantKV(weight=1.0, held=0, queued=30),
+            "c": TenantKV(weight=1.0, held=0, queued=10),
+        },
     )
     assert shares.level == pytest.approx(60.0)
     # b and c hold nothing of their shares: 40 blocks are owed them.
@@ -38,12 +49,24 @@ def test_the_level_is_max_min_by_weight() -> None:
     assert shares.owed("a") == pytest.approx(40.0)
     assert shares.owed("b") == pytest.approx(10.0)
     # Weight 2 for a: the level per weight is 30 (a's share 60 holds at 80 > 60).
-    weighted = _shares(100, {"a": TenantKV(2.0, 80, 0), "b": TenantKV(1.0, 0, 50)})
+    weighted = _shares(
+        100,
+        {
+            "a": TenantKV(weight=2.0, held=80, queued=0),
+            "b": TenantKV(weight=1.0, held=0, queued=50),
+        },
+    )
     assert weighted.level == pytest.approx(100 / 3)
 
 
 def test_a_tenant_past_its_share_takes_only_room_nobody_is_owed() -> None:
-    shares = _shares(100, {"a": TenantKV(1.0, 80, 10), "b": TenantKV(1.0, 0, 40)})
+    shares = _shares(
+        100,
+        {
+            "a": TenantKV(weight=1.0, held=80, queued=10),
+            "b": TenantKV(weight=1.0, held=0, queued=40),
+        },
+    )
     assert shares.level == pytest.approx(60.0)  # b's 40 met, the rest a's
     # a holds 80 > 60; b is owed its 40. With 45 free a 5-block start leaves 40.
     assert shares.allows("a", 5, weight=1.0, free=45)
@@ -57,7 +80,13 @@ def test_a_tenant_past_its_share_takes_only_room_nobody_is_owed() -> None:
 
 
 def test_a_start_counts_until_the_next_refresh_reads_the_book() -> None:
-    shares = _shares(100, {"a": TenantKV(1.0, 60, 0), "b": TenantKV(1.0, 0, 60)})
+    shares = _shares(
+        100,
+        {
+            "a": TenantKV(weight=1.0, held=60, queued=0),
+            "b": TenantKV(weight=1.0, held=0, queued=60),
+        },
+    )
     assert shares.owed() == pytest.approx(50.0)
     shares.started("b", 30)
     assert shares.owed() == pytest.approx(20.0)
@@ -69,7 +98,7 @@ def test_a_start_counts_until_the_next_refresh_reads_the_book() -> None:
 
 def test_the_need_is_averaged_over_the_window() -> None:
     shares = KVShares(100, 10.0)
-    shares.refresh({"a": TenantKV(1.0, 50, 0)}, now=0.0)
+    shares.refresh({"a": TenantKV(weight=1.0, held=50, queued=0)}, now=0.0)
     assert shares.need("a") == 50.0  # the first sample stands for the window
     shares.refresh({}, now=10.0)  # gone for one window: e^-1 of it left
     assert shares.need("a") == pytest.approx(50.0 * math.exp(-1.0))
@@ -88,10 +117,12 @@ def test_refreshes_are_a_twentieth_of_the_window_apart() -> None:
 
 def test_a_clock_that_went_back_ages_nothing() -> None:
     shares = KVShares(100, 10.0)
-    shares.refresh({"a": TenantKV(1.0, 50, 0)}, now=10.0)
-    shares.refresh({"a": TenantKV(1.0, 0, 0)}, now=5.0)  # counts as at 10 s: no time passed
+    shares.refresh({"a": TenantKV(weight=1.0, held=50, queued=0)}, now=10.0)
+    shares.refresh(
+        {"a": TenantKV(weight=1.0, held=0, queued=0)}, now=5.0
+    )  # counts as at 10 s: no time passed
     assert shares.need("a") == 50.0
-    shares.refresh({"a": TenantKV(1.0, 0, 0)}, now=20.0)  # one window from 10 s
+    shares.refresh({"a": TenantKV(weight=1.0, held=0, queued=0)}, now=20.0)  # one window from 10 s
     assert shares.need("a") == pytest.approx(50.0 * math.exp(-1.0))
 
 
@@ -103,9 +134,25 @@ def test_a_clock_that_went_back_ages_nothing() -> None:
         (lambda: KVShares(10, 0.0), "window_s"),
         (lambda: KVShares(10, math.nan), "window_s"),
         (lambda: KVShares(10, 1.0).refresh({"a": (1.0, 2, 3)}, now=0.0), "TenantKV"),  # type: ignore[dict-item]
-        (lambda: KVShares(10, 1.0).refresh({"a": TenantKV(0.0, 2, 3)}, now=0.0), "weight"),
-        (lambda: KVShares(10, 1.0).refresh({"a": TenantKV(1.0, -1, 3)}, now=0.0), "blocks"),
-        (lambda: KVShares(10, 1.0).refresh({"a": TenantKV(1.0, 1, 2.5)}, now=0.0), "blocks"),  # type: ignore[arg-type]
+        (
+            lambda: KVShares(10, 1.0).refresh(
+                {"a": TenantKV(weight=0.0, held=2, queued=3)}, now=0.0
+            ),
+            "weight",
+        ),
+        (
+            lambda: KVShares(10, 1.0).refresh(
+                {"a": TenantKV(weight=1.0, held=-1, queued=3)}, now=0.0
+            ),
+            "blocks",
+        ),
+        (
+            lambda: KVShares(10, 1.0).refresh(
+                {"a": TenantKV(weight=1.0, held=1, queued=2.5)},  # type: ignore[arg-type]
+                now=0.0,
+            ),
+            "blocks",
+        ),
         (lambda: KVShares(10, 1.0).refresh({}, now=math.inf), "now"),
         (lambda: KVShares(10, 1.0).allows("a", -1, weight=1.0, free=3), "blocks"),
         (lambda: KVShares(10, 1.0).allows("a", 1, weight=1.0, free=None), "free"),  # type: ignore[arg-type]
@@ -120,10 +167,22 @@ def test_bad_input_is_refused(call: Any, match: str) -> None:
 
 
 def test_bad_input_to_a_refresh_changes_nothing() -> None:
-    shares = _shares(100, {"a": TenantKV(1.0, 80, 0), "b": TenantKV(1.0, 0, 40)})
+    shares = _shares(
+        100,
+        {
+            "a": TenantKV(weight=1.0, held=80, queued=0),
+            "b": TenantKV(weight=1.0, held=0, queued=40),
+        },
+    )
     level, owed = shares.level, shares.owed()
     with pytest.raises(UsageError):
-        shares.refresh({"a": TenantKV(1.0, 0, 0), "b": TenantKV(1.0, -5, 0)}, now=1.0)
+        shares.refresh(
+            {
+                "a": TenantKV(weight=1.0, held=0, queued=0),
+                "b": TenantKV(weight=1.0, held=-5, queued=0),
+            },
+            now=1.0,
+        )
     assert (shares.level, shares.owed(), shares.need("a")) == (level, owed, 80.0)
 
 
@@ -131,9 +190,9 @@ _takes = st.dictionaries(
     st.sampled_from("abcdefgh"),
     st.builds(
         TenantKV,
-        st.sampled_from([0.5, 1.0, 2.0, 3.0]),
-        st.integers(0, 400),
-        st.integers(0, 400),
+        weight=st.sampled_from([0.5, 1.0, 2.0, 3.0]),
+        held=st.integers(0, 400),
+        queued=st.integers(0, 400),
     ),
     max_size=8,
 )
@@ -190,3 +249,8 @@ def test_what_is_owed_and_allowed(
         assert allowed  # nobody owed: work-conserving
     if allowed and held.get(tenant, 0) + blocks > weight * level:
         assert free - blocks >= others - 1e-6  # past its share: only unowed room
+
+
+def test_tenant_kv_takes_its_block_counts_by_keyword() -> None:
+    with pytest.raises(TypeError):
+        TenantKV(1.0, 2, 3)  # type: ignore[call-arg]

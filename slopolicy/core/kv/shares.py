@@ -38,7 +38,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from slopolicy.core.checks import check_now
+from slopolicy.core.checks import check_count, check_now
 from slopolicy.core.queueing.counters import check_weight
 from slopolicy.errors import UsageError
 
@@ -49,9 +49,10 @@ __all__ = ("KVShares", "TenantKV")
 _NEGLIGIBLE = 1e-3
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TenantKV:
-    """What one tenant's live requests take of the pool at a refresh.
+    """What one tenant's live requests take of the pool at a refresh
+    (keywords only: ``held`` and ``queued`` are both block counts).
 
     Attributes:
         weight: its weight (> 0).
@@ -86,8 +87,7 @@ class KVShares:
     __slots__ = ("_at", "_due", "_level", "_owed", "_pool", "_refresh", "_tenants", "_window")
 
     def __init__(self, num_blocks: int, window_s: float) -> None:
-        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-            raise UsageError(f"num_blocks must be an int >= 1, got {num_blocks!r}")
+        check_count("num_blocks", num_blocks, minimum=1)
         check_weight(window_s, "window_s")  # a finite number > 0
         self._pool = num_blocks
         self._window = float(window_s)
@@ -129,9 +129,8 @@ class KVShares:
             if not isinstance(took, TenantKV):
                 raise UsageError(f"tenant {name!r}: expected a TenantKV, got {took!r}")
             check_weight(took.weight, f"tenant {name!r} weight")
-            for what in (took.held, took.queued):
-                if isinstance(what, bool) or not isinstance(what, int) or what < 0:
-                    raise UsageError(f"tenant {name!r}: blocks must be ints >= 0, got {what!r}")
+            check_count(f"tenant {name!r}'s held blocks", took.held)
+            check_count(f"tenant {name!r}'s queued blocks", took.queued)
         self._refresh_at(tenants, now)
 
     def _refresh_at(self, tenants: Mapping[str, TenantKV], now: float) -> None:
@@ -167,9 +166,8 @@ class KVShares:
         """Whether ``tenant`` (at ``weight``) may start a request reserving
         ``blocks`` with ``free`` blocks of the pool unreserved: within its
         share after it, or leaving the others' owed room free (see the module)."""
-        for name, value in (("blocks", blocks), ("free", free)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise UsageError(f"{name} must be an int >= 0, got {value!r}")
+        check_count("blocks", blocks)
+        check_count("free", free)
         check_weight(weight)
         return self._allows(tenant, blocks, weight, free)
 
@@ -186,8 +184,7 @@ class KVShares:
     def started(self, tenant: str, blocks: int) -> None:
         """``tenant`` started a request reserving ``blocks`` (int >= 0) since
         the latest refresh: it holds them now."""
-        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
-            raise UsageError(f"blocks must be an int >= 0, got {blocks!r}")
+        check_count("blocks", blocks)
         self._started(tenant, blocks)
 
     def _started(self, tenant: str, blocks: int) -> None:

@@ -183,7 +183,10 @@ class Dispatcher:
             else:
                 queued += entry.kv_blocks
             took[entry.tenant] = (weight, held, queued)
-        return {tenant: TenantKV(*kept) for tenant, kept in took.items()}
+        return {
+            tenant: TenantKV(weight=weight, held=held, queued=queued)
+            for tenant, (weight, held, queued) in took.items()
+        }
 
     def _take(self, lane: str, entry: Entry, skip: Mapping[str, set[str]]) -> None:
         """Take ``entry``, the head of ``lane`` as the candidates showed it, out of its queue."""
