@@ -83,25 +83,29 @@ class KVPoolConfig(ConfigModel):
 
     ``output_quantile`` is what a running request reserves for its answer:
     its prompt plus this quantile of the output tokens (per sequence) that its
-    lane's recent completed requests generated, at most its ``max_new_tokens``
-    (see :mod:`slopolicy.core.cost.outputs`); a reservation grows as the answer
-    passes it. A request starts iff the *peak* over the future of the running
-    requests' KV and its own fits the pool, each holding its context now,
-    growing a token a step and freeing at its forecast end (requests finish
-    at different times, so the peak of the sum is far below the sum of the
-    peaks), with every lane's ``kv_reserve`` floor kept at every step; see
+    tenant's recent completed requests in its lane generated (its lane's,
+    until the tenant has answered 8 there), at most its ``max_new_tokens``
+    (see :mod:`slopolicy.core.cost.outputs`); a reservation grows as the
+    answer passes it. The median by default: the check adds every running
+    request's forecast, and the sum of many answers is near the sum of
+    their means, far below the sum of their p90s. A request starts iff the
+    *peak* over the future of the running requests' KV and its own fits the
+    pool, each holding its context now, growing a token a step and freeing
+    at its forecast end (requests finish at different times, so the peak of
+    the sum is far below the sum of the peaks), with every lane's
+    ``kv_reserve`` floor kept at every step; see
     :mod:`slopolicy.core.kv.ledger`. Nothing is tuned to a trace: the
-    forecast is measured per lane, the ends come from each request's
-    progress. ``None`` forecasts every answer at its ceiling: the engine can
-    then never be made to preempt, at the price of starts that wait for
-    answers that never come.
+    forecast is measured per tenant and lane, the ends come from each
+    request's progress. ``None`` forecasts every answer at its ceiling: the
+    engine can then never be made to preempt, at the price of starts that
+    wait for answers that never come.
     """
 
     # At most 2**31 - 1 blocks: far above any engine's pool, and the pool's
     # tokens (and each lane's reserved share of them) stay exact as floats.
     num_blocks: Annotated[int, Field(gt=0, le=2**31 - 1)] = 26_688
     block_size: Annotated[int, Field(gt=0, le=1024)] = 16
-    output_quantile: Annotated[float, Field(gt=0, le=1)] | None = 0.9
+    output_quantile: Annotated[float, Field(gt=0, le=1)] | None = 0.5
 
     @property
     def capacity_tokens(self) -> int:

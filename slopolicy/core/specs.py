@@ -238,7 +238,8 @@ class PolicySpec:
         kv_blocks: blocks in the engine's KV pool.
         kv_block_size: tokens per block.
         kv_output_quantile: a running request reserves its prompt plus this
-            quantile of its lane's recent answers (per sequence, at most its
+            quantile of its tenant's recent answers in its lane (the lane's
+            until the tenant has enough; per sequence, at most its
             ``max_new_tokens``; :class:`~slopolicy.core.cost.outputs.OutputForecast`),
             growing as its answer passes it; ``None``: the worst case,
             ``prompt + max_new_tokens``.

@@ -50,6 +50,11 @@ def test_the_forecast_is_the_rank_of_the_recent_window(
         ({"window": 0}, "window"),
         ({"min_samples": 0}, "min_samples"),
         ({"window": 4, "min_samples": 5}, "min_samples"),
+        ({"tenant_window": 0}, "tenant_window"),
+        ({"tenant_min_samples": 0}, "tenant_min_samples"),
+        ({"tenant_window": 4, "tenant_min_samples": 5}, "tenant_min_samples"),
+        ({"max_tenants": -1}, "max_tenants"),
+        ({"max_tenants": 1.5}, "max_tenants"),
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, float], match: str) -> None:
@@ -65,7 +70,93 @@ def test_a_bad_record_changes_nothing(bad: object) -> None:
         forecast.record("a", bad)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="unknown lane"):
         forecast.record("b", 5)
+    for tenant in ("", 7):
+        with pytest.raises(UsageError, match="tenant"):
+            forecast.record("a", 5, tenant)  # type: ignore[arg-type]
     assert forecast.forecast("a") == 100
+
+
+def test_a_tenant_with_enough_answers_is_forecast_by_its_own() -> None:
+    forecast = OutputForecast(["chat"], quantile=0.5, min_samples=2, tenant_min_samples=3)
+    for tokens in (4000, 4200, 3800):
+        forecast.record("chat", tokens, "reasoner")
+    forecast.record("chat", 100, "coder")
+    forecast.record("chat", 120, "coder")
+    assert forecast.forecast("chat") == 3800  # the lane: all five answers
+    assert forecast.forecast("chat", "reasoner") == 4000  # its own three
+    assert forecast.forecast("chat", "coder") == 3800  # two: the lane's still
+    assert forecast.forecast("chat", "new") == 3800
+    forecast.record("chat", 80, "coder")
+    assert forecast.forecast("chat", "coder") == 100
+    assert forecast.per_sequence("chat", 90, "coder") == 90  # the ceiling binds
+    with pytest.raises(UsageError, match="unknown lane"):
+        forecast.forecast("code", "coder")
+
+
+def test_the_least_recently_answered_tenant_is_forgotten_first() -> None:
+    forecast = OutputForecast(
+        ["a"], quantile=1.0, min_samples=1, tenant_min_samples=1, max_tenants=2
+    )
+    forecast.record("a", 10, "x")
+    forecast.record("a", 20, "y")
+    forecast.record("a", 11, "x")  # x is now the more recent
+    forecast.record("a", 30, "z")  # y goes
+    assert (forecast.forecast("a", "x"), forecast.forecast("a", "z")) == (11, 30)
+    assert forecast.forecast("a", "y") == forecast.forecast("a") == 30  # the lane's, not its 20
+    lanes_only = OutputForecast(
+        ["a"], quantile=1.0, min_samples=1, tenant_min_samples=1, max_tenants=0
+    )
+    lanes_only.record("a", 10, "x")
+    lanes_only.record("a", 500, "y")
+    assert lanes_only.forecast("a", "x") == lanes_only.forecast("a") == 500
+
+
+@given(
+    answers=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]), st.sampled_from(["t", "u", "v"]), st.integers(0, 999)
+        ),
+        max_size=60,
+    ),
+    quantile=st.floats(0.01, 1.0),
+    max_tenants=st.integers(0, 3),
+)
+def test_each_forecast_is_the_rank_of_its_own_recent_answers_else_the_lanes(
+    answers: list[tuple[str, str, int]], quantile: float, max_tenants: int
+) -> None:
+    forecast = OutputForecast(
+        ["a", "b"],
+        quantile=quantile,
+        window=6,
+        min_samples=2,
+        tenant_window=4,
+        tenant_min_samples=3,
+        max_tenants=max_tenants,
+    )
+    lanes: dict[str, list[int]] = {"a": [], "b": []}
+    kept: dict[tuple[str, str], list[int]] = {}  # least recently recorded first
+    for lane, tenant, tokens in answers:
+        forecast.record(lane, tokens, tenant)
+        lanes[lane].append(tokens)
+        if max_tenants:
+            own = kept.pop((lane, tenant), [])
+            if len(kept) == max_tenants:
+                del kept[next(iter(kept))]
+            kept[(lane, tenant)] = [*own, tokens]
+
+    def rank(values: list[int], window: int, least: int) -> int | None:
+        recent = sorted(values[-window:])
+        if len(recent) < least:
+            return None
+        return max(1, recent[int(quantile * (len(recent) - 1))])
+
+    for lane in ("a", "b"):
+        assert forecast.forecast(lane) == rank(lanes[lane], 6, 2)
+        for tenant in ("t", "u", "v"):
+            mine = rank(kept.get((lane, tenant), []), 4, 3)
+            assert forecast.forecast(lane, tenant) == (
+                mine if mine is not None else rank(lanes[lane], 6, 2)
+            )
 
 
 def _policy(output_quantile: float | None) -> Policy:
@@ -146,3 +237,26 @@ def test_without_a_forecast_nothing_is_recorded_or_grown() -> None:
     assert policy.reservations.outputs is None
     _serve(policy, "one", 0.0, 20)
     assert policy.kv.statistics().used_blocks == 0
+
+
+def test_each_tenant_reserves_what_its_own_answers_have_been() -> None:
+    policy = _policy(0.9)
+    for i in range(16):  # "t" writes 20 tokens, "long" 400: the lane's p90 is 400
+        _serve(policy, f"warm{i}", float(i), 20)
+        request = Request(id=f"l{i}", tenant="long", prompt_tokens=16, max_new_tokens=1584)
+        policy.submit(request, now=float(i))
+        (started,) = policy.dispatch(now=float(i))
+        policy.tokens(started.id, 400, now=float(i))
+        policy.finish(started.id, now=float(i))
+    kept = {}
+    for tenant in ("t", "long", "new"):
+        request = Request(id=tenant, tenant=tenant, prompt_tokens=16, max_new_tokens=1584)
+        policy.submit(request, now=20.0)
+        (started,) = policy.dispatch(now=20.0)
+        kept[tenant] = started.kv_blocks
+    # Its prompt plus its own p90 answer; a tenant never seen, the lane's.
+    assert kept == {
+        "t": math.ceil(36 / 16),
+        "long": math.ceil(416 / 16),
+        "new": math.ceil(416 / 16),
+    }

@@ -17,7 +17,7 @@ from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.ladder.pressure import Pressure
 from slopolicy.core.lifecycle import Started
-from slopolicy.core.outcome import Finished, Outcome
+from slopolicy.core.outcome import Finished, Hold, Outcome
 from slopolicy.errors import UsageError
 
 _CONFIG = PolicyConfig.from_dict(
@@ -261,6 +261,15 @@ class PolicyLifecycle(RuleBasedStateMachine):
                 # ahead of it (it is not idle), and a first token or an end
                 # (which the driver dispatches after) opens it.
                 assert first_tokens.ahead(lane) > 0
+                continue
+            if entry.held_by is Hold.KV_SHARE:
+                # The one exception (DESIGN, invariant 4): held by its tenant's
+                # share of the pool, on a saturated engine, while another
+                # tenant is owed the room; only past that share.
+                shares = policy._dispatcher._kv_shares
+                assert shares is not None
+                assert not shares._within(entry.tenant, entry.kv_blocks, entry.weight)
+                event("a head held by its tenant's share of the KV pool")
                 continue
             assert not policy.reservations.fits(entry), f"{entry.id} in {lane} fits but waits"
 

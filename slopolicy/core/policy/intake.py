@@ -232,7 +232,7 @@ class Intake:
             tier = self._router.tiers.get(decision.tier)
             assert tier is not None  # the router only names tiers it knows
             request = decision.request
-            output = self._reservations.forecast(lane, request.max_new_tokens)
+            output = self._reservations.forecast(lane, request.tenant, request.max_new_tokens)
             cost = self._share_cost(request, decision.prompt_tokens, output=output)
             refused = demand._sheds(request.tenant, cost, tier.weight, now)
         if protect and refused:
@@ -287,7 +287,12 @@ class Intake:
                 "interference",
             )
         needed, reserved_output = reservations.plan(
-            lane.name, prompt, request.max_new_tokens, request.sequences, worst=worst
+            lane.name,
+            request.tenant,
+            prompt,
+            request.max_new_tokens,
+            request.sequences,
+            worst=worst,
         )
         deadline = lane_deadline = now + lane.max_queue_wait
         bound = self._slo_bounds.get(lane.name)

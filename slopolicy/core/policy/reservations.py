@@ -1,8 +1,8 @@
 """What each running request holds in the KV ledger, and how it grows.
 
-A request reserves its prompt plus the answer it is expected to write: the
-per-lane forecast of :mod:`slopolicy.core.cost.outputs`, never more than its
-own ``max_new_tokens``; without a forecast, its worst case. It starts
+A request reserves its prompt plus the answer it is expected to write: its
+tenant's forecast in its lane (:mod:`slopolicy.core.cost.outputs`), never
+more than its own ``max_new_tokens``; without a forecast, its worst case. It starts
 holding its prompt and is forecast to grow by a token a step (per sequence)
 until it has written that answer and ends: it is admitted iff the peak over
 the future of the running requests' KV and its own fits the pool, lane
@@ -45,22 +45,31 @@ class Reservations:
         return kv._blocks_for(kv._tokens_needed(prompt_tokens, output_tokens, sequences))
 
     def plan(
-        self, lane: str, prompt_tokens: int, max_new_tokens: int, sequences: int, *, worst: int
+        self,
+        lane: str,
+        tenant: str,
+        prompt_tokens: int,
+        max_new_tokens: int,
+        sequences: int,
+        *,
+        worst: int,
     ) -> tuple[int, int]:
-        """What a request of ``lane`` reserves when it starts: ``(blocks,
-        output tokens per sequence they hold room for)`` (checked counts);
-        ``worst`` is its :meth:`blocks_for` at ``max_new_tokens``, already known."""
-        output = self.forecast(lane, max_new_tokens)
+        """What a request of ``lane`` and ``tenant`` reserves when it starts:
+        ``(blocks, output tokens per sequence they hold room for)`` (checked
+        counts); ``worst`` is its :meth:`blocks_for` at ``max_new_tokens``,
+        already known."""
+        output = self.forecast(lane, tenant, max_new_tokens)
         if output == max_new_tokens:
             return worst, output
         return self.blocks_for(prompt_tokens, output, sequences), output
 
-    def forecast(self, lane: str, max_new_tokens: int) -> int:
-        """The output tokens per sequence a request of ``lane`` is forecast to
-        generate (at most ``max_new_tokens``; the ceiling without a forecast)."""
+    def forecast(self, lane: str, tenant: str, max_new_tokens: int) -> int:
+        """The output tokens per sequence a request of ``lane`` and ``tenant``
+        is forecast to generate (at most ``max_new_tokens``; the ceiling
+        without a forecast)."""
         if self.outputs is None:
             return max_new_tokens
-        return self.outputs.per_sequence(lane, max_new_tokens)
+        return self.outputs.per_sequence(lane, max_new_tokens, tenant)
 
     def start(self, entry: Entry, *, now: float) -> bool:
         """Reserve ``entry``'s prompt and forecast answer if the peak fits (see
@@ -101,4 +110,5 @@ class Reservations:
         """``entry`` completed: its answer's length feeds the forecast."""
         if self.outputs is not None:
             sequences = entry.request.sequences
-            self.outputs._record(entry.lane, -(-entry.output_tokens // sequences))
+            tokens = -(-entry.output_tokens // sequences)
+            self.outputs._record(entry.lane, tokens, entry.request.tenant)

@@ -42,7 +42,7 @@ prompt's prefill may do to the other lanes
 (:mod:`slopolicy.core.queueing.interference`).
 
 Both sides are counted at the policy's estimate of a request's cost (prompt
-and forecast output: the lane's recent answers, as the KV ledger reserves,
+and forecast output: its tenant's recent answers, as the KV ledger reserves,
 at most ``max_new_tokens``; the caller's ``Entry.share_cost``) so the units
 agree: a request queued and started adds the same amount to both. Not at
 the ceiling: reasoning clients send 16k-32k ceilings for answers of a few
