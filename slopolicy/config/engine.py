@@ -82,13 +82,14 @@ class KVPoolConfig(ConfigModel):
     ``vllm:cache_config_info{num_gpu_blocks,block_size}``.
 
     ``output_quantile`` is what a running request reserves for its answer:
-    its prompt plus this quantile of the output tokens (per sequence) that its
-    tenant's recent completed requests in its lane generated (its lane's,
-    until the tenant has answered 8 there), at most its ``max_new_tokens``
-    (see :mod:`slopolicy.core.cost.outputs`); a reservation grows as the
-    answer passes it. The median by default: the check adds every running
-    request's forecast, and the sum of many answers is near the sum of
-    their means, far below the sum of their p90s. A request starts iff the
+    its prompt plus the mean (``"mean"``, the default) or this quantile (in
+    (0, 1]) of the output tokens (per sequence) that its tenant's recent
+    completed requests in its lane generated (its lane's, until the tenant
+    has answered 8 there), at most its ``max_new_tokens`` (see
+    :mod:`slopolicy.core.cost.outputs`); a reservation grows as the answer
+    passes it. The mean, because the check adds every running request's
+    forecast, and the sum of many answers is near the sum of their means,
+    far below the sum of their p90s. A request starts iff the
     *peak* over the future of the running requests' KV and its own fits the
     pool, each holding its context now, growing a token a step and freeing
     at its forecast end (requests finish at different times, so the peak of
@@ -105,7 +106,7 @@ class KVPoolConfig(ConfigModel):
     # tokens (and each lane's reserved share of them) stay exact as floats.
     num_blocks: Annotated[int, Field(gt=0, le=2**31 - 1)] = 26_688
     block_size: Annotated[int, Field(gt=0, le=1024)] = 16
-    output_quantile: Annotated[float, Field(gt=0, le=1)] | None = 0.5
+    output_quantile: Annotated[float, Field(gt=0, le=1)] | Literal["mean"] | None = "mean"
 
     @property
     def capacity_tokens(self) -> int:

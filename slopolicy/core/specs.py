@@ -237,8 +237,9 @@ class PolicySpec:
         router: routes requests to lanes (and owns the estimator and tiers).
         kv_blocks: blocks in the engine's KV pool.
         kv_block_size: tokens per block.
-        kv_output_quantile: a running request reserves its prompt plus this
-            quantile of its tenant's recent answers in its lane (the lane's
+        kv_output_quantile: a running request reserves its prompt plus the
+            mean (``"mean"``) or this quantile of its tenant's recent answers
+            in its lane (the lane's
             until the tenant has enough; per sequence, at most its
             ``max_new_tokens``; :class:`~slopolicy.core.cost.outputs.OutputForecast`),
             growing as its answer passes it; ``None``: the worst case,
@@ -270,7 +271,7 @@ class PolicySpec:
     kv_blocks: int
     kv_block_size: int
     max_running: int
-    kv_output_quantile: float | None = None
+    kv_output_quantile: float | Literal["mean"] | None = None
     pace: DispatchPace | None = None
     max_tenants: int = 100_000
     targets: Mapping[str, SLOTargets] = field(default_factory=dict)

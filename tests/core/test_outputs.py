@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from slopolicy import Policy, PolicyConfig, Request
 from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.cost.tokens import HeuristicCounter
-from slopolicy.errors import UsageError
+from slopolicy.errors import ConfigError, UsageError
 
 
 def test_the_ceiling_until_a_lane_has_enough_answers() -> None:
@@ -53,6 +53,9 @@ def test_the_forecast_is_the_rank_of_the_recent_window(
         ({"tenant_window": 0}, "tenant_window"),
         ({"tenant_min_samples": 0}, "tenant_min_samples"),
         ({"tenant_window": 4, "tenant_min_samples": 5}, "tenant_min_samples"),
+        ({"quantile": "median"}, "quantile"),
+        ({"quantile": "0.5"}, "quantile"),
+        ({"quantile": None}, "quantile"),
         ({"max_tenants": -1}, "max_tenants"),
         ({"max_tenants": 1.5}, "max_tenants"),
     ],
@@ -74,6 +77,19 @@ def test_a_bad_record_changes_nothing(bad: object) -> None:
         with pytest.raises(UsageError, match="tenant"):
             forecast.record("a", 5, tenant)  # type: ignore[arg-type]
     assert forecast.forecast("a") == 100
+
+
+def test_by_default_the_forecast_is_the_mean_of_recent_answers() -> None:
+    forecast = OutputForecast(["chat"], window=3, min_samples=2, tenant_min_samples=2)
+    assert forecast.quantile == "mean"
+    forecast.record("chat", 100, "t")
+    assert forecast.forecast("chat") is None
+    forecast.record("chat", 301, "t")
+    assert forecast.forecast("chat") == forecast.forecast("chat", "t") == 200  # 200.5, whole
+    forecast.record("chat", 2000, "u")
+    forecast.record("chat", 9, "u")
+    assert forecast.forecast("chat") == 770  # the last three: 301, 2,000 and 9
+    assert forecast.forecast("chat", "u") == 1004
 
 
 def test_a_tenant_with_enough_answers_is_forecast_by_its_own() -> None:
@@ -260,3 +276,12 @@ def test_each_tenant_reserves_what_its_own_answers_have_been() -> None:
         "long": math.ceil(416 / 16),
         "new": math.ceil(416 / 16),
     }
+
+
+def test_the_config_takes_the_mean_a_quantile_or_the_ceiling() -> None:
+    assert PolicyConfig().kv.output_quantile == "mean"
+    for value in ("mean", 0.9, None):
+        config = PolicyConfig.from_dict({"kv": {"output_quantile": value}})
+        assert config.kv.output_quantile == value
+    with pytest.raises(ConfigError, match=r"kv\.output_quantile"):
+        PolicyConfig.from_dict({"kv": {"output_quantile": "median"}})

@@ -5,11 +5,12 @@ commonly send 8k-32k while most answers stop far earlier; reserving the ceiling
 for every running request leaves most of the engine's KV pool held by tokens
 that never come, so a policy that reserves worst cases serves less than the
 engine's own FCFS queue would. :class:`OutputForecast` learns, per lane and
-per tenant within it, a quantile of what recent completed requests actually
-generated, and the KV ledger reserves that (never more than the request's
-own ceiling): each running request is forecast to end there, and a request
-starts iff the peak of the running requests' KV over the future fits the
-pool (:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`).
+per tenant within it, the mean (or a quantile) of what recent completed
+requests actually generated, and the KV ledger reserves that (never more
+than the request's own ceiling): each running request is forecast to end
+there, and a request starts iff the peak of the running requests' KV over
+the future fits the pool
+(:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`).
 
 Why this holds on traffic it was not tuned on:
 
@@ -24,11 +25,12 @@ Why this holds on traffic it was not tuned on:
   forecast replaces its lane's once it has ``tenant_min_samples`` answers
   there; a new tenant, or one forgotten (the ``max_tenants`` pairs recorded
   most recently are kept), gets the lane's.
-* The quantile is a middle one, not a high one (the Policy's default is
-  the median, ``kv.output_quantile``): the peak check adds every running
-  request's forecast, and the sum of many answers is near the sum of their
-  means, far below the sum of their p90s. Each at its p90, a pool whose
-  engine held 8% read as 95% full at its forecast peak.
+* The forecast is the mean by default, not a high quantile
+  (``kv.output_quantile``): the peak check adds every running request's
+  forecast, and the tenants' shares add their requests' costs, and the sum
+  of many answers is near the sum of their means, far below the sum of
+  their p90s. Each at its p90, a pool whose engine held 8% read as 95% full
+  at its forecast peak.
 * A forecast that is too low is corrected while the request runs: the policy
   grows a reservation as output passes it (``Policy.tokens``), and the ledger
   reconciles with the engine's own KV reading. What a miss costs is what every
@@ -37,15 +39,16 @@ Why this holds on traffic it was not tuned on:
   tenant), so a change of traffic shifts the forecast within that many
   completions.
 
-The answer is the value of rank ``floor(quantile x (n - 1))`` among the last
-``n`` recorded, per sequence. Memory: ``window`` values per lane and
-``tenant_window`` per kept (lane, tenant) pair.
+The answer is the mean of the last ``n`` recorded, per sequence, or the
+value of rank ``floor(quantile x (n - 1))`` among them. Memory: ``window``
+values per lane and ``tenant_window`` per kept (lane, tenant) pair.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Literal
 
 from slopolicy.core.checks import check_count, is_number, shown
 from slopolicy.core.cost.ranks import RecentRank
@@ -55,14 +58,16 @@ __all__ = ("OutputForecast",)
 
 
 class OutputForecast:
-    """Per lane, and per tenant within it, a quantile of recent output tokens
-    per sequence.
+    """Per lane, and per tenant within it, the mean (or a quantile) of recent
+    output tokens per sequence.
 
     Args:
         lanes: the lanes it forecasts for.
-        quantile: the rank answered, in ``(0, 1]`` (0.5, the median: the
-            peak check counts on each answer ending at it until it passes
-            it, then a block on, and so on; see the module).
+        quantile: ``"mean"`` (the default: what a sum of answers adds up to;
+            see the module), or the rank answered, in ``(0, 1]`` (0.9: nine
+            answers in ten end within their forecast; the peak check counts
+            on the others ending at it until they pass it, then a block on,
+            and so on).
         window: answers remembered per lane (the most recent ones).
         min_samples: answers a lane needs before it forecasts less than the
             ceiling.
@@ -77,6 +82,7 @@ class OutputForecast:
 
     __slots__ = (
         "_lanes",
+        "_mean",
         "_tenants",
         "max_tenants",
         "min_samples",
@@ -90,15 +96,23 @@ class OutputForecast:
         self,
         lanes: Iterable[str],
         *,
-        quantile: float = 0.5,
+        quantile: float | Literal["mean"] = "mean",
         window: int = 256,
         min_samples: int = 16,
         tenant_window: int = 64,
         tenant_min_samples: int = 8,
         max_tenants: int = 1024,
     ) -> None:
-        if not (is_number(quantile) and 0.0 < quantile <= 1.0):
-            raise UsageError(f"quantile must be a number in (0, 1], got {shown(quantile)}")
+        if isinstance(quantile, str):
+            mean, rank = quantile == "mean", 0.5  # the rank each window keeps, unread
+            valid = mean
+        else:
+            valid = is_number(quantile) and 0.0 < quantile <= 1.0
+            mean, rank = False, float(quantile) if valid else 0.0
+        if not valid:
+            raise UsageError(
+                f"quantile must be 'mean' or a number in (0, 1], got {shown(quantile)}"
+            )
         for name, size, least_name, least in (
             ("window", window, "min_samples", min_samples),
             ("tenant_window", tenant_window, "tenant_min_samples", tenant_min_samples),
@@ -108,13 +122,15 @@ class OutputForecast:
             if least > size:
                 raise UsageError(f"{least_name} ({least}) must be <= {name} ({size})")
         check_count("max_tenants", max_tenants)
-        self.quantile = float(quantile)
+        #: ``"mean"``, or the quantile answered.
+        self.quantile: float | Literal["mean"] = "mean" if mean else rank
+        self._mean = mean
         self.window = window
         self.min_samples = min_samples
         self.tenant_window = tenant_window
         self.tenant_min_samples = tenant_min_samples
         self.max_tenants = max_tenants
-        self._lanes = {lane: RecentRank(self.quantile, window, min_samples) for lane in lanes}
+        self._lanes = {lane: RecentRank(rank, window, min_samples) for lane in lanes}
         # Least recently recorded first.
         self._tenants: OrderedDict[tuple[str, str], RecentRank] = OrderedDict()
 
@@ -136,7 +152,7 @@ class OutputForecast:
             own = self._tenants.get((lane, tenant))
             if own is not None and own.value is not None:
                 state = own
-        value = state.value
+        value = state.mean if self._mean else state.value
         # At least one token: a zero-length forecast would reserve nothing
         # for an answer the engine must still hold while it streams.
         return None if value is None else max(1, int(value))
@@ -161,7 +177,7 @@ class OutputForecast:
             if len(tenants) >= self.max_tenants:
                 tenants.popitem(last=False)
             own = tenants[key] = RecentRank(
-                self.quantile, self.tenant_window, self.tenant_min_samples
+                self._lanes[lane].quantile, self.tenant_window, self.tenant_min_samples
             )
         else:
             tenants.move_to_end(key)
