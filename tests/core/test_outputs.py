@@ -76,56 +76,58 @@ def test_a_bad_record_changes_nothing(bad: object) -> None:
         forecast.record("b", 5)
     for tenant in ("", 7):
         with pytest.raises(UsageError, match="tenant"):
-            forecast.record("a", 5, tenant)  # type: ignore[arg-type]
+            forecast.record("a", 5, tenant=tenant)  # type: ignore[arg-type]
     assert forecast.forecast("a") == 100
 
 
 def test_by_default_the_forecast_is_the_mean_of_recent_answers() -> None:
     forecast = OutputForecast(["chat"], window=3, min_samples=2, tenant_min_samples=2)
     assert forecast.quantile == "mean"
-    forecast.record("chat", 100, "t")
+    forecast.record("chat", 100, tenant="t")
     assert forecast.forecast("chat") is None
-    forecast.record("chat", 301, "t")
-    assert forecast.forecast("chat") == forecast.forecast("chat", "t") == 200  # 200.5, whole
-    forecast.record("chat", 2000, "u")
-    forecast.record("chat", 9, "u")
+    forecast.record("chat", 301, tenant="t")
+    assert forecast.forecast("chat") == forecast.forecast("chat", tenant="t") == 200  # 200.5, whole
+    forecast.record("chat", 2000, tenant="u")
+    forecast.record("chat", 9, tenant="u")
     assert forecast.forecast("chat") == 770  # the last three: 301, 2,000 and 9
-    assert forecast.forecast("chat", "u") == 1004
+    assert forecast.forecast("chat", tenant="u") == 1004
 
 
 def test_a_tenant_with_enough_answers_is_forecast_by_its_own() -> None:
     forecast = OutputForecast(["chat"], quantile=0.5, min_samples=2, tenant_min_samples=3)
     for tokens in (4000, 4200, 3800):
-        forecast.record("chat", tokens, "reasoner")
-    forecast.record("chat", 100, "coder")
-    forecast.record("chat", 120, "coder")
+        forecast.record("chat", tokens, tenant="reasoner")
+    forecast.record("chat", 100, tenant="coder")
+    forecast.record("chat", 120, tenant="coder")
     assert forecast.forecast("chat") == 3800  # the lane: all five answers
-    assert forecast.forecast("chat", "reasoner") == 4000  # its own three
-    assert forecast.forecast("chat", "coder") == 3800  # two: the lane's still
-    assert forecast.forecast("chat", "new") == 3800
-    forecast.record("chat", 80, "coder")
-    assert forecast.forecast("chat", "coder") == 100
-    assert forecast.per_sequence("chat", 90, "coder") == 90  # the ceiling binds
+    assert forecast.forecast("chat", tenant="reasoner") == 4000  # its own three
+    assert forecast.forecast("chat", tenant="coder") == 3800  # two: the lane's still
+    assert forecast.forecast("chat", tenant="new") == 3800
+    forecast.record("chat", 80, tenant="coder")
+    assert forecast.forecast("chat", tenant="coder") == 100
+    assert forecast.per_sequence("chat", 90, tenant="coder") == 90  # the ceiling binds
     with pytest.raises(UsageError, match="unknown lane"):
-        forecast.forecast("code", "coder")
+        forecast.forecast("code", tenant="coder")
 
 
 def test_the_least_recently_answered_tenant_is_forgotten_first() -> None:
     forecast = OutputForecast(
         ["a"], quantile=1.0, min_samples=1, tenant_min_samples=1, max_tenants=2
     )
-    forecast.record("a", 10, "x")
-    forecast.record("a", 20, "y")
-    forecast.record("a", 11, "x")  # x is now the more recent
-    forecast.record("a", 30, "z")  # y goes
-    assert (forecast.forecast("a", "x"), forecast.forecast("a", "z")) == (11, 30)
-    assert forecast.forecast("a", "y") == forecast.forecast("a") == 30  # the lane's, not its 20
+    forecast.record("a", 10, tenant="x")
+    forecast.record("a", 20, tenant="y")
+    forecast.record("a", 11, tenant="x")  # x is now the more recent
+    forecast.record("a", 30, tenant="z")  # y goes
+    assert (forecast.forecast("a", tenant="x"), forecast.forecast("a", tenant="z")) == (11, 30)
+    assert (
+        forecast.forecast("a", tenant="y") == forecast.forecast("a") == 30
+    )  # the lane's, not its 20
     lanes_only = OutputForecast(
         ["a"], quantile=1.0, min_samples=1, tenant_min_samples=1, max_tenants=0
     )
-    lanes_only.record("a", 10, "x")
-    lanes_only.record("a", 500, "y")
-    assert lanes_only.forecast("a", "x") == lanes_only.forecast("a") == 500
+    lanes_only.record("a", 10, tenant="x")
+    lanes_only.record("a", 500, tenant="y")
+    assert lanes_only.forecast("a", tenant="x") == lanes_only.forecast("a") == 500
 
 
 @given(
@@ -153,7 +155,7 @@ def test_each_forecast_is_its_own_recent_answers_else_the_lanes(
     lanes: dict[str, list[int]] = {"a": [], "b": []}
     kept: dict[tuple[str, str], list[int]] = {}  # least recently recorded first
     for lane, tenant, tokens in answers:
-        forecast.record(lane, tokens, tenant)
+        forecast.record(lane, tokens, tenant=tenant)
         lanes[lane].append(tokens)
         if max_tenants:
             own = kept.pop((lane, tenant), [])
@@ -173,7 +175,7 @@ def test_each_forecast_is_its_own_recent_answers_else_the_lanes(
         assert forecast.forecast(lane) == rank(lanes[lane], 6, 2)
         for tenant in ("t", "u", "v"):
             mine = rank(kept.get((lane, tenant), []), 4, 3)
-            assert forecast.forecast(lane, tenant) == (
+            assert forecast.forecast(lane, tenant=tenant) == (
                 mine if mine is not None else rank(lanes[lane], 6, 2)
             )
 
@@ -288,3 +290,12 @@ def test_the_config_takes_the_mean_a_quantile_or_the_ceiling() -> None:
         assert config.kv.output_quantile == value
     with pytest.raises(ConfigError, match=r"kv\.output_quantile"):
         PolicyConfig.from_dict({"kv": {"output_quantile": "median"}})
+
+
+def test_the_tenant_is_named_by_keyword() -> None:
+    # A lane and a tenant are both strings: positionally they could be swapped unseen.
+    forecast = OutputForecast(["chat"])
+    with pytest.raises(TypeError):
+        forecast.forecast("chat", "t")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        forecast.record("chat", 10, "t")  # type: ignore[call-arg]

@@ -27,25 +27,27 @@ def test_a_recent_rank_is_the_rank_of_the_last_window(
 ) -> None:
     min_samples = min(min_samples, window)
     rank = RecentRank(quantile, window, min_samples)
+    mean = RecentRank(None, window, min_samples)
     for value in values:
         rank.add(value)
+        mean.add(value)
     recent = sorted(values[-window:])
     if len(recent) < min_samples:
         assert rank.value is None
-        assert rank.mean is None
+        assert mean.value is None
     else:
         assert rank.value == recent[int(quantile * (len(recent) - 1))]
         # A running sum: rounding of what left it stays, far below a token.
-        assert rank.mean == pytest.approx(sum(recent) / len(recent), rel=1e-9, abs=1e-3)
+        assert mean.value == pytest.approx(sum(recent) / len(recent), rel=1e-9, abs=1e-3)
 
 
 @given(values=st.lists(st.integers(0, 2**31), min_size=1, max_size=80), window=st.integers(1, 16))
 def test_the_mean_of_whole_numbers_is_exact(values: list[int], window: int) -> None:
-    rank = RecentRank(0.5, window, 1)
+    rank = RecentRank(None, window, 1)
     for value in values:
         rank.add(value)
     recent = values[-window:]
-    assert rank.mean == sum(recent) / len(recent)
+    assert rank.value == sum(recent) / len(recent)
 
 
 def test_the_model_fits_a_floor_and_a_rate_once_it_has_enough() -> None:

@@ -82,11 +82,10 @@ class OutputForecast:
 
     __slots__ = (
         "_lanes",
-        "_mean",
+        "_rank",
         "_tenants",
         "max_tenants",
         "min_samples",
-        "quantile",
         "tenant_min_samples",
         "tenant_window",
         "window",
@@ -103,13 +102,12 @@ class OutputForecast:
         tenant_min_samples: int = 8,
         max_tenants: int = 1024,
     ) -> None:
-        if isinstance(quantile, str):
-            mean, rank = quantile == "mean", 0.5  # the rank each window keeps, unread
-            valid = mean
+        rank: float | None  # RecentRank's: None answers the mean
+        if isinstance(quantile, str) and quantile == "mean":
+            rank = None
+        elif not isinstance(quantile, str) and is_number(quantile) and 0.0 < quantile <= 1.0:
+            rank = float(quantile)
         else:
-            valid = is_number(quantile) and 0.0 < quantile <= 1.0
-            mean, rank = False, float(quantile) if valid else 0.0
-        if not valid:
             raise UsageError(
                 f"quantile must be 'mean' or a number in (0, 1], got {shown(quantile)}"
             )
@@ -122,28 +120,31 @@ class OutputForecast:
             if least > size:
                 raise UsageError(f"{least_name} ({least}) must be <= {name} ({size})")
         check_count("max_tenants", max_tenants)
-        #: ``"mean"``, or the quantile answered.
-        self.quantile: float | Literal["mean"] = "mean" if mean else rank
-        self._mean = mean
+        self._rank = rank
         self.window = window
         self.min_samples = min_samples
         self.tenant_window = tenant_window
         self.tenant_min_samples = tenant_min_samples
         self.max_tenants = max_tenants
-        self._lanes = {lane: RecentRank(rank, window, min_samples) for lane in lanes}
+        self._lanes = {lane: RecentRank(self._rank, window, min_samples) for lane in lanes}
         # Least recently recorded first.
         self._tenants: OrderedDict[tuple[str, str], RecentRank] = OrderedDict()
 
-    def per_sequence(self, lane: str, max_new_tokens: int, tenant: str | None = None) -> int:
+    @property
+    def quantile(self) -> float | Literal["mean"]:
+        """``"mean"``, or the quantile answered."""
+        return "mean" if self._rank is None else self._rank
+
+    def per_sequence(self, lane: str, max_new_tokens: int, *, tenant: str | None = None) -> int:
         """Output tokens per sequence to reserve for a request of ``lane`` (and
         ``tenant``) with ceiling ``max_new_tokens``: the forecast, at most the
         ceiling (the ceiling itself until the lane has ``min_samples`` answers)."""
-        forecast = self.forecast(lane, tenant)
+        forecast = self.forecast(lane, tenant=tenant)
         if forecast is None or forecast >= max_new_tokens:
             return max_new_tokens
         return forecast
 
-    def forecast(self, lane: str, tenant: str | None = None) -> int | None:
+    def forecast(self, lane: str, *, tenant: str | None = None) -> int | None:
         """The forecast in tokens per sequence: ``tenant``'s own in ``lane`` once
         it has ``tenant_min_samples`` answers there, else the lane's; ``None``
         (too few answers yet)."""
@@ -152,21 +153,21 @@ class OutputForecast:
             own = self._tenants.get((lane, tenant))
             if own is not None and own.value is not None:
                 state = own
-        value = state.mean if self._mean else state.value
+        value = state.value
         # At least one token: a zero-length forecast would reserve nothing
         # for an answer the engine must still hold while it streams.
         return None if value is None else max(1, int(value))
 
-    def record(self, lane: str, tokens_per_sequence: int, tenant: str | None = None) -> None:
+    def record(self, lane: str, tokens_per_sequence: int, *, tenant: str | None = None) -> None:
         """A completed answer of ``lane`` (and ``tenant``) generated
         ``tokens_per_sequence`` tokens per sequence."""
         self._lane(lane)
         check_count("tokens_per_sequence", tokens_per_sequence)
         if tenant is not None and not (isinstance(tenant, str) and tenant):
             raise UsageError(f"tenant must be a non-empty string or None, got {shown(tenant)}")
-        self._record(lane, tokens_per_sequence, tenant)
+        self._record(lane, tokens_per_sequence, tenant=tenant)
 
-    def _record(self, lane: str, tokens: int, tenant: str | None) -> None:
+    def _record(self, lane: str, tokens: int, *, tenant: str | None) -> None:
         """:meth:`record` for a caller that checked its arguments."""
         self._lanes[lane].add(tokens)
         if tenant is None or not self.max_tenants:
@@ -176,9 +177,7 @@ class OutputForecast:
         if own is None:
             if len(tenants) >= self.max_tenants:
                 tenants.popitem(last=False)
-            own = tenants[key] = RecentRank(
-                self._lanes[lane].quantile, self.tenant_window, self.tenant_min_samples
-            )
+            own = tenants[key] = RecentRank(self._rank, self.tenant_window, self.tenant_min_samples)
         else:
             tenants.move_to_end(key)
         own.add(tokens)

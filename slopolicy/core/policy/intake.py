@@ -232,7 +232,9 @@ class Intake:
             tier = self._router.tiers.get(decision.tier)
             assert tier is not None  # the router only names tiers it knows
             request = decision.request
-            output = self._reservations.forecast(lane, request.tenant, request.max_new_tokens)
+            output = self._reservations.forecast(
+                lane, request.max_new_tokens, tenant=request.tenant
+            )
             cost = self._share_cost(request, decision.prompt_tokens, output=output)
             refused = demand._sheds(request.tenant, cost, tier.weight, now)
         if protect and refused:
@@ -288,10 +290,10 @@ class Intake:
             )
         needed, reserved_output = reservations.plan(
             lane.name,
-            request.tenant,
             prompt,
             request.max_new_tokens,
             request.sequences,
+            tenant=request.tenant,
             worst=worst,
         )
         deadline = lane_deadline = now + lane.max_queue_wait

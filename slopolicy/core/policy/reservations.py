@@ -47,29 +47,29 @@ class Reservations:
     def plan(
         self,
         lane: str,
-        tenant: str,
         prompt_tokens: int,
         max_new_tokens: int,
         sequences: int,
         *,
+        tenant: str,
         worst: int,
     ) -> tuple[int, int]:
         """What a request of ``lane`` and ``tenant`` reserves when it starts:
         ``(blocks, output tokens per sequence they hold room for)`` (checked
         counts); ``worst`` is its :meth:`blocks_for` at ``max_new_tokens``,
         already known."""
-        output = self.forecast(lane, tenant, max_new_tokens)
+        output = self.forecast(lane, max_new_tokens, tenant=tenant)
         if output == max_new_tokens:
             return worst, output
         return self.blocks_for(prompt_tokens, output, sequences), output
 
-    def forecast(self, lane: str, tenant: str, max_new_tokens: int) -> int:
+    def forecast(self, lane: str, max_new_tokens: int, *, tenant: str) -> int:
         """The output tokens per sequence a request of ``lane`` and ``tenant``
         is forecast to generate (at most ``max_new_tokens``; the ceiling
         without a forecast)."""
         if self.outputs is None:
             return max_new_tokens
-        return self.outputs.per_sequence(lane, max_new_tokens, tenant)
+        return self.outputs.per_sequence(lane, max_new_tokens, tenant=tenant)
 
     def start(self, entry: Entry, *, now: float) -> bool:
         """Reserve ``entry``'s prompt and forecast answer if the peak fits (see
@@ -111,4 +111,4 @@ class Reservations:
         if self.outputs is not None:
             sequences = entry.request.sequences
             tokens = -(-entry.output_tokens // sequences)
-            self.outputs._record(entry.lane, tokens, entry.request.tenant)
+            self.outputs._record(entry.lane, tokens, tenant=entry.request.tenant)
