@@ -116,7 +116,8 @@ class FutureUse:
     ) -> bool:
         """Whether adding ``whole`` tokens held for good and a started request
         ``running`` to ``lane``, with ``without`` left out, keeps what the lanes
-        take from the shared pool within ``budget`` tokens at every step (see
+        take from the shared pool within ``budget`` tokens at every step (until
+        ``running`` ends, when given: a later peak is not its to fit; see
         :func:`~slopolicy.core.kv.peak.worst_over_time`)."""
         size, floors = self.block_size, self._floors
         group = self.group(lane)
@@ -136,10 +137,12 @@ class FutureUse:
         order = self._seen_by(
             group, constant, self._sorted(without if without is not None and without.rate else None)
         )
+        until = None
         if running is not None:
             order = [*order, running]
             order.sort(key=_steps, reverse=True)  # one new element: one pass
-        return worst_over_time(order, constant, floors, group) <= budget
+            until = running[0]  # what comes after its end is not its to fit
+        return worst_over_time(order, constant, floors, group, until) <= budget
 
     def worst(self, group: str | None) -> int:
         """The most the lanes take from the shared pool at any step, as counted

@@ -16,7 +16,9 @@ Requests end at different times, so admission asks whether the *peak* over
 the future of everything live fits the pool, lane by lane
 (:func:`~slopolicy.core.kv.peak.worst_over_time`, SIMULATOR.md's peak check),
 not whether the sum of every request's own peak does; a ledger of whole
-reservations only is the special case where the two agree. The check is
+reservations only is the special case where the two agree. A started
+request is asked to fit only until its own forecast end: a later peak (answers
+that ran past their forecasts can put one over the pool) is one it has left. The check is
 O(1) while the sum of peaks fits (the common case below saturation) and
 O(n log n) over the n running requests otherwise.
 """
@@ -215,8 +217,8 @@ class KVReservation:
         """Reserve ``tokens`` for a request of ``lane`` that starts holding ``held``
         of them (its prompt) and grows by ``sequences`` tokens a step (one per
         sequence) until it holds them all, when it is forecast to end; admitted
-        iff the forecast peak of everything live fits (see the module), all or
-        nothing. Report its growth with :meth:`progress`. ``False`` leaves the
+        iff the forecast peak of everything live fits until then (see the
+        module), all or nothing. Report its growth with :meth:`progress`. ``False`` leaves the
         ledger as it was; an id that already holds a reservation raises."""
         check_name("request_id", request_id)
         check_name("lane", lane)

@@ -54,8 +54,10 @@ def worst_over_time(
     constant: Mapping[str | None, int],
     floors: Mapping[str, int],
     group: str | None,
+    until: int | None = None,
 ) -> int:
-    """The most the lanes take from the shared pool at any step from now on.
+    """The most the lanes take from the shared pool at any step from now on
+    (``until``: at any step up to that one).
 
     ``running`` are sorted by ``steps``, descending; ``constant`` is what each
     group holds for good (reservations with no forecast end) and ``floors``
@@ -67,7 +69,10 @@ def worst_over_time(
     floor is its own room, so this term may be negative). A request of
     ``group`` fits while that never exceeds the shared pool; a lane other
     than ``group`` that is already over its floor is not ``group``'s concern
-    beyond what it takes from the shared pool. O(n x lanes).
+    beyond what it takes from the shared pool. Held KV only grows between
+    two ends, so the most up to step ``until`` comes at an end no later
+    than it: give ``until`` as a request's own end (one of ``running``) and
+    the peaks after it, which it has left, are not counted. O(n x lanes).
     """
     held: dict[str | None, int] = dict(constant)
     rates: dict[str | None, int] = {}
@@ -83,6 +88,9 @@ def worst_over_time(
             ending[owner] = ending.get(owner, 0) + over
         if index + 1 < count and running[index + 1][0] == steps:
             continue  # ends at the same step: the peak counts them together
+        if until is not None and steps > until:
+            ending.clear()
+            continue  # a peak after the step asked about
         if ending:
             for one, less in ending.items():
                 held[one] -= less
