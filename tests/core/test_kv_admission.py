@@ -9,6 +9,8 @@ or a lane's floor, at any later step.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -235,6 +237,91 @@ def test_started_reservations_reject_bad_input_and_change_nothing() -> None:
         with pytest.raises(UsageError):
             call()
     assert kv.statistics() == before
+
+
+def test_fill_starts_within_the_pool_as_held_now_where_the_peak_does_not() -> None:
+    kv = KVReservation(100, 1)
+    assert kv.try_start("long", "heavy", 70, held=10, now=0.0)  # holds 10, then 70
+    # At step 55: 65 + 60 = 125 blocks, were both to go as forecast.
+    assert not kv.try_start("chat", "interactive", 60, held=5, now=0.0)
+    assert not kv.fits("interactive", 60, held=5, fill=0.69)  # 10 held + 60 > 69
+    assert kv.fits("interactive", 60, held=5, fill=0.7)
+    assert kv.try_start("chat", "interactive", 60, held=5, now=0.0, fill=0.7)
+    stats = kv.statistics()
+    assert (stats.used_blocks, stats.peak_blocks) == (15, 125)  # the engine may preempt
+    kv.progress("chat", 60, 60, now=1.0)
+    assert kv.release("chat", now=1.0) == 60
+
+
+def test_fill_keeps_every_floor_and_counts_what_the_engine_holds() -> None:
+    kv = KVReservation(100, 1, {"interactive": 0.5})
+    assert not kv.fits("heavy", 60, held=10, fill=1.0)  # the shared pool is 50
+    assert kv.fits("heavy", 50, held=10, fill=1.0)
+    assert kv.fits("interactive", 100, held=10, fill=1.0)  # its floor and the shared pool
+    kv.observe(0.3, now=0.0)  # 30 blocks the ledger does not hold
+    assert not kv.fits("heavy", 21, held=10, fill=1.0)
+    assert kv.fits("heavy", 20, held=10, fill=0.5)
+    assert not kv.fits("heavy", 20, held=10, fill=0.49)
+
+
+@pytest.mark.parametrize("fill", [0.0, -0.5, 1.01, math.nan, math.inf, True, "0.8"])
+def test_a_bad_fill_raises_and_changes_nothing(fill: float) -> None:
+    kv = KVReservation(10, 4)
+    assert kv.try_start("a", "heavy", 8, held=4, now=0.0)
+    before = kv.statistics()
+    with pytest.raises(UsageError, match="fill"):
+        kv.try_start("b", "heavy", 8, held=4, now=1.0, fill=fill)
+    with pytest.raises(UsageError, match="fill"):
+        kv.fits("heavy", 8, held=4, fill=fill)
+    with pytest.raises(UsageError, match="fill"):
+        kv.fits("heavy", 8, fill=0.5)  # a whole reservation has no start to fill
+    assert kv.statistics() == before
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    num_blocks=st.integers(1, 200),
+    percents=_FLOORS,
+    running=_RUNNING,
+    lane=st.sampled_from(_LANES),
+    held=st.integers(0, 60),
+    answer=st.integers(0, 40),
+    block_size=st.sampled_from([1, 4, 16]),
+    percent=st.integers(1, 100),
+)
+def test_fill_admits_what_the_pool_held_now_has_room_for(
+    num_blocks: int,
+    percents: dict[str, int],
+    running: list[tuple[str, int, int]],
+    lane: str,
+    held: int,
+    answer: int,
+    block_size: int,
+    percent: int,
+) -> None:
+    # Invariant 2 for a start past the peak: the blocks held now with its
+    # whole forecast fit the fill, and the shared pool beside every floor.
+    if sum(percents.values()) >= 100:
+        return
+    kv = _ledger(num_blocks, percents, block_size)
+    _start_all(kv, running)
+    before = kv.statistics()
+    floors = dict(before.reserved_by_lane)
+    after = dict(before.used_by_lane)
+    after[lane] = after.get(lane, 0) + -(-(held + answer) // block_size)
+    shared = sum(max(0, use - floors.get(owner, 0)) for owner, use in after.items())
+    fill = percent / 100
+    expected = shared <= before.shared_blocks and sum(after.values()) * 100 <= percent * num_blocks
+    assert kv.fits(lane, held + answer, held=held, fill=fill) is expected
+    assert kv.try_start("new", lane, held + answer, held=held, now=1.0, fill=fill) is expected
+    stats = kv.statistics()
+    if not expected:
+        assert stats == before
+        return
+    assert stats.used_blocks <= stats.num_blocks
+    for owner, floor in stats.reserved_by_lane.items():
+        others = sum(use for name, use in stats.used_by_lane.items() if name != owner)
+        assert others <= stats.num_blocks - floor
 
 
 class ForecastWorld(RuleBasedStateMachine):

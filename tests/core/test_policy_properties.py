@@ -16,7 +16,7 @@ from slopolicy import Policy, PolicyConfig, Reason, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.ladder.pressure import Pressure
-from slopolicy.core.lifecycle import Started
+from slopolicy.core.lifecycle import Entry, Started
 from slopolicy.core.outcome import Finished, Hold, Outcome
 from slopolicy.errors import UsageError
 
@@ -147,14 +147,26 @@ class PolicyLifecycle(RuleBasedStateMachine):
         if result.started:
             # Invariant 2: what it started fits the pool at its forecast peak
             # (until it ends: answers that ran past their forecast may have
-            # put a later peak over the pool already, which the engine meets).
+            # put a later peak over the pool already, which the engine meets),
+            # or, a deadline head at the cold start, the pool as held now.
             kv = self.policy.statistics().kv
-            assert kv.peak_blocks <= kv.num_blocks or before.peak_blocks > before.num_blocks
+            assert kv.used_blocks <= kv.num_blocks
+            cold = any(self._cold(self.policy._entries[s.id]) for s in result.started)
+            if cold:
+                event("a deadline head started at the cold start")
+            assert kv.peak_blocks <= kv.num_blocks or before.peak_blocks > before.num_blocks or cold
         self._check_work_conserving()
         # Invariant 6: nothing still queued is past its deadline.
         for entry in self.policy._entries.values():
             if entry.phase.value == "queued":
                 assert entry.deadline > self.now, f"{entry.id} overdue"
+
+    def _cold(self, entry: Entry) -> bool:
+        """Whether ``entry`` may start past the peak: a first-token deadline
+        and its answer still at its ceiling for want of a forecast."""
+        policy = self.policy
+        fill = policy.reservations.cold_fill(entry)
+        return fill is not None and entry.lane in policy.first_tokens._bounds
 
     def _running_ids(self) -> list[str]:
         return [rid for rid, phase in self.live.items() if phase == "running"]
@@ -275,6 +287,10 @@ class PolicyLifecycle(RuleBasedStateMachine):
                 event("a head held by its tenant's share of the KV pool")
                 continue
             assert not policy.reservations.fits(entry), f"{entry.id} in {lane} fits but waits"
+            fill = policy.reservations.cold_fill(entry)
+            if self._cold(entry) and fill is not None:
+                # At the cold start a deadline head starts within the pool as held now.
+                assert not policy.reservations.fits(entry, fill=fill), f"{entry.id} fits now"
 
     @invariant()
     def phases_match(self) -> None:
@@ -391,3 +407,35 @@ class PacedPolicyLifecycle(PolicyLifecycle):
 
 PacedPolicyLifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=60)
 TestPacedPolicyLifecycle = PacedPolicyLifecycle.TestCase
+
+
+class ColdPoolPolicyLifecycle(PolicyLifecycle):
+    """The same lifecycle on a pool a few requests fill, the interactive lane
+    with a first-token deadline: at the cold start its heads that the
+    ceilings' peak holds back start within the pool as held now
+    (``Reservations.cold_fill``). Every invariant above holds; what starts
+    never holds more than the pool."""
+
+    config = PolicyConfig.from_dict(
+        {
+            **_CONFIG.model_dump(mode="json"),
+            "lanes": [
+                {
+                    **lane.model_dump(mode="json"),
+                    "max_new_tokens": 800,
+                    "kv_reserve": 0.1,
+                    "slo": {"ttft_p95_s": 1.0},
+                }
+                if lane.name == "interactive"
+                else lane.model_dump(mode="json")
+                for lane in _CONFIG.lanes
+            ],
+            "kv": {"num_blocks": 60, "block_size": 16},
+            # Eight seats and no prefill budget: the KV ledger is what holds heads.
+            "engine": {"max_running": 8, "prefill_horizon_s": None},
+        }
+    )
+
+
+ColdPoolPolicyLifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=60)
+TestColdPoolPolicyLifecycle = ColdPoolPolicyLifecycle.TestCase

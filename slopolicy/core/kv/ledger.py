@@ -18,9 +18,21 @@ the future of everything live fits the pool, lane by lane
 not whether the sum of every request's own peak does; a ledger of whole
 reservations only is the special case where the two agree. A started
 request is asked to fit only until its own forecast end: a later peak (answers
-that ran past their forecasts can put one over the pool) is one it has left. The check is
-O(1) while the sum of peaks fits (the common case below saturation) and
-O(n log n) over the n running requests otherwise.
+that ran past their forecasts can put one over the pool) is one it has left.
+The check is O(1) while the sum of peaks fits (the common case below
+saturation) and O(n log n) over the n running requests otherwise.
+
+The forecast peak protects running requests from a preemption that may come;
+a start it holds back waits for answers that may never be written. Where
+that is the wrong trade (the policy's cold start, when every answer still
+counts at its ceiling; :mod:`slopolicy.core.policy.reservations`),
+``try_start``'s ``fill`` asks instead what is held *now*: the blocks every live reservation
+holds, the engine's excess, and this request at its whole forecast stay
+within ``fill`` of the pool, and within the shared pool beside every lane's
+floor. The room is free now, so no floor is ever taken; if the answers then
+grow as forecast past the pool, the engine preempts (vLLM takes the request
+that started last, or the least urgent under ``--scheduling-policy
+priority``). O(1).
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ from slopolicy.core.kv.peak import Running, started
 from slopolicy.core.kv.snapshot import KVStatistics
 from slopolicy.errors import UsageError
 
-__all__ = ("KVReservation", "KVStatistics")
+__all__ = ("KVReservation", "KVStatistics", "check_fill")
 
 # Float products that should be integers (0.3 x 10 = 3.0000000000000004) must not
 # cost a block; the relative slack is far below one block for any real pool.
@@ -168,18 +180,32 @@ class KVReservation:
         room = (self.shared_blocks - self._engine_excess()) * self.block_size - worst
         return max(0, room // self.block_size)
 
-    def fits(self, lane: str, tokens: int, *, held: int | None = None, sequences: int = 1) -> bool:
+    def fits(
+        self,
+        lane: str,
+        tokens: int,
+        *,
+        held: int | None = None,
+        sequences: int = 1,
+        fill: float | None = None,
+    ) -> bool:
         """Whether :meth:`try_start` (or, with ``held`` unset, :meth:`try_reserve`)
-        of ``tokens`` in ``lane`` would succeed now; changes nothing."""
+        of ``tokens`` in ``lane``, with ``fill`` if given, would succeed now;
+        changes nothing."""
         check_name("lane", lane)
         check_count("tokens", tokens)
         check_count("sequences", sequences, minimum=1)
         if held is None:
+            if fill is not None:
+                raise UsageError("fill applies to a start (give held)")
             blocks = self._blocks_for(tokens)
             return not blocks or self._admits(lane, blocks * self.block_size, None, None)
         check_count("held", held)
         if held > tokens:
             raise UsageError(f"held ({held}) must be <= tokens ({tokens})")
+        if fill is not None:
+            check_fill(fill)
+            return self._fits_now(lane, self._blocks_for(tokens), fill)
         steps = -(-(tokens - held) // sequences)
         running = started(steps, self._future.group(lane), held, sequences, self.block_size)
         return self._admits(lane, 0, running, None)
@@ -212,14 +238,25 @@ class KVReservation:
         return True
 
     def try_start(
-        self, request_id: str, lane: str, tokens: int, *, held: int, sequences: int = 1, now: float
+        self,
+        request_id: str,
+        lane: str,
+        tokens: int,
+        *,
+        held: int,
+        sequences: int = 1,
+        now: float,
+        fill: float | None = None,
     ) -> bool:
         """Reserve ``tokens`` for a request of ``lane`` that starts holding ``held``
         of them (its prompt) and grows by ``sequences`` tokens a step (one per
         sequence) until it holds them all, when it is forecast to end; admitted
         iff the forecast peak of everything live fits until then (see the
-        module), all or nothing. Report its growth with :meth:`progress`. ``False`` leaves the
-        ledger as it was; an id that already holds a reservation raises."""
+        module), or, with ``fill`` (a fraction of the pool, in (0, 1]), iff the
+        pool as held now with ``tokens`` more fits within it and the floors,
+        all or nothing. Report its growth with :meth:`progress`. ``False``
+        leaves the ledger as it was; an id that already holds a reservation
+        raises."""
         check_name("request_id", request_id)
         check_name("lane", lane)
         check_count("tokens", tokens)
@@ -228,10 +265,19 @@ class KVReservation:
         if held > tokens:
             raise UsageError(f"held ({held}) must be <= tokens ({tokens})")
         check_now(now)
-        return self._start(request_id, lane, tokens, held, sequences, now)
+        if fill is not None:
+            check_fill(fill)
+        return self._start(request_id, lane, tokens, held, sequences, now, fill)
 
     def _start(
-        self, request_id: str, lane: str, tokens: int, held: int, sequences: int, now: float
+        self,
+        request_id: str,
+        lane: str,
+        tokens: int,
+        held: int,
+        sequences: int,
+        now: float,
+        fill: float | None = None,
     ) -> bool:
         """:meth:`try_start` for a caller that checked its arguments."""
         if request_id in self._reservations:
@@ -240,7 +286,10 @@ class KVReservation:
             self._now = now
         group, size = self._future.group(lane), self.block_size
         steps = -(-(tokens - held) // sequences)
-        if not self._admits(lane, 0, started(steps, group, held, sequences, size), None):
+        if fill is not None:
+            if not self._fits_now(lane, self._blocks_for(tokens), fill):
+                return False
+        elif not self._admits(lane, 0, started(steps, group, held, sequences, size), None):
             return False
         blocks = self._blocks_for(held)
         entry = Reservation(request_id, lane, group, blocks, self._epoch)
@@ -381,6 +430,22 @@ class KVReservation:
         budget = (self.shared_blocks - self._engine_excess()) * self.block_size
         return self._future.admits(lane, whole, running, without, budget)
 
+    def _fits_now(self, lane: str, blocks: int, fill: float) -> bool:
+        """Whether ``blocks`` more for ``lane`` fit the pool as held now: the
+        shared pool beside every floor, and ``fill`` of the whole pool (see
+        the module), the engine's excess counted in both."""
+        excess = self._engine_excess()
+        floor = self._floors.get(lane)
+        if floor is None:
+            grows = blocks
+        else:
+            used = self._used[lane]
+            grows = max(0, used + blocks - floor) - max(0, used - floor)
+        if self._overflow + grows + excess > self.shared_blocks:
+            return False
+        held_now = self._floor_used + self._overflow + excess + blocks
+        return held_now <= fill * self.num_blocks * (1.0 + _USAGE_SLACK)
+
     def _hold(self, entry: Reservation, blocks: int) -> None:
         """``entry`` holds ``blocks`` blocks now: the ledger and the engine view follow."""
         delta = blocks - entry.blocks
@@ -437,3 +502,9 @@ class KVReservation:
         self._floor_used += min(after, floor) - min(before, floor)
         self._overflow += max(0, after - floor) - max(0, before - floor)
         self._used[lane] = after
+
+
+def check_fill(fill: float) -> None:
+    """Check a ``fill``: a fraction of the pool in (0, 1]."""
+    if not (is_number(fill) and 0.0 < fill <= 1.0):
+        raise UsageError(f"fill must be a fraction of the pool in (0, 1], got {shown(fill)}")

@@ -2,8 +2,10 @@
 
 Each dispatch evaluates the fallback ladder when due, sweeps idle tasks,
 expires overdue queued requests, then starts heads in fair order while seats,
-the dispatch rate, the prefill budget, the KV ledger and, while the engine is
-saturated, the tenants' shares of the KV pool
+the dispatch rate, the prefill budget, the KV ledger (at the cold start a
+head with a first-token deadline starts within the pool as held now:
+:meth:`~slopolicy.core.policy.reservations.Reservations.cold_fill`) and,
+while the engine is saturated, the tenants' shares of the KV pool
 (:mod:`~slopolicy.core.kv.shares`) allow; it reports to
 the policy's :class:`~slopolicy.core.queueing.saturation.Saturation` whether
 the engine held a startable head back (every seat taken, or a head that did
@@ -152,7 +154,12 @@ class Dispatcher:
                     entry.held_by = Hold.KV_SHARE
                     skip.setdefault(lane, set()).add(entry.tenant)
                     break  # the lane's next tenant may start in its place
-                if self._reservations.start(entry, now=now):
+                reservations = self._reservations
+                if reservations.start(entry, now=now) or (
+                    lane in first_tokens._bounds  # a first-token deadline: waiting loses it
+                    and (fill := reservations.cold_fill(entry)) is not None
+                    and reservations.start(entry, now=now, fill=fill)
+                ):
                     if self._kv_shares is not None:
                         self._kv_shares._started(entry.tenant, entry.kv_blocks)
                     self._take(lane, entry, skip)

@@ -14,6 +14,21 @@ held more of the pool for answers that mostly end soon: it cost a third of
 the ServeGen trace's capacity and gained nothing on any other trace
 (``python -m benchmarks.bench_capacity --quick``). Completed answers feed
 the forecast.
+
+**The cold start.** Until a lane has answered enough for a forecast, each of
+its requests reserves its ceiling: a bound, not a forecast. A reasoning
+client sends ``max_new_tokens`` of 16-32k, so a burst of its turns right
+after the policy starts reads as a full pool while the engine holds almost
+nothing, and turns with a first-token deadline expire waiting on answers
+that will mostly never be written (on a held-out ServeGen window, 28 of 30
+chat turns 1.3 s in, where FCFS served all 30). So while a request's
+forecast is its ceiling, :meth:`Reservations.cold_fill` lets the caller
+start it within :data:`COLD_FILL` of the pool *as held now*
+(:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`'s ``fill``),
+as FCFS would start it; once the lane has a forecast the peak binds again.
+Not past the cold start: there a held-back burst is a tenant's long answers
+holding the pool while other tenants' turns wait, and starting it on the
+room held now cost a ServeGen window 0.103x -> 0.081x (``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -22,7 +37,13 @@ from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.kv.ledger import KVReservation
 from slopolicy.core.lifecycle import Entry
 
-__all__ = ("Reservations",)
+__all__ = ("COLD_FILL", "Reservations")
+
+#: The most of the pool, as held now, that a start whose answer is still
+#: counted at its ceiling may bring it to (with that ceiling): the level
+#: under which the ladder's default ``kv_usage`` trigger reads the engine
+#: as out of KV pressure, so the running requests keep a fifth to grow into.
+COLD_FILL = 0.8
 
 
 class Reservations:
@@ -71,22 +92,36 @@ class Reservations:
             return max_new_tokens
         return self.outputs.per_sequence(lane, max_new_tokens, tenant=tenant)
 
-    def start(self, entry: Entry, *, now: float) -> bool:
-        """Reserve ``entry``'s prompt and forecast answer if the peak fits (see
-        the module); ``False`` leaves the ledger as it was."""
-        kv, request = self.kv, entry.request
-        sequences, prompt = request.sequences, entry.prompt_tokens
-        tokens = kv._tokens_needed(prompt, entry.kv_output, sequences)
-        held = kv._tokens_needed(prompt, 0, sequences)
-        return kv._start(entry.id, entry.lane, tokens, held, sequences, now)
+    def cold_fill(self, entry: Entry) -> float | None:
+        """:data:`COLD_FILL` while the queued ``entry``'s answer is counted at
+        its ceiling for want of a forecast (its lane has too few answers and
+        its tenant too; see the module), else ``None``; ``None`` too where the
+        ceiling is what was asked (no forecast configured)."""
+        outputs = self.outputs
+        if outputs is None or entry.kv_output < entry.request.max_new_tokens:
+            return None
+        if outputs.forecast(entry.lane, tenant=entry.tenant) is not None:
+            return None
+        return COLD_FILL
 
-    def fits(self, entry: Entry) -> bool:
-        """Whether :meth:`start` of the queued ``entry`` would succeed now."""
+    def start(self, entry: Entry, *, now: float, fill: float | None = None) -> bool:
+        """Reserve ``entry``'s prompt and forecast answer if the peak fits (see
+        the module), or with ``fill``, if they fit within that fraction of the
+        pool as held now (:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`);
+        ``False`` leaves the ledger as it was."""
         kv, request = self.kv, entry.request
         sequences, prompt = request.sequences, entry.prompt_tokens
         tokens = kv._tokens_needed(prompt, entry.kv_output, sequences)
         held = kv._tokens_needed(prompt, 0, sequences)
-        return kv.fits(entry.lane, tokens, held=held, sequences=sequences)
+        return kv._start(entry.id, entry.lane, tokens, held, sequences, now, fill)
+
+    def fits(self, entry: Entry, *, fill: float | None = None) -> bool:
+        """Whether :meth:`start` of the queued ``entry`` (with ``fill``) would succeed now."""
+        kv, request = self.kv, entry.request
+        sequences, prompt = request.sequences, entry.prompt_tokens
+        tokens = kv._tokens_needed(prompt, entry.kv_output, sequences)
+        held = kv._tokens_needed(prompt, 0, sequences)
+        return kv.fits(entry.lane, tokens, held=held, sequences=sequences, fill=fill)
 
     def progress(self, entry: Entry, *, now: float) -> None:
         """``entry``'s answer grew: what it holds now, and its forecast end
