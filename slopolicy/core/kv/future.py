@@ -142,7 +142,7 @@ class FutureUse:
             order = [*order, running]
             order.sort(key=_steps, reverse=True)  # one new element: one pass
             until = running[0]  # what comes after its end is not its to fit
-        return worst_over_time(order, constant, floors, group, until) <= budget
+        return worst_over_time(order, constant, floors, group, until=until) <= budget
 
     def worst(self, group: str | None) -> int:
         """The most the lanes take from the shared pool at any step, as counted

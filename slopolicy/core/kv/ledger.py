@@ -47,7 +47,7 @@ from slopolicy.core.kv.peak import Running, started
 from slopolicy.core.kv.snapshot import KVStatistics
 from slopolicy.errors import UsageError
 
-__all__ = ("KVReservation", "KVStatistics", "check_fill")
+__all__ = ("KVReservation", "KVStatistics")
 
 # Float products that should be integers (0.3 x 10 = 3.0000000000000004) must not
 # cost a block; the relative slack is far below one block for any real pool.
@@ -204,7 +204,7 @@ class KVReservation:
         if held > tokens:
             raise UsageError(f"held ({held}) must be <= tokens ({tokens})")
         if fill is not None:
-            check_fill(fill)
+            _check_fill(fill)
             return self._fits_now(lane, self._blocks_for(tokens), fill)
         steps = -(-(tokens - held) // sequences)
         running = started(steps, self._future.group(lane), held, sequences, self.block_size)
@@ -266,7 +266,7 @@ class KVReservation:
             raise UsageError(f"held ({held}) must be <= tokens ({tokens})")
         check_now(now)
         if fill is not None:
-            check_fill(fill)
+            _check_fill(fill)
         return self._start(request_id, lane, tokens, held, sequences, now, fill)
 
     def _start(
@@ -504,7 +504,7 @@ class KVReservation:
         self._used[lane] = after
 
 
-def check_fill(fill: float) -> None:
+def _check_fill(fill: float) -> None:
     """Check a ``fill``: a fraction of the pool in (0, 1]."""
     if not (is_number(fill) and 0.0 < fill <= 1.0):
         raise UsageError(f"fill must be a fraction of the pool in (0, 1], got {shown(fill)}")

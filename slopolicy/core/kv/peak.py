@@ -54,6 +54,7 @@ def worst_over_time(
     constant: Mapping[str | None, int],
     floors: Mapping[str, int],
     group: str | None,
+    *,
     until: int | None = None,
 ) -> int:
     """The most the lanes take from the shared pool at any step from now on

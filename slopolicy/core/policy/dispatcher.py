@@ -125,7 +125,7 @@ class Dispatcher:
         if pace is not None and not pace._ready(now):
             return None  # the next start, whichever it is, waits for the rate
         queues, seats, health = self._queues, self._seats, self._health
-        first_tokens = self._first_tokens
+        first_tokens, reservations = self._first_tokens, self._reservations
         waits = health.favour_waits()
         skip: dict[str, set[str]] = {}  # tenants held by their KV share, by lane
         while True:  # again when a lost head left or a tenant was held: the candidates changed
@@ -154,7 +154,6 @@ class Dispatcher:
                     entry.held_by = Hold.KV_SHARE
                     skip.setdefault(lane, set()).add(entry.tenant)
                     break  # the lane's next tenant may start in its place
-                reservations = self._reservations
                 if reservations.start(entry, now=now) or (
                     lane in first_tokens._bounds  # a first-token deadline: waiting loses it
                     and (fill := reservations.cold_fill(entry)) is not None

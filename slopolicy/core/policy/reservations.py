@@ -17,11 +17,11 @@ the forecast.
 
 **The cold start.** Until a lane has answered enough for a forecast, each of
 its requests reserves its ceiling: a bound, not a forecast. A reasoning
-client sends ``max_new_tokens`` of 16-32k, so a burst of its turns right
-after the policy starts reads as a full pool while the engine holds almost
-nothing, and turns with a first-token deadline expire waiting on answers
-that will mostly never be written (on a held-out ServeGen window, 28 of 30
-chat turns 1.3 s in, where FCFS served all 30). So while a request's
+client sends ``max_new_tokens`` up to 32k (ServeGen's reach 32,768), so a
+burst of its turns right after the policy starts reads as a full pool while
+the engine holds almost nothing, and turns with a first-token deadline expire waiting on answers
+that will mostly never be written (on a held-out ServeGen window, 29 of 30
+chat turns in the first 2 s, where FCFS served all 30). So while a request's
 forecast is its ceiling, :meth:`Reservations.cold_fill` lets the caller
 start it within :data:`COLD_FILL` of the pool *as held now*
 (:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`'s ``fill``),
