@@ -182,6 +182,16 @@ HELD_OUT: dict[str, Callable[[bool], Trace]] = {
     "long-conv-s11": lambda quick: Trace(
         long_conversation(150.0 if quick else 300.0, seed=11), H100
     ),
+    # Five more, added unseen (their first run, before and after the KV pool's
+    # shares counted requests that gave up on it, is in benchmarks/README.md):
+    # ServeGen windows at 6, 10, 16 and 20 h, and noon's window on a fifth seed.
+    "servegen@21600": lambda quick: Trace(servegen(21600.0, 90.0 if quick else 180.0), H100),
+    "servegen@36000": lambda quick: Trace(servegen(36000.0, 90.0 if quick else 180.0), H100),
+    "servegen@57600": lambda quick: Trace(servegen(57600.0, 90.0 if quick else 180.0), H100),
+    "servegen@72000": lambda quick: Trace(servegen(72000.0, 90.0 if quick else 180.0), H100),
+    "servegen@43200-s4": lambda quick: Trace(
+        servegen(43200.0, 90.0 if quick else 180.0, seed=4), H100
+    ),
 }
 
 

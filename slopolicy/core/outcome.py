@@ -40,10 +40,9 @@ class Hold(enum.Enum):
     stable wire name.
 
     ``KV``: its KV did not fit the ledger (the pool, as forecast).
-    ``KV_SHARE``: on a saturated engine its tenant held more than its share
-    of the pool, and its KV did not fit beside the room other tenants are
-    owed (:mod:`~slopolicy.core.kv.shares`); the lane's next tenant went
-    instead.
+    ``KV_SHARE``: its tenant held more than its share of an over-asked
+    pool, and its KV did not fit beside the room other tenants are owed
+    (:mod:`~slopolicy.core.kv.shares`); the lane's next tenant went instead.
     ``PREFILL``: the prompt work already ahead of it in the engine filled the
     prefill budget. ``SEATS``: the seats its lane may use were all taken.
     ``PAUSED``: the fallback ladder paused its lane. ``LATE``: it would have

@@ -1,6 +1,7 @@
-"""On a saturated engine a tenant past its share of the KV pool starts only
-from room no other tenant is owed, and the lane's next tenant goes instead
-(slopolicy.core.kv.shares, wired in the dispatcher)."""
+"""A tenant past its share of an over-asked KV pool starts only from room no
+other tenant is owed (counting the requests that gave up waiting for the
+pool), and the lane's next tenant goes instead (slopolicy.core.kv.shares,
+wired in the dispatcher)."""
 
 from __future__ import annotations
 
@@ -87,3 +88,61 @@ def test_without_shares_the_head_goes_first() -> None:
 def test_a_tenant_alone_fills_the_pool() -> None:
     # Nobody else needs the pool: nothing is owed, and big's last starts.
     assert _fill(_policy(), small=False) == ["big-20"]
+
+
+def _big_fills_the_pool(policy: Policy) -> None:
+    for k in range(20):
+        _submit(policy, f"big-{k}", "big", 24, now=0.0)
+    assert len(policy.dispatch(now=0.0).started) == 20
+
+
+def test_room_is_kept_for_a_tenant_whose_requests_gave_up_on_the_pool() -> None:
+    # big fills the pool; each of small's 20-block requests waits a second
+    # at the lane's front for room and gives up. Counted only while queued,
+    # small would need almost nothing; counted as held from when they gave
+    # up, small is owed room, so when four of big's requests end big's next
+    # is held and the freed blocks wait for small's next request.
+    policy = _policy(share_window_s=2.0)
+    _big_fills_the_pool(policy)
+    for k in range(4):
+        at = 0.1 + 1.2 * k
+        request = Request(
+            id=f"small-{k}", tenant="small", prompt_tokens=264, max_new_tokens=56, deadline=at + 1
+        )
+        policy.submit(request, now=at)
+        assert policy.dispatch(now=at).started == ()
+        (expired,) = policy.dispatch(now=at + 1.05).expired
+        assert (expired.id, expired.held_by) == (f"small-{k}", Hold.KV)
+    for k in range(4):
+        policy.finish(f"big-{k}", now=5.0, output_tokens=56)
+    _submit(policy, "big-20", "big", 24, now=5.0)
+    assert policy.dispatch(now=5.0).started == ()
+    _submit(policy, "small-4", "small", 264, now=5.2)
+    assert [started.id for started in policy.dispatch(now=5.2).started] == ["small-4"]
+
+
+def test_without_requests_that_gave_up_the_tenant_filling_the_pool_refills_it() -> None:
+    # The same, but small never asked: nobody is owed, big-20 starts at once.
+    policy = _policy(share_window_s=2.0)
+    _big_fills_the_pool(policy)
+    for k in range(4):
+        policy.finish(f"big-{k}", now=5.0, output_tokens=56)
+    _submit(policy, "big-20", "big", 24, now=5.0)
+    assert [started.id for started in policy.dispatch(now=5.0).started] == ["big-20"]
+
+
+def test_with_nothing_running_no_room_is_kept() -> None:
+    # Three tenants each wait with 60 blocks of 100: each is past its third,
+    # so none would leave the others' shares free. The room owed would come
+    # from a running request's end, and nothing runs: the first in fair
+    # order starts, and the next then waits on the ledger (40 blocks free),
+    # the last behind it.
+    policy = _policy()
+    for name in ("a", "b", "c"):
+        _submit(policy, name, name, 904, now=0.0)
+    assert [started.id for started in policy.dispatch(now=0.0).started] == ["a"]
+    expired = {f.id: f for f in policy.dispatch(now=600.5).expired}
+    assert {name: finished.held_by for name, finished in expired.items()} == {
+        "b": Hold.KV,
+        "c": None,
+    }

@@ -107,6 +107,30 @@ def test_the_need_is_averaged_over_the_window() -> None:
     assert shares.need("never") == 0.0
 
 
+def test_a_request_that_gave_up_counts_as_held_fading_with_the_window() -> None:
+    shares = KVShares(100, 10.0)
+    shares.refresh({"a": TenantKV(weight=1.0, held=100, queued=0)}, now=0.0)
+    # b's request waited for 30 blocks and gave up at 0 s: from the next
+    # refresh b's need counts them as held from then, fading over the window.
+    shares.gave_up("b", 30, weight=2.0, now=0.0)
+    shares.refresh({"a": TenantKV(weight=1.0, held=100, queued=0)}, now=10.0)
+    kept = math.exp(-1.0)
+    assert shares.need("b") == pytest.approx(30.0 * kept * (1.0 - kept))
+    # The needs exceed the pool: a (weight 1) holds past its share, b
+    # (weight 2, known from its request) is owed its need.
+    assert shares.level < math.inf
+    assert shares.owed("a") == pytest.approx(shares.need("b"))
+    free = math.floor(shares.owed("a")) + 5
+    assert not shares.allows("a", 6, weight=1.0, free=free)
+    # Two more gave up later: the faded blocks add up.
+    shares.gave_up("b", 30, weight=2.0, now=20.0)
+    shares.refresh({"a": TenantKV(weight=1.0, held=100, queued=0)}, now=20.0)
+    assert shares.need("b") > 30.0 * kept * (1.0 - kept)
+    # Nothing live and nothing given up lately: forgotten.
+    shares.refresh({}, now=1000.0)
+    assert shares.need("b") == 0.0
+
+
 def test_refreshes_are_a_twentieth_of_the_window_apart() -> None:
     shares = KVShares(100, 20.0)
     assert shares.due(now=0.0)
@@ -158,6 +182,10 @@ def test_a_clock_that_went_back_ages_nothing() -> None:
         (lambda: KVShares(10, 1.0).allows("a", 1, weight=1.0, free=None), "free"),  # type: ignore[arg-type]
         (lambda: KVShares(10, 1.0).allows("a", 1, weight=-1.0, free=3), "weight"),
         (lambda: KVShares(10, 1.0).started("a", -2), "blocks"),
+        (lambda: KVShares(10, 1.0).gave_up("", 2, weight=1.0, now=0.0), "tenant"),
+        (lambda: KVShares(10, 1.0).gave_up("a", -2, weight=1.0, now=0.0), "blocks"),
+        (lambda: KVShares(10, 1.0).gave_up("a", 2, weight=0.0, now=0.0), "weight"),
+        (lambda: KVShares(10, 1.0).gave_up("a", 2, weight=1.0, now=math.nan), "now"),
         (lambda: KVShares(10, 1.0).due(now=math.nan), "now"),
     ],
 )
@@ -184,6 +212,14 @@ def test_bad_input_to_a_refresh_changes_nothing() -> None:
             now=1.0,
         )
     assert (shares.level, shares.owed(), shares.need("a")) == (level, owed, 80.0)
+
+
+def test_a_bad_give_up_changes_nothing() -> None:
+    shares = _shares(100, {"a": TenantKV(weight=1.0, held=80, queued=0)})
+    with pytest.raises(UsageError):
+        shares.gave_up("b", 30, weight=-1.0, now=0.0)
+    shares.refresh({"a": TenantKV(weight=1.0, held=80, queued=0)}, now=1.0)
+    assert shares.need("b") == 0.0
 
 
 _takes = st.dictionaries(
@@ -215,39 +251,55 @@ def test_the_shares_fill_the_pool_exactly_when_the_needs_exceed_it(
 @given(
     pool=st.integers(1, 1000),
     takes=_takes,
+    gave_up=st.lists(st.tuples(st.sampled_from("abcdefghy"), st.integers(0, 300)), max_size=6),
     starts=st.lists(st.tuples(st.sampled_from("abcdefghz"), st.integers(0, 300)), max_size=10),
-    tenant=st.sampled_from("abcdefgh"),
+    tenant=st.sampled_from("abcdefghy"),
     blocks=st.integers(0, 500),
     free=st.integers(0, 1000),
 )
 def test_what_is_owed_and_allowed(
     pool: int,
     takes: dict[str, TenantKV],
+    gave_up: list[tuple[str, int]],
     starts: list[tuple[str, int]],
     tenant: str,
     blocks: int,
     free: int,
 ) -> None:
-    shares = _shares(pool, takes)
+    shares = KVShares(pool, 30.0)
+    # Requests that gave up at the first refresh's instant count whole in
+    # its sample (which stands for the window), as held.
+    weights = {name: took.weight for name, took in takes.items()}
+    given: dict[str, int] = {}
+    for name, lost in gave_up:
+        shares.gave_up(name, lost, weight=weights.setdefault(name, 1.0), now=0.0)
+        given[name] = given.get(name, 0) + lost
+    shares.refresh(takes, now=0.0)
+    needs = {name: float(took.held + took.queued) for name, took in takes.items()}
+    for name, lost in given.items():
+        needs[name] = needs.get(name, 0.0) + lost
     held = {name: took.held for name, took in takes.items()}
     for name, more in starts:
         shares.started(name, more)
         held[name] = held.get(name, 0) + more
     level = shares.level
-    caps = {
-        name: min(float(took.held + took.queued), took.weight * level)
-        for name, took in takes.items()
-    }
+    if sum(needs.values()) > pool:
+        filled = sum(min(need, weights[name] * level) for name, need in needs.items())
+        assert filled == pytest.approx(pool, rel=1e-9)
+    else:
+        assert level == math.inf
+    caps = {name: min(need, weights[name] * level) for name, need in needs.items()}
     # Kept as starts come: what a fresh sum over the tenants gives.
-    others = sum(max(0.0, cap - held[name]) for name, cap in caps.items() if name != tenant)
+    others = sum(max(0.0, cap - held.get(name, 0)) for name, cap in caps.items() if name != tenant)
     assert shares.owed(tenant) == pytest.approx(others, abs=1e-6)
-    weight = takes[tenant].weight if tenant in takes else 1.0
+    weight = weights.get(tenant, 1.0)
     allowed = shares.allows(tenant, blocks, weight=weight, free=free)
-    if held.get(tenant, 0) + blocks <= weight * level:
+    mine = held.get(tenant, 0)
+    if mine + blocks <= weight * level:
         assert allowed  # within its share: whatever the others are owed
     if others <= 1e-9 and blocks <= free:
         assert allowed  # nobody owed: work-conserving
-    if allowed and held.get(tenant, 0) + blocks > weight * level:
+    if allowed and mine + blocks > weight * level:
         assert free - blocks >= others - 1e-6  # past its share: only unowed room
 
 

@@ -279,11 +279,13 @@ class PolicyLifecycle(RuleBasedStateMachine):
                 continue
             if entry.held_by is Hold.KV_SHARE:
                 # The one exception (DESIGN, invariant 4): held by its tenant's
-                # share of the pool, on a saturated engine, while another
-                # tenant is owed the room; only past that share.
+                # share of an over-asked pool, while another tenant is owed
+                # the room; only past that share, and only while something
+                # runs (an end to free the room owed).
                 shares = policy._dispatcher._kv_shares
                 assert shares is not None
                 assert not shares._within(entry.tenant, entry.kv_blocks, entry.weight)
+                assert policy._dispatcher._book.running > 0
                 event("a head held by its tenant's share of the KV pool")
                 continue
             assert not policy.reservations.fits(entry), f"{entry.id} in {lane} fits but waits"

@@ -4,9 +4,11 @@ Each dispatch evaluates the fallback ladder when due, sweeps idle tasks,
 expires overdue queued requests, then starts heads in fair order while seats,
 the dispatch rate, the prefill budget, the KV ledger (at the cold start a
 head with a first-token deadline starts within the pool as held now:
-:meth:`~slopolicy.core.policy.reservations.Reservations.cold_fill`) and,
-while the engine is saturated, the tenants' shares of the KV pool
-(:mod:`~slopolicy.core.kv.shares`) allow; it reports to
+:meth:`~slopolicy.core.policy.reservations.Reservations.cold_fill`) and the
+tenants' shares of the KV pool (:mod:`~slopolicy.core.kv.shares`: they bind
+only where the pool is over-asked and a tenant is owed room) allow, and it
+tells those shares of each queued request that expired waiting on the pool;
+it reports to
 the policy's :class:`~slopolicy.core.queueing.saturation.Saturation` whether
 the engine held a startable head back (every seat taken, or a head that did
 not fit the KV ledger or the prefill budget), and it says when the next
@@ -25,9 +27,12 @@ from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
 from slopolicy.core.outcome import Finished, Hold, Outcome
 from slopolicy.core.policy.parts import Parts
-from slopolicy.core.queueing.saturation import SATURATED
 
 __all__ = ("Dispatcher",)
+
+#: What a queued request waits on when it waits for KV room: the ledger's
+#: (no room) or its tenant's share of the pool.
+_POOL_HOLDS = (Hold.KV, Hold.KV_SHARE)
 
 
 class Dispatcher:
@@ -80,12 +85,9 @@ class Dispatcher:
         started: list[Started] = []
         if len(expired) == max_expired and self._overdue(now):
             return Dispatch(started=(), expired=tuple(expired), ladder=event)
-        shares, saturation = self._kv_shares, self._saturation
-        if shares is not None:
-            if now >= shares._due:
-                shares._refresh_at(self._tenant_kv(), now)
-            if saturation is None or saturation._fraction(now) < SATURATED:
-                shares = None  # the pool's shares bind only on a saturated engine
+        shares = self._kv_shares
+        if shares is not None and now >= shares._due:
+            shares._refresh_at(self._tenant_kv(), now)
         while not self._seats.full:
             entry = self._start_next(now, expired, shares)
             if entry is None:
@@ -102,6 +104,7 @@ class Dispatcher:
                     rungs=entry.rungs,
                 )
             )
+        saturation = self._saturation
         if saturation is not None:
             saturation._report(self._seats.full or self._held, now)
         return Dispatch(started=tuple(started), expired=tuple(expired), ladder=event)
@@ -159,8 +162,8 @@ class Dispatcher:
                     and (fill := reservations.cold_fill(entry)) is not None
                     and reservations.start(entry, now=now, fill=fill)
                 ):
-                    if self._kv_shares is not None:
-                        self._kv_shares._started(entry.tenant, entry.kv_blocks)
+                    if shares is not None:
+                        shares._started(entry.tenant, entry.kv_blocks)
                     self._take(lane, entry, skip)
                     self._start(lane, entry, needed, now)
                     return entry
@@ -171,11 +174,14 @@ class Dispatcher:
 
     def _kv_share(self, shares: KVShares, entry: Entry) -> bool:
         """Whether ``entry``'s tenant may take its KV: within its share of the
-        pool, leaving free the room the other tenants are owed, or not
-        fitting at all (then the ledger holds it, as any head)."""
+        pool, leaving free the room the other tenants are owed, with nothing
+        running (no end would free that room), or not fitting at all (then
+        the ledger holds it, as any head)."""
         tenant, blocks, weight = entry.tenant, entry.kv_blocks, entry.weight
         if shares._within(tenant, blocks, weight):
             return True  # before the ledger's room is read: the common case
+        if not self._book.running:
+            return True  # no end to come would free the room owed: none is kept
         free = self._kv.free_blocks(entry.lane)
         return free < blocks or shares._allows(tenant, blocks, weight, free)
 
@@ -226,13 +232,16 @@ class Dispatcher:
 
     def _expire(self, now: float, limit: int | None) -> list[Finished]:
         expired: list[Finished] = []
-        deadlines = self._deadlines
+        deadlines, shares = self._deadlines, self._kv_shares
         if now < deadlines.floor:  # the usual case: nothing can be overdue yet
             return expired
         while len(expired) != limit:
             entry = deadlines.pop_overdue(now=now)
             if entry is None:
                 break
+            if shares is not None and entry.held_by in _POOL_HOLDS:
+                # It gave up on room another tenant holds: its tenant needed it.
+                shares._gave_up(entry.tenant, entry.kv_blocks, entry.weight, now)
             self._queues.remove(entry.lane, entry)
             expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
         return expired
