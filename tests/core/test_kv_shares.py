@@ -117,9 +117,11 @@ def test_a_request_that_gave_up_counts_as_held_fading_with_the_window() -> None:
     kept = math.exp(-1.0)
     assert shares.need("b") == pytest.approx(30.0 * kept * (1.0 - kept))
     # The needs exceed the pool: a (weight 1) holds past its share, b
-    # (weight 2, known from its request) is owed its need.
+    # (weight 2, known from its request) is owed at once what it gave up,
+    # faded (more than its average has taken in yet).
     assert shares.level < math.inf
-    assert shares.owed("a") == pytest.approx(shares.need("b"))
+    assert shares.owed("a") == pytest.approx(30.0 * kept)
+    assert shares.owed("a") > shares.need("b")
     free = math.floor(shares.owed("a")) + 5
     assert not shares.allows("a", 6, weight=1.0, free=free)
     # Two more gave up later: the faded blocks add up.

@@ -19,7 +19,10 @@ constant ``window_s`` (sampled at each refresh, every ``window_s / 20`` of
 the caller's clock). Its **share** is max-min fair on those averages over
 the pool, by weight: the level ``L`` where ``sum_i min(need_i, w_i L)`` is
 the pool (``inf`` while the needs fit). A tenant is **owed** ``max(0,
-min(need_i, w_i L) - held_i)``: the part of its share it does not hold. A
+min(max(need_i, given_i), w_i L) - held_i)``: the part of its share it does
+not hold, where ``given_i`` is what its requests gave up, faded to now (so
+a turn that just gave up is owed its room at once, not as the average takes
+it in, about a twentieth of it a refresh). A
 start of tenant ``t`` of ``b`` blocks is allowed when the tenant then holds
 at most ``w_t L``, or, past it, when the room free after it still covers
 what every other tenant is owed. So the cap binds only where the pool is
@@ -88,7 +91,7 @@ class _Tenant:
         self.need = 0.0  # averaged blocks held, queued and given up
         self.weight = 1.0
         self.held = 0  # blocks held, as of the refresh plus starts since
-        self.cap = 0.0  # min(need, weight * level) at the refresh
+        self.cap = 0.0  # min(max(need, given up), weight * level) at the refresh
         self.gave_up = 0.0  # blocks given up, as of gave_up_at, fading
         self.gave_up_at = -math.inf
 
@@ -185,7 +188,9 @@ class KVShares:
         self._level = level = _level(records.values(), self._pool)
         owed = 0.0
         for record in records.values():
-            record.cap = min(record.need, record.weight * level)
+            # Room given up just now is owed at once, not once the average has grown.
+            wanted = max(record.need, record.given_up(now, window))
+            record.cap = min(wanted, record.weight * level)
             owed += max(0.0, record.cap - record.held)
         self._owed = owed
 
