@@ -10,6 +10,7 @@ or a lane's floor, at any later step.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -28,6 +29,16 @@ _FLOORS = st.fixed_dictionaries(
 _RUNNING = st.lists(
     st.tuples(st.sampled_from(_LANES), st.integers(0, 60), st.integers(0, 40)), max_size=7
 )
+#: A pool with lane floors, requests running in it, and a candidate start
+#: of ``lane`` holding ``held`` tokens that will write ``answer`` more.
+_START: dict[str, st.SearchStrategy[Any]] = {
+    "num_blocks": st.integers(1, 200),
+    "percents": _FLOORS,
+    "running": _RUNNING,
+    "lane": st.sampled_from(_LANES),
+    "held": st.integers(0, 60),
+    "answer": st.integers(0, 40),
+}
 
 
 def _ledger(num_blocks: int, percents: dict[str, int], block_size: int = 1) -> KVReservation:
@@ -76,15 +87,7 @@ def _naive_fits(
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    num_blocks=st.integers(1, 200),
-    percents=_FLOORS,
-    running=_RUNNING,
-    overruns=st.lists(st.integers(0, 80), max_size=7),
-    lane=st.sampled_from(_LANES),
-    held=st.integers(0, 60),
-    answer=st.integers(0, 40),
-)
+@given(**_START, overruns=st.lists(st.integers(0, 80), max_size=7))
 def test_admission_is_the_naive_future_peak(
     num_blocks: int,
     percents: dict[str, int],
@@ -114,15 +117,7 @@ def test_admission_is_the_naive_future_peak(
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    num_blocks=st.integers(1, 200),
-    percents=_FLOORS,
-    running=_RUNNING,
-    lane=st.sampled_from(_LANES),
-    held=st.integers(0, 60),
-    answer=st.integers(0, 40),
-    block_size=st.sampled_from([1, 4, 16]),
-)
+@given(**_START, block_size=st.sampled_from([1, 4, 16]))
 def test_admission_never_refuses_what_the_sum_of_peaks_admits(
     num_blocks: int,
     percents: dict[str, int],
@@ -279,16 +274,7 @@ def test_a_bad_fill_raises_and_changes_nothing(fill: float) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    num_blocks=st.integers(1, 200),
-    percents=_FLOORS,
-    running=_RUNNING,
-    lane=st.sampled_from(_LANES),
-    held=st.integers(0, 60),
-    answer=st.integers(0, 40),
-    block_size=st.sampled_from([1, 4, 16]),
-    percent=st.integers(1, 100),
-)
+@given(**_START, block_size=st.sampled_from([1, 4, 16]), percent=st.integers(1, 100))
 def test_fill_admits_what_the_pool_held_now_has_room_for(
     num_blocks: int,
     percents: dict[str, int],

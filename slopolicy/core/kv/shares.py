@@ -177,7 +177,10 @@ class KVShares:
             took = tenants.get(name)
             given_up = record.given_up(now, window)
             sample = given_up + (0 if took is None else took.held + took.queued)
-            record.need = record.need * kept_part + sample * (1.0 - kept_part)
+            record.need = need = record.need * kept_part + sample * (1.0 - kept_part)
+            # Room given up just now is owed at once, not once the average has
+            # grown: what it wants, capped by its share below.
+            record.cap = max(need, given_up)
             record.held = 0 if took is None else took.held
             if took is not None:
                 record.weight = took.weight
@@ -188,9 +191,7 @@ class KVShares:
         self._level = level = _level(records.values(), self._pool)
         owed = 0.0
         for record in records.values():
-            # Room given up just now is owed at once, not once the average has grown.
-            wanted = max(record.need, record.given_up(now, window))
-            record.cap = min(wanted, record.weight * level)
+            record.cap = min(record.cap, record.weight * level)
             owed += max(0.0, record.cap - record.held)
         self._owed = owed
 

@@ -109,19 +109,21 @@ class Reservations:
         the module), or with ``fill``, if they fit within that fraction of the
         pool as held now (:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`);
         ``False`` leaves the ledger as it was."""
-        kv, request = self.kv, entry.request
-        sequences, prompt = request.sequences, entry.prompt_tokens
-        tokens = kv._tokens_needed(prompt, entry.kv_output, sequences)
-        held = kv._tokens_needed(prompt, 0, sequences)
-        return kv._start(entry.id, entry.lane, tokens, held, sequences, now, fill)
+        tokens, held, sequences = self._needs(entry)
+        return self.kv._start(entry.id, entry.lane, tokens, held, sequences, now, fill)
 
     def fits(self, entry: Entry, *, fill: float | None = None) -> bool:
         """Whether :meth:`start` of the queued ``entry`` (with ``fill``) would succeed now."""
-        kv, request = self.kv, entry.request
-        sequences, prompt = request.sequences, entry.prompt_tokens
+        tokens, held, sequences = self._needs(entry)
+        return self.kv.fits(entry.lane, tokens, held=held, sequences=sequences, fill=fill)
+
+    def _needs(self, entry: Entry) -> tuple[int, int, int]:
+        """What a start of ``entry`` asks of the ledger: ``(tokens, held,
+        sequences)``, its prompt and forecast answer, its prompt alone, and
+        its sequences."""
+        kv, sequences, prompt = self.kv, entry.request.sequences, entry.prompt_tokens
         tokens = kv._tokens_needed(prompt, entry.kv_output, sequences)
-        held = kv._tokens_needed(prompt, 0, sequences)
-        return kv.fits(entry.lane, tokens, held=held, sequences=sequences, fill=fill)
+        return tokens, kv._tokens_needed(prompt, 0, sequences), sequences
 
     def progress(self, entry: Entry, *, now: float) -> None:
         """``entry``'s answer grew: what it holds now, and its forecast end
