@@ -94,12 +94,15 @@ def test_the_level_shares_out_exactly_what_was_served(
     if total <= served:
         assert level == math.inf
         assert not any(demand.over(t, now=now) for t in rates)
+        assert demand.within_share(now=now) == frozenset()  # nobody to protect
         return
     shares = sum(min(f * rate, weight * level) for rate, weight in rates.values())
     assert shares == pytest.approx(f * served, rel=1e-9)
     for tenant, (rate, weight) in rates.items():
         if not math.isclose(f * rate, weight * level, rel_tol=1e-9):  # a tie rounds either way
             assert demand.over(tenant, now=now) == (f * rate > weight * level)
+    # The set the KV shares protect: the others, tenant by tenant.
+    assert demand.within_share(now=now) == {t for t in rates if not demand.over(t, now=now)}
     # Max-min: the smallest demand per weight is never over unless all are.
     smallest = min(rates, key=lambda t: rates[t][0] / rates[t][1])
     if demand.over(smallest, now=now):
@@ -253,6 +256,7 @@ def _sums(demand: TenantDemand) -> object:
         (lambda d: d.served(-2.0, now=0.0), "cost must be >= 0"),
         (lambda d: d.served(1.0, now=math.nan), "now must be"),
         (lambda d: d.over("a", now=-math.inf), "now must be"),
+        (lambda d: d.within_share(now=math.nan), "now must be"),
         (lambda d: d.sheds("a", cost=-1.0, weight=1.0, now=0.0), "cost must be >= 0"),
         (lambda d: d.sheds("a", cost=1.0, weight=-1.0, now=0.0), "weight must be finite and > 0"),
         (lambda d: d.sheds("a", cost=1.0, weight=1.0, now=math.nan), "now must be"),

@@ -133,6 +133,110 @@ def test_a_request_that_gave_up_counts_as_held_fading_with_the_window() -> None:
     assert shares.need("b") == 0.0
 
 
+def test_a_tenant_within_its_share_is_owed_room_for_its_recent_burst() -> None:
+    # a fills the pool; b, new, queues a burst of 40 blocks: its average need
+    # has taken in a tenth of it, its peak all of it.
+    shares = KVShares(100, 10.0)
+    shares.refresh({"a": TenantKV(weight=1.0, held=100, queued=0)}, now=0.0)
+    burst = {
+        "a": TenantKV(weight=1.0, held=100, queued=0),
+        "b": TenantKV(weight=1.0, held=0, queued=40),
+    }
+    shares.refresh(burst, now=1.0, protected={"b"})
+    kept = math.exp(-0.1)
+    assert shares.need("b") == pytest.approx(40.0 * (1.0 - kept))
+    assert shares.level < math.inf
+    assert shares.owed("a") == pytest.approx(40.0)  # the burst, not the average
+    assert shares.allows("a", 5, weight=1.0, free=45)
+    assert not shares.allows("a", 5, weight=1.0, free=44)
+    # Its turns started or left: what it is owed fades with the window.
+    shares.refresh({"a": TenantKV(weight=1.0, held=100, queued=0)}, now=2.0, protected={"b"})
+    assert shares.owed("a") == pytest.approx(40.0 * kept)
+    # Not protected (over its share of the engine, or the engine keeps up):
+    # owed its average only.
+    plain = KVShares(100, 10.0)
+    plain.refresh({"a": TenantKV(weight=1.0, held=100, queued=0)}, now=0.0)
+    plain.refresh(burst, now=1.0, protected={"a"})
+    assert plain.owed("a") == pytest.approx(40.0 * (1.0 - kept))
+    assert plain.allows("a", 5, weight=1.0, free=9)
+
+
+def _level(needs: dict[str, float], weights: dict[str, float], pool: int) -> float:
+    """The max-min level of ``needs`` over ``pool``, by bisection."""
+    if sum(needs.values()) <= pool:
+        return math.inf
+    low, high = 0.0, max(need / weights[name] for name, need in needs.items())
+    for _ in range(200):
+        mid = (low + high) / 2
+        filled = sum(min(need, weights[name] * mid) for name, need in needs.items())
+        low, high = (mid, high) if filled < pool else (low, mid)
+    return (low + high) / 2
+
+
+_rounds = st.lists(
+    st.tuples(
+        st.floats(0.0, 8.0),  # seconds since the round before
+        st.dictionaries(
+            st.sampled_from("abcd"),
+            st.tuples(st.integers(0, 300), st.integers(0, 300)),  # held, queued
+            max_size=4,
+        ),
+        st.frozensets(st.sampled_from("abcd")),  # protected
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(pool=st.integers(1, 600), rounds=_rounds, tenant=st.sampled_from("abcde"))
+def test_what_is_owed_follows_each_tenant_s_average_and_peak(
+    pool: int, rounds: list[tuple[float, dict[str, tuple[int, int]], frozenset[str]]], tenant: str
+) -> None:
+    # A model of the refreshes: each tenant's averaged need and fading peak
+    # (the first sample stands for the window), owed up to its peak if
+    # protected.
+    window = 10.0
+    shares = KVShares(pool, window)
+    need: dict[str, float] = {}
+    peak: dict[str, float] = {}
+    now, first = 0.0, True
+    for step, took, protected in rounds:
+        now += step
+        shares.refresh(
+            {name: TenantKV(weight=1.0, held=h, queued=q) for name, (h, q) in took.items()},
+            now=now,
+            protected=protected,
+        )
+        kept = 0.0 if first else math.exp(-step / window)
+        first = False
+        for name in took.keys() - need.keys():
+            need[name] = peak[name] = 0.0
+        for name in list(need):
+            sample = float(sum(took.get(name, (0, 0))))
+            need[name] = need[name] * kept + sample * (1.0 - kept)
+            peak[name] = max(sample, peak[name] * kept)
+            if name not in took and need[name] < 1e-3:
+                del need[name], peak[name]
+        for name, value in need.items():
+            assert shares.need(name) == pytest.approx(value, rel=1e-9, abs=1e-9)
+    held = {name: h for name, (h, _) in took.items()}
+    weights = dict.fromkeys(need, 1.0)
+    level = _level(need, weights, pool)
+    if level == math.inf:
+        assert shares.level == math.inf
+    else:
+        assert shares.level == pytest.approx(level, rel=1e-6)
+    wants = {
+        name: max(need[name], peak[name]) if name in protected else need[name] for name in need
+    }
+    others = sum(
+        max(0.0, min(want, shares.level) - held.get(name, 0))
+        for name, want in wants.items()
+        if name != tenant
+    )
+    assert shares.owed(tenant) == pytest.approx(others, rel=1e-6, abs=1e-6)
+
+
 def test_refreshes_are_a_twentieth_of_the_window_apart() -> None:
     shares = KVShares(100, 20.0)
     assert shares.due(now=0.0)
@@ -189,6 +293,9 @@ def test_a_clock_that_went_back_ages_nothing() -> None:
         (lambda: KVShares(10, 1.0).gave_up("a", 2, weight=0.0, now=0.0), "weight"),
         (lambda: KVShares(10, 1.0).gave_up("a", 2, weight=1.0, now=math.nan), "now"),
         (lambda: KVShares(10, 1.0).due(now=math.nan), "now"),
+        (lambda: KVShares(10, 1.0).refresh({}, now=0.0, protected="ab"), "protected"),
+        (lambda: KVShares(10, 1.0).refresh({}, now=0.0, protected=[1]), "protected"),  # type: ignore[list-item]
+        (lambda: KVShares(10, 1.0).refresh({}, now=0.0, protected=None), "protected"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_input_is_refused(call: Any, match: str) -> None:

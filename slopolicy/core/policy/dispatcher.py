@@ -87,7 +87,9 @@ class Dispatcher:
             return Dispatch(started=(), expired=tuple(expired), ladder=event)
         shares = self._kv_shares
         if shares is not None and now >= shares._due:
-            shares._refresh_at(self._tenant_kv(), now)
+            demand = self._demand
+            protected = frozenset() if demand is None else demand._within_share(now)
+            shares._refresh_at(self._tenant_kv(), now, protected)
         while not self._seats.full:
             entry = self._start_next(now, expired, shares)
             if entry is None:

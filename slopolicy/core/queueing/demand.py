@@ -39,7 +39,10 @@ demand. :meth:`TenantDemand.portion` is the part of a tenant's demand
 within its share (``w L / d``, 1 within it): what one of its requests is
 worth to max-min fairness, by which the policy scales the harm a long
 prompt's prefill may do to the other lanes
-(:mod:`slopolicy.core.queueing.interference`).
+(:mod:`slopolicy.core.queueing.interference`). :meth:`TenantDemand.within_share`
+names the tenants within their share while some tenant is over its own:
+those the KV pool's shares owe room for their bursts
+(:mod:`slopolicy.core.kv.shares`).
 
 Both sides are counted at the policy's estimate of a request's cost (prompt
 and forecast output: its tenant's recent answers, as the KV ledger reserves,
@@ -194,6 +197,24 @@ class TenantDemand:
         """Whether ``tenant`` asks for more than its share at ``now``."""
         check_now(now)
         return self._portion(tenant, now) < 1.0
+
+    def within_share(self, *, now: float) -> frozenset[str]:
+        """The tenants within their share at ``now`` while some tenant is over
+        its own (none while the engine keeps up: nobody to protect), by the
+        level as last recomputed. It does not recompute the level: which
+        read comes first in a refresh interval sets the sums it is computed
+        on, and this read leaves that to :meth:`offered` and the verdicts."""
+        check_now(now)
+        return self._within_share(now)
+
+    def _within_share(self, now: float) -> frozenset[str]:
+        """:meth:`within_share` for a caller that checked ``now``."""
+        share = self._level * self._grown(now)
+        if share == math.inf:
+            return frozenset()
+        return frozenset(
+            tenant for tenant, kept in self._demand.items() if kept.demand <= kept.weight * share
+        )
 
     def portion(self, tenant: str, *, now: float) -> float:
         """The part of ``tenant``'s demand within its share at ``now``:
