@@ -107,10 +107,16 @@ def _scenario(name: str, seconds: float) -> Trace:
     return Trace(dataclasses.replace(workload, requests=requests), scenario.engine)
 
 
+def _servegen(start_s: float, *, seed: int = 0) -> Callable[[bool], Trace]:
+    """A ServeGen window: 180 s (90 s quick) from ``start_s`` seconds
+    into day 0, on ``seed``."""
+    return lambda quick: Trace(servegen(start_s, 90.0 if quick else 180.0, seed=seed), H100)
+
+
 #: Each trace, built at full length (``True``: ``--quick``, half of it).
 TRACES: dict[str, Callable[[bool], Trace]] = {
     "azure": lambda quick: Trace(azure(1200.0, 150.0 if quick else 300.0), H100),
-    "servegen": lambda quick: Trace(servegen(0.0, 90.0 if quick else 180.0), H100),
+    "servegen": _servegen(0.0),
     "seed": lambda quick: _scenario("seed", 150.0 if quick else 300.0),
     "long-prompts": lambda quick: _scenario("long-prompts", 150.0 if quick else 300.0),
     "multi-tenant": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0), H100),
@@ -122,15 +128,16 @@ TRACES: dict[str, Callable[[bool], Trace]] = {
     "agents": lambda quick: _scenario("agents", 150.0 if quick else 300.0),
 }
 
+
 #: The traces above at other windows and seeds (``--held-out``; ``--quick``
 #: halves them too): a change that only fits the nine shows here.
 HELD_OUT: dict[str, Callable[[bool], Trace]] = {
     "azure@0": lambda quick: Trace(azure(0.0, 150.0 if quick else 300.0), H100),
     "azure@2400": lambda quick: Trace(azure(2400.0, 150.0 if quick else 300.0), H100),
-    "servegen@600": lambda quick: Trace(servegen(600.0, 90.0 if quick else 180.0), H100),
-    "servegen@1200": lambda quick: Trace(servegen(1200.0, 90.0 if quick else 180.0), H100),
-    "servegen@1800": lambda quick: Trace(servegen(1800.0, 90.0 if quick else 180.0), H100),
-    "servegen-s1": lambda quick: Trace(servegen(0.0, 90.0 if quick else 180.0, seed=1), H100),
+    "servegen@600": _servegen(600.0),
+    "servegen@1200": _servegen(1200.0),
+    "servegen@1800": _servegen(1800.0),
+    "servegen-s1": _servegen(0.0, seed=1),
     "multi-tenant-s2": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0, seed=2), H100),
     "long-context-s3": lambda quick: Trace(long_context(150.0 if quick else 300.0, seed=3), H100),
     "long-conv-s4": lambda quick: Trace(long_conversation(150.0 if quick else 300.0, seed=4), H100),
@@ -151,21 +158,19 @@ HELD_OUT: dict[str, Callable[[bool], Trace]] = {
     # Six more, added unseen (their first run is the table in benchmarks/README.md;
     # ServeGen's rates change every 600 s, so a window starts on a new one).
     "azure@600": lambda quick: Trace(azure(600.0, 150.0 if quick else 300.0), H100),
-    "servegen@2400": lambda quick: Trace(servegen(2400.0, 90.0 if quick else 180.0), H100),
-    "servegen-s2": lambda quick: Trace(servegen(0.0, 90.0 if quick else 180.0, seed=2), H100),
+    "servegen@2400": _servegen(2400.0),
+    "servegen-s2": _servegen(0.0, seed=2),
     "multi-tenant-s5": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0, seed=5), H100),
     "long-context-s6": lambda quick: Trace(long_context(150.0 if quick else 300.0, seed=6), H100),
     "long-conv-s9": lambda quick: Trace(long_conversation(150.0 if quick else 300.0, seed=9), H100),
     # Six more ServeGen windows, from 50 min into the day to 18 h and a third
     # seed; first run (ours and FCFS) on the code before shares of the KV pool.
-    "servegen@3000": lambda quick: Trace(servegen(3000.0, 90.0 if quick else 180.0), H100),
-    "servegen@7200": lambda quick: Trace(servegen(7200.0, 90.0 if quick else 180.0), H100),
-    "servegen@43200": lambda quick: Trace(servegen(43200.0, 90.0 if quick else 180.0), H100),
-    "servegen@64800": lambda quick: Trace(servegen(64800.0, 90.0 if quick else 180.0), H100),
-    "servegen@600-s3": lambda quick: Trace(servegen(600.0, 90.0 if quick else 180.0, seed=3), H100),
-    "servegen@1200-s3": lambda quick: Trace(
-        servegen(1200.0, 90.0 if quick else 180.0, seed=3), H100
-    ),
+    "servegen@3000": _servegen(3000.0),
+    "servegen@7200": _servegen(7200.0),
+    "servegen@43200": _servegen(43200.0),
+    "servegen@64800": _servegen(64800.0),
+    "servegen@600-s3": _servegen(600.0, seed=3),
+    "servegen@1200-s3": _servegen(1200.0, seed=3),
     # Eleven more, added unseen (their first run is the table in
     # benchmarks/README.md): the Azure hour's two windows left, four ServeGen
     # windows from 4 h to 22 h, two seeds each of multi-tenant and long-context.
@@ -175,38 +180,32 @@ HELD_OUT: dict[str, Callable[[bool], Trace]] = {
     "multi-tenant-s11": lambda quick: Trace(multi_tenant(150.0 if quick else 300.0, seed=11), H100),
     "long-context-s8": lambda quick: Trace(long_context(150.0 if quick else 300.0, seed=8), H100),
     "long-context-s12": lambda quick: Trace(long_context(150.0 if quick else 300.0, seed=12), H100),
-    "servegen@14400": lambda quick: Trace(servegen(14400.0, 90.0 if quick else 180.0), H100),
-    "servegen@28800": lambda quick: Trace(servegen(28800.0, 90.0 if quick else 180.0), H100),
-    "servegen@50400": lambda quick: Trace(servegen(50400.0, 90.0 if quick else 180.0), H100),
-    "servegen@79200": lambda quick: Trace(servegen(79200.0, 90.0 if quick else 180.0), H100),
+    "servegen@14400": _servegen(14400.0),
+    "servegen@28800": _servegen(28800.0),
+    "servegen@50400": _servegen(50400.0),
+    "servegen@79200": _servegen(79200.0),
     "long-conv-s11": lambda quick: Trace(
         long_conversation(150.0 if quick else 300.0, seed=11), H100
     ),
     # Five more, added unseen (their first run, before and after the KV pool's
     # shares counted requests that gave up on it, is in benchmarks/README.md):
     # ServeGen windows at 6, 10, 16 and 20 h, and noon's window on a fifth seed.
-    "servegen@21600": lambda quick: Trace(servegen(21600.0, 90.0 if quick else 180.0), H100),
-    "servegen@36000": lambda quick: Trace(servegen(36000.0, 90.0 if quick else 180.0), H100),
-    "servegen@57600": lambda quick: Trace(servegen(57600.0, 90.0 if quick else 180.0), H100),
-    "servegen@72000": lambda quick: Trace(servegen(72000.0, 90.0 if quick else 180.0), H100),
-    "servegen@43200-s4": lambda quick: Trace(
-        servegen(43200.0, 90.0 if quick else 180.0, seed=4), H100
-    ),
+    "servegen@21600": _servegen(21600.0),
+    "servegen@36000": _servegen(36000.0),
+    "servegen@57600": _servegen(57600.0),
+    "servegen@72000": _servegen(72000.0),
+    "servegen@43200-s4": _servegen(43200.0, seed=4),
     # Eight more, added unseen (their first run, before and after a tenant
     # within its share was owed room for its bursts, is in benchmarks/README.md):
     # ServeGen windows at 3, 5, 7, 9, 13 and 17 h, and two more seeds.
-    "servegen@10800": lambda quick: Trace(servegen(10800.0, 90.0 if quick else 180.0), H100),
-    "servegen@18000": lambda quick: Trace(servegen(18000.0, 90.0 if quick else 180.0), H100),
-    "servegen@25200": lambda quick: Trace(servegen(25200.0, 90.0 if quick else 180.0), H100),
-    "servegen@32400": lambda quick: Trace(servegen(32400.0, 90.0 if quick else 180.0), H100),
-    "servegen@46800": lambda quick: Trace(servegen(46800.0, 90.0 if quick else 180.0), H100),
-    "servegen@61200": lambda quick: Trace(servegen(61200.0, 90.0 if quick else 180.0), H100),
-    "servegen@36000-s5": lambda quick: Trace(
-        servegen(36000.0, 90.0 if quick else 180.0, seed=5), H100
-    ),
-    "servegen@1200-s6": lambda quick: Trace(
-        servegen(1200.0, 90.0 if quick else 180.0, seed=6), H100
-    ),
+    "servegen@10800": _servegen(10800.0),
+    "servegen@18000": _servegen(18000.0),
+    "servegen@25200": _servegen(25200.0),
+    "servegen@32400": _servegen(32400.0),
+    "servegen@46800": _servegen(46800.0),
+    "servegen@61200": _servegen(61200.0),
+    "servegen@36000-s5": _servegen(36000.0, seed=5),
+    "servegen@1200-s6": _servegen(1200.0, seed=6),
 }
 
 
