@@ -230,7 +230,7 @@ def test_what_is_owed_follows_each_tenant_s_average_and_peak(
         name: max(need[name], peak[name]) if name in protected else need[name] for name in need
     }
     others = sum(
-        max(0.0, min(want, shares.level) - held.get(name, 0))
+        max(0.0, min(want, level) - held.get(name, 0))  # the model's level, not the object's
         for name, want in wants.items()
         if name != tenant
     )
