@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from slopolicy import Policy, PolicyConfig, Reason, Request
+from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.ladder.pressure import Pressure
 from slopolicy.core.lifecycle import Entry, Started
 from slopolicy.core.outcome import Finished, Hold, Outcome
+from slopolicy.core.policy.reservations import FILL
 from slopolicy.errors import UsageError
 
 _CONFIG = PolicyConfig.from_dict(
@@ -148,25 +150,57 @@ class PolicyLifecycle(RuleBasedStateMachine):
             # Invariant 2: what it started fits the pool at its forecast peak
             # (until it ends: answers that ran past their forecast may have
             # put a later peak over the pool already, which the engine meets),
-            # or, a deadline head at the cold start, the pool as held now.
+            # or, a deadline head at the cold start or within its tenant's
+            # share of the pool, the pool as held now.
             kv = self.policy.statistics().kv
             assert kv.used_blocks <= kv.num_blocks
-            cold = any(self._cold(self.policy._entries[s.id]) for s in result.started)
-            if cold:
-                event("a deadline head started at the cold start")
-            assert kv.peak_blocks <= kv.num_blocks or before.peak_blocks > before.num_blocks or cold
+            verdicts = self._within_at_start(result.started)
+            filled = any(self._fill(entry, within=within) is not None for entry, within in verdicts)
+            if filled:
+                event("a deadline head may have started within the pool as held now")
+            if any(self._fill(entry, within=within) is None for entry, within in verdicts):
+                event("a start the peak bound")
+            over_before = before.peak_blocks > before.num_blocks
+            assert kv.peak_blocks <= kv.num_blocks or over_before or filled
         self._check_work_conserving()
         # Invariant 6: nothing still queued is past its deadline.
         for entry in self.policy._entries.values():
             if entry.phase.value == "queued":
                 assert entry.deadline > self.now, f"{entry.id} overdue"
 
-    def _cold(self, entry: Entry) -> bool:
-        """Whether ``entry`` may start past the peak: a first-token deadline
-        and its answer still at its ceiling for want of a forecast."""
+    def _fill(self, entry: Entry, *, within: bool) -> float | None:
+        """The fill ``entry`` may start within past the peak (its tenant
+        ``within`` its share of the pool with it): a first-token deadline,
+        and its answer still at its ceiling for want of a forecast or its
+        tenant within its share."""
         policy = self.policy
-        fill = policy.reservations.cold_fill(entry)
-        return fill is not None and entry.lane in policy.first_tokens._bounds
+        outputs = policy.reservations.outputs
+        if entry.lane not in policy.first_tokens._bounds or outputs is None:
+            return None
+        cold = entry.kv_output >= entry.request.max_new_tokens and (
+            outputs.forecast(entry.lane, tenant=entry.tenant) is None
+        )
+        if not cold:
+            share = "within" if within else "past"
+            event(f"past the cold start, a deadline head {share} its share")
+        return FILL if within or cold else None
+
+    def _within_at_start(self, started: Sequence[Started]) -> list[tuple[Entry, bool]]:
+        """Each of one dispatch's ``started`` entries, and whether its tenant
+        was within its share of the pool with it at its start: what the
+        tenant holds now, less what its later starts in the dispatch took."""
+        policy = self.policy
+        shares = policy._dispatcher._kv_shares
+        entries = [policy._entries[s.id] for s in started]
+        if shares is None:
+            return [(entry, False) for entry in entries]
+        verdicts: list[tuple[Entry, bool]] = []
+        later: dict[str, int] = {}
+        for entry in reversed(entries):
+            held = shares._tenants[entry.tenant].held - later.get(entry.tenant, 0)
+            verdicts.append((entry, held <= entry.weight * shares._level))
+            later[entry.tenant] = later.get(entry.tenant, 0) + entry.kv_blocks
+        return verdicts[::-1]
 
     def _running_ids(self) -> list[str]:
         return [rid for rid, phase in self.live.items() if phase == "running"]
@@ -289,9 +323,14 @@ class PolicyLifecycle(RuleBasedStateMachine):
                 event("a head held by its tenant's share of the KV pool")
                 continue
             assert not policy.reservations.fits(entry), f"{entry.id} in {lane} fits but waits"
-            fill = policy.reservations.cold_fill(entry)
-            if self._cold(entry) and fill is not None:
-                # At the cold start a deadline head starts within the pool as held now.
+            shares = policy._dispatcher._kv_shares
+            within = shares is not None and shares._within(
+                entry.tenant, entry.kv_blocks, entry.weight
+            )
+            fill = self._fill(entry, within=within)
+            if fill is not None:
+                # A deadline head at the cold start or within its tenant's
+                # share starts within the pool as held now.
                 assert not policy.reservations.fits(entry, fill=fill), f"{entry.id} fits now"
 
     @invariant()
@@ -413,9 +452,9 @@ TestPacedPolicyLifecycle = PacedPolicyLifecycle.TestCase
 
 class ColdPoolPolicyLifecycle(PolicyLifecycle):
     """The same lifecycle on a pool a few requests fill, the interactive lane
-    with a first-token deadline: at the cold start its heads that the
-    ceilings' peak holds back start within the pool as held now
-    (``Reservations.cold_fill``). Every invariant above holds; what starts
+    with a first-token deadline: its heads that the peak holds back at the
+    cold start, or within their tenant's share of the pool, start within the
+    pool as held now (``Reservations.fill``). Every invariant above holds; what starts
     never holds more than the pool."""
 
     config = PolicyConfig.from_dict(
@@ -441,3 +480,35 @@ class ColdPoolPolicyLifecycle(PolicyLifecycle):
 
 ColdPoolPolicyLifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=60)
 TestColdPoolPolicyLifecycle = ColdPoolPolicyLifecycle.TestCase
+
+
+class WarmPoolPolicyLifecycle(ColdPoolPolicyLifecycle):
+    """The cold pool's lifecycle past the cold start (each lane forecasts
+    from its first answer, and has one of 600 tokens), the heavy lane with a
+    first-token deadline too: a deadline head that the peak holds back
+    starts within the pool as held now only while its tenant stays within
+    its share of the pool."""
+
+    config = PolicyConfig.from_dict(
+        {
+            **ColdPoolPolicyLifecycle.config.model_dump(mode="json"),
+            "lanes": [
+                {**lane.model_dump(mode="json"), "slo": {"ttft_p95_s": 2.0}}
+                if lane.name == "heavy"
+                else lane.model_dump(mode="json")
+                for lane in ColdPoolPolicyLifecycle.config.lanes
+            ],
+        }
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        lanes = [lane.name for lane in self.config.lanes]
+        forecast = OutputForecast(lanes, min_samples=1, tenant_min_samples=1)
+        for lane in lanes:
+            forecast.record(lane, 600)
+        self.policy.reservations.outputs = forecast
+
+
+WarmPoolPolicyLifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=60)
+TestWarmPoolPolicyLifecycle = WarmPoolPolicyLifecycle.TestCase

@@ -2,9 +2,10 @@
 
 Each dispatch evaluates the fallback ladder when due, sweeps idle tasks,
 expires overdue queued requests, then starts heads in fair order while seats,
-the dispatch rate, the prefill budget, the KV ledger (at the cold start a
-head with a first-token deadline starts within the pool as held now:
-:meth:`~slopolicy.core.policy.reservations.Reservations.cold_fill`) and the
+the dispatch rate, the prefill budget, the KV ledger (a head with a
+first-token deadline at the cold start, or within its tenant's share of the
+pool, starts within the pool as held now:
+:meth:`~slopolicy.core.policy.reservations.Reservations.fill`) and the
 tenants' shares of the KV pool (:mod:`~slopolicy.core.kv.shares`: they bind
 only where the pool is over-asked and a tenant is owed room) allow, and it
 tells those shares of each queued request that expired waiting on the pool;
@@ -154,14 +155,17 @@ class Dispatcher:
                     self._held = True
                     entry.held_by = Hold.PREFILL
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
-                if shares is not None and not self._kv_share(shares, entry):
+                within = shares is not None and shares._within(
+                    entry.tenant, entry.kv_blocks, entry.weight
+                )
+                if shares is not None and not within and not self._past_share(shares, entry):
                     self._held = True
                     entry.held_by = Hold.KV_SHARE
                     skip.setdefault(lane, set()).add(entry.tenant)
                     break  # the lane's next tenant may start in its place
                 if reservations.start(entry, now=now) or (
                     lane in first_tokens._bounds  # a first-token deadline: waiting loses it
-                    and (fill := reservations.cold_fill(entry)) is not None
+                    and (fill := reservations.fill(entry, within_share=within)) is not None
                     and reservations.start(entry, now=now, fill=fill)
                 ):
                     if shares is not None:
@@ -174,14 +178,12 @@ class Dispatcher:
             else:
                 return None
 
-    def _kv_share(self, shares: KVShares, entry: Entry) -> bool:
-        """Whether ``entry``'s tenant may take its KV: within its share of the
-        pool, leaving free the room the other tenants are owed, with nothing
-        running (no end would free that room), or not fitting at all (then
-        the ledger holds it, as any head)."""
+    def _past_share(self, shares: KVShares, entry: Entry) -> bool:
+        """Whether ``entry``'s tenant, past its share of the pool with it, may
+        take its KV: leaving free the room the other tenants are owed, with
+        nothing running (no end would free that room), or not fitting at all
+        (then the ledger holds it, as any head)."""
         tenant, blocks, weight = entry.tenant, entry.kv_blocks, entry.weight
-        if shares._within(tenant, blocks, weight):
-            return True  # before the ledger's room is read: the common case
         if not self._book.running:
             return True  # no end to come would free the room owed: none is kept
         free = self._kv.free_blocks(entry.lane)

@@ -15,20 +15,40 @@ the ServeGen trace's capacity and gained nothing on any other trace
 (``python -m benchmarks.bench_capacity --quick``). Completed answers feed
 the forecast.
 
-**The cold start.** Until a lane has answered enough for a forecast, each of
-its requests reserves its ceiling: a bound, not a forecast. A reasoning
-client sends ``max_new_tokens`` up to 32k (ServeGen's reach 32,768), so a
-burst of its turns right after the policy starts reads as a full pool while
-the engine holds almost nothing, and turns with a first-token deadline expire waiting on answers
-that will mostly never be written (on a held-out ServeGen window, 29 of 30
-chat turns in the first 2 s, where FCFS served all 30). So while a request's
-forecast is its ceiling, :meth:`Reservations.cold_fill` lets the caller
-start it within :data:`COLD_FILL` of the pool *as held now*
-(:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`'s ``fill``),
-as FCFS would start it; once the lane has a forecast the peak binds again.
-Not past the cold start: there a held-back burst is a tenant's long answers
-holding the pool while other tenants' turns wait, and starting it on the
-room held now cost a ServeGen window 0.103x -> 0.081x (``benchmarks/README.md``).
+**The fill.** The peak is a bound on the running answers' spread: it
+counts every one at its forecast at once, which answers drawn from a spread
+never reach together. Where the peak holds back a head with a first-token
+deadline, waiting loses the deadline, so :meth:`Reservations.fill` lets the
+caller start it within :data:`FILL` of the pool *as held now*
+(:meth:`~slopolicy.core.kv.ledger.KVReservation.try_start`'s ``fill``), as
+FCFS would start it, in two cases; if the answers then outgrow the pool the
+engine preempts, as under FCFS.
+
+- **The cold start.** Until a lane has answered enough for a forecast, each
+  of its requests reserves its ceiling: a bound, not a forecast. A
+  reasoning client sends ``max_new_tokens`` up to 32k (ServeGen's reach
+  32,768), so a burst of its turns right after the policy starts reads as a
+  full pool while the engine holds almost nothing, and its turns expire
+  waiting on answers that will mostly never be written (on a held-out
+  ServeGen window, 29 of 30 chat turns in the first 2 s, where FCFS served
+  all 30).
+- **Within the tenant's own share of the pool.** Past the cold start, the
+  fill is the caller's to grant where the head's tenant, with it, stays
+  within its max-min share of the pool
+  (:class:`~slopolicy.core.kv.shares.KVShares`; every tenant is, while the
+  needs fit the pool): the risk it takes is on room that tenant is due. A
+  ServeGen client that sends bursts of up to 141 reasoning turns at one
+  instant (70-token prompts, answers of about 3,800 tokens) saw most of
+  each burst expire behind the peak where FCFS started them all: the
+  default did harm (attainment 0.088 below FCFS's at a low rate). With the
+  fill within the share it is 0.002 above. A tenant past its share gets
+  no fill: there a held-back burst is its long answers about to hold the
+  pool while the other tenants' turns wait: filling for every deadline head
+  cut the attainment of the tenants within their share, at twice FCFS's
+  capacity on another window, from 0.848 to 0.670 (``benchmarks/README.md``).
+
+No fill where every answer is counted at its ceiling by choice (no forecast
+configured): then the ceiling is the contract asked for.
 """
 
 from __future__ import annotations
@@ -37,13 +57,13 @@ from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.kv.ledger import KVReservation
 from slopolicy.core.lifecycle import Entry
 
-__all__ = ("COLD_FILL", "Reservations")
+__all__ = ("FILL", "Reservations")
 
-#: The most of the pool, as held now, that a start whose answer is still
-#: counted at its ceiling may bring it to (with that ceiling): the level
-#: under which the ladder's default ``kv_usage`` trigger reads the engine
-#: as out of KV pressure, so the running requests keep a fifth to grow into.
-COLD_FILL = 0.8
+#: The most of the pool, as held now, that a start the forecast peak holds
+#: back may bring it to (at its forecast; see the module): the level under
+#: which the ladder's default ``kv_usage`` trigger reads the engine as out of
+#: KV pressure, so the running requests keep a fifth to grow into.
+FILL = 0.8
 
 
 class Reservations:
@@ -92,17 +112,23 @@ class Reservations:
             return max_new_tokens
         return self.outputs.per_sequence(lane, max_new_tokens, tenant=tenant)
 
-    def cold_fill(self, entry: Entry) -> float | None:
-        """:data:`COLD_FILL` while the queued ``entry``'s answer is counted at
-        its ceiling for want of a forecast (its lane has too few answers and
-        its tenant too; see the module), else ``None``; ``None`` too where the
-        ceiling is what was asked (no forecast configured)."""
+    def fill(self, entry: Entry, *, within_share: bool) -> float | None:
+        """The fraction of the pool as held now that the queued ``entry`` may
+        start within where the peak holds it back (see the module): :data:`FILL`
+        while its answer is counted at its ceiling for want of a forecast (its
+        lane has too few answers and its tenant too), or where the caller
+        found its tenant ``within_share`` of the pool with it; ``None``
+        otherwise, and where no forecast is configured."""
         outputs = self.outputs
-        if outputs is None or entry.kv_output < entry.request.max_new_tokens:
+        if outputs is None:
+            return None
+        if within_share:
+            return FILL
+        if entry.kv_output < entry.request.max_new_tokens:
             return None
         if outputs.forecast(entry.lane, tenant=entry.tenant) is not None:
             return None
-        return COLD_FILL
+        return FILL
 
     def start(self, entry: Entry, *, now: float, fill: float | None = None) -> bool:
         """Reserve ``entry``'s prompt and forecast answer if the peak fits (see
