@@ -35,8 +35,10 @@ engine preempts, as under FCFS.
 - **Within the tenant's own share of the pool.** Past the cold start, the
   fill is the caller's to grant where the head's tenant, with it, stays
   within its max-min share of the pool
-  (:class:`~slopolicy.core.kv.shares.KVShares`; every tenant is, while the
-  needs fit the pool): the risk it takes is on room that tenant is due. A
+  (:class:`~slopolicy.core.kv.shares.KVShares`, by averaged need: every
+  tenant is, while those needs fit the pool, and a burst from a tenant that
+  was quiet is until its average takes it in): the risk it takes is on room
+  that tenant is due. A
   ServeGen client that sends bursts of up to 141 reasoning turns at one
   instant (70-token prompts, answers of about 3,800 tokens) saw most of
   each burst expire behind the peak where FCFS started them all: the
