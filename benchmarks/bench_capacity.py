@@ -128,7 +128,6 @@ TRACES: dict[str, Callable[[bool], Trace]] = {
     "agents": lambda quick: _scenario("agents", 150.0 if quick else 300.0),
 }
 
-
 #: The traces above at other windows and seeds (``--held-out``; ``--quick``
 #: halves them too): a change that only fits the nine shows here.
 HELD_OUT: dict[str, Callable[[bool], Trace]] = {
