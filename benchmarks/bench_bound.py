@@ -4,6 +4,7 @@ Run from the repository root::
 
     python -m benchmarks.bench_bound long-conversation 0.349 0.412
     python -m benchmarks.bench_bound long-conversation-narrow 0.846 --held-out
+    python -m benchmarks.bench_bound long-conv-s9 0.592 --held-out --in-share
 
 On an engine that runs a prompt's prefill in whole iterations (vLLM with its
 default ``long_prefill_token_threshold`` of 0), a request that arrives while a
@@ -28,6 +29,13 @@ split a running prefill (every one in front of an engine) cannot beat it
 by more than the luck of where the arrivals fall; with a chunk cap
 (``long_prefill_token_threshold``) prefills interleave and the bound does
 not apply, so the script says so and stops.
+
+With ``--in-share`` the bound is of the tenants within their max-min share
+at each rate (``slopolicy.sim.in_share``, as the capacity bench's in-share
+check names them), on their requests alone: as if every other tenant's
+request were refused, the most a gateway could give them. Where it is
+under 0.9 at twice FCFS's capacity, no gateway passes that check; where it
+is above, the shortfall is the gateway's.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from collections.abc import Sequence
 
 from benchmarks.bench_capacity import HELD_OUT, TRACES
 from slopolicy import PolicyConfig
-from slopolicy.sim import EngineSpec, Workload, classify, lane_targets
+from slopolicy.sim import EngineSpec, Workload, classify, in_share, lane_targets
 
 #: Refusal cuts tried (seconds of whole prefill); ``inf`` refuses nothing.
 CUTS = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 15.0, math.inf)
@@ -81,11 +89,25 @@ def bound(workload: Workload, engine: EngineSpec, scale: float) -> list[tuple[fl
     return rows
 
 
+def within_share(workload: Workload, engine: EngineSpec, scale: float) -> Workload:
+    """The requests of ``workload``'s tenants within their max-min share of
+    ``engine`` at ``scale``, over the same duration (unscaled, as
+    :func:`bound` takes it)."""
+    tenants = in_share(workload.scaled(scale), engine).tenants
+    kept = tuple(request for request in workload if request.tenant in tenants)
+    return Workload(kept, workload.duration, workload.name)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", help="a trace of benchmarks.bench_capacity")
     parser.add_argument("scales", nargs="+", type=float, help="rate scales")
     parser.add_argument("--held-out", action="store_true", help="a held-out trace")
+    parser.add_argument(
+        "--in-share",
+        action="store_true",
+        help="the bound of the tenants within their fair share, on their requests alone",
+    )
     args = parser.parse_args(argv)
     known = HELD_OUT if args.held_out else TRACES
     if args.trace not in known or any(not 0 < s < math.inf for s in args.scales):
@@ -94,10 +116,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if trace.engine.long_prefill_token_threshold:
         print(f"{args.trace}: prefills interleave (a chunk cap): the bound does not apply")
         return
-    print(f"{args.trace} on {trace.engine.profile.name}: the best refusal cut's attainment")
+    whose = " of the tenants within their fair share" if args.in_share else ""
+    print(f"{args.trace} on {trace.engine.profile.name}: the best refusal cut's attainment{whose}")
     print("   scale   cut (s)  refused  bound")
     for scale in args.scales:
-        rows = bound(trace.workload, trace.engine, scale)
+        workload = trace.workload
+        if args.in_share:
+            workload = within_share(workload, trace.engine, scale)
+        rows = bound(workload, trace.engine, scale)
         cut, refused, best = max(rows, key=lambda row: row[2])
         none = rows[-1][2]
         shown = "none" if math.isinf(cut) else f"{cut:g}"

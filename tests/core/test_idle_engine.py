@@ -17,7 +17,14 @@ def _policy() -> Policy:
     config = PolicyConfig.from_dict(
         {
             "lanes": [
-                {"name": "interactive", "slo": {"ttft_p95_s": 0.5}, "max_prompt_tokens": 1000},
+                # No deadline: the slow chats must run for the ladder to read
+                # them (with one, once they come late the rest are given up).
+                {
+                    "name": "interactive",
+                    "slo": {"ttft_p95_s": 0.5},
+                    "max_prompt_tokens": 1000,
+                    "slo_deadline": False,
+                },
                 {"name": "background", "max_prompt_tokens": 100_000},
             ],
             "ladder": {

@@ -164,6 +164,14 @@ def _fitted_chat(check: FirstTokenCheck, waits: float) -> FirstTokenModel:
     return chat
 
 
+def _past_by_half_a_deviation(chat: FirstTokenModel) -> int:
+    """A prompt whose central reading, with nothing ahead or beside, is half
+    of ``chat``'s residual deviation past 0.5 s (its fit's 50,000 tokens a
+    second, as :func:`_fitted_chat` makes it)."""
+    assert chat.floor is not None
+    return round((0.5 + chat.spread / 2 - chat.floor) * 50_000)
+
+
 def test_after_its_fit_a_start_in_a_shadow_it_waits_out_is_read_centrally() -> None:
     """Once chat's fit measures that its starts wait out a docs prefill, a
     chat request in one is lost when the fit's central reading passes its
@@ -176,7 +184,7 @@ def test_after_its_fit_a_start_in_a_shadow_it_waits_out_is_read_centrally() -> N
     assert chat.floor is not None
     # No shadow: a prompt whose central reading is half a deviation past the
     # target, kept by the optimistic one.
-    prompt = round((0.5 + chat.spread / 2 - chat.floor) * 50_000)
+    prompt = _past_by_half_a_deviation(chat)
     central = chat.expected(prompt, squares=float(prompt) ** 2)
     optimistic = chat.optimistic(prompt, squares=float(prompt) ** 2)
     assert central is not None
@@ -205,7 +213,7 @@ def test_after_its_fit_a_start_in_a_shadow_it_does_not_wait_is_read_optimistical
     chat = _fitted_chat(check, 0.0)
     assert chat.floor is not None
     check.started("d1", "docs", 40_000, now=10.0)  # 1 s of prefill
-    prompt = round((0.5 + chat.spread / 2 - chat.floor) * 50_000)
+    prompt = _past_by_half_a_deviation(chat)
     central = chat.expected(prompt, squares=float(prompt) ** 2, shadow=0.5)
     assert central is not None
     assert central > 0.5

@@ -22,6 +22,7 @@ from slopolicy.core.queueing.counters import check_weight
 from slopolicy.core.queueing.deadlines import Deadlines
 from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.core.queueing.interference import PrefillInterference
+from slopolicy.core.queueing.lateness import late_budget
 from slopolicy.core.queueing.pacing import DispatchPace
 from slopolicy.core.queueing.saturation import Saturation
 from slopolicy.core.queueing.scheduler import LaneScheduler
@@ -94,14 +95,19 @@ class Parts:
         # The TTFT targets of those lanes: a request that cannot have its first
         # token by arrival + target (per the engine's learned TTFT) leaves then.
         ttft_bounds: dict[str, float] = {}
+        late_budgets: dict[str, float] = {}  # the share of their first tokens those may lose
         for lane in specs:
             targets = spec.targets.get(lane.name, SLOTargets())
             bound = targets.ttft_target if targets.ttft_target is not None else targets.e2e_p95
             if lane.slo_deadline and bound is not None:
                 slo_bounds[lane.name] = bound
-                if targets.ttft_target is not None:
+                quantile = targets.ttft_quantile
+                if quantile is not None:
                     ttft_bounds[lane.name] = bound
-        first_tokens = FirstTokenCheck(lanes, ttft_bounds, horizon=spec.prefill_horizon)
+                    late_budgets[lane.name] = late_budget(quantile)
+        first_tokens = FirstTokenCheck(
+            lanes, ttft_bounds, horizon=spec.prefill_horizon, budgets=late_budgets
+        )
         interference = PrefillInterference(
             lanes,
             {

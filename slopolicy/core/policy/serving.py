@@ -52,7 +52,7 @@ class Serving:
 
     def _first(self, entry: Entry, now: float) -> None:
         entry.first_token_at = now
-        self._first_tokens.first_token(entry.id, now=now)
+        self._first_tokens.first_token(entry.id, now=now, arrival=entry.arrival)
 
     def mark(self, request_id: str, stage: str, *, now: float) -> None:
         """A TTFT stage (``"schedule"`` or ``"prefill"``) of a started request ended."""

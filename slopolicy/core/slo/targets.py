@@ -91,6 +91,14 @@ class SLOTargets:
         return self.ttft_p95 if self.ttft_p95 is not None else self.ttft_p99
 
     @property
+    def ttft_quantile(self) -> float | None:
+        """The quantile :attr:`ttft_target` is at: 0.95 for ``ttft_p95``, else
+        0.99 for ``ttft_p99`` (``None`` without a TTFT target)."""
+        if self.ttft_p95 is not None:
+            return 0.95
+        return None if self.ttft_p99 is None else 0.99
+
+    @property
     def stall_threshold(self) -> float:
         """The gap counted as a stall, seconds: ``tbt_stall``, else ``tbt_p99``,
         else :data:`STALL_S`."""
