@@ -76,7 +76,10 @@ class PolicyStatistics:
     ``None`` before two chunks of one stream), and the engine's saturation:
     the part of the recent time it held a startable request back, in
     ``[0, 1]`` (:class:`~slopolicy.core.queueing.saturation.Saturation`;
-    ``None`` without ``engine.share_window_s``)."""
+    ``None`` without ``engine.share_window_s``); and for each lane with a
+    TTFT deadline, the share of its first tokens past their target, weighted
+    over the last half minute, in ``[0, 1]``: what its late budget reads
+    (:mod:`~slopolicy.core.queueing.lateness`)."""
 
     submitted: int
     queued: Mapping[str, int]
@@ -89,6 +92,7 @@ class PolicyStatistics:
     dispatch_backlog: float | None = None
     tbt_p99: Mapping[str, float | None] = field(default_factory=dict)
     saturation: float | None = None
+    ttft_late_share: Mapping[str, float] = field(default_factory=dict)
 
 
 class Phase(enum.Enum):

@@ -94,6 +94,11 @@ class Observer:
             if statistics.saturation is not None:
                 yield Observation(statistics.saturation, source.attributes)
 
+    def ttft_late_share(self, options: CallbackOptions) -> Iterable[Observation]:
+        for source, statistics in self._statistics():
+            for lane, share in statistics.ttft_late_share.items():
+                yield Observation(share, {**source.attributes, n.LANE: lane})
+
     def attainment(self, options: CallbackOptions) -> Iterable[Observation]:
         for source in self._sources():
             for lane in source.lanes():
@@ -215,5 +220,15 @@ OBSERVED = (
         description="Part of the recent time (decayed over engine.share_window_s) the "
         "engine held a startable request back: every seat taken, or a queued head "
         "that did not fit the KV ledger or the prefill budget; only with a share window.",
+    ),
+    Observed(
+        name=n.TTFT_LATE_SHARE,
+        kind="gauge",
+        read=Observer.ttft_late_share,
+        unit="1",
+        description="Share of a lane's first tokens past its TTFT target, weighted over the "
+        "last half minute: once the late ones pass what the target's quantile allows by a "
+        "whole one, queued requests are given up on by the predicted TTFT, not the "
+        "optimistic one; only for lanes with a TTFT deadline.",
     ),
 )

@@ -188,3 +188,10 @@ def test_before_the_fit_a_spent_budget_reads_the_engine_s_ttft_so_far(
         assert dispatch.expired[0].held_by is Hold.LATE
     else:
         assert [s.id for s in dispatch.started] == ["next"]
+
+
+def test_the_policy_s_statistics_say_each_deadline_lane_s_late_share() -> None:
+    assert _policy().statistics().ttft_late_share == {"chat": 0.0}
+    late = _after_first_tokens_in(0.55, 0.45).statistics().ttft_late_share
+    kept = math.exp(-0.9 / LATE_WINDOW_S)  # the late one (at 0.55 s) came 0.9 s before the other
+    assert late == {"chat": pytest.approx(kept / (kept + 1.0))}

@@ -297,6 +297,30 @@ async def test_a_paced_gate_reports_its_dispatch_backlog(otel: Otel) -> None:
     assert n.DISPATCH_BACKLOG not in EXPECTED
 
 
+async def test_a_lane_with_a_ttft_deadline_reports_the_share_of_its_first_tokens_late(
+    otel: Otel,
+) -> None:
+    lanes = config().lanes
+    bounded = policy(
+        lanes=[
+            {**lanes[0].model_dump(), "slo": {"ttft_p95_s": 0.001}},  # 1 ms: anything is late
+            lanes[1].model_dump(),
+        ]
+    )
+    async with Gate(bounded, telemetry=otel.telemetry()) as gate:
+        ticket = gate.admit_nowait(chat("first"))
+        await anyio.sleep(0.01)
+        ticket.tokens(1)
+        metrics = otel.metrics()
+        late = metrics[n.TTFT_LATE_SHARE]
+        assert (late.kind, late.unit, late.monotonic) == ("gauge", "1", None)
+        assert _attrs(late) == [{n.LANE: "interactive"}]  # only the lane with a deadline
+        assert late.value() == 1.0
+        ticket.finish()
+    # Without a TTFT deadline there is no series: the instrument test's run has none.
+    assert n.TTFT_LATE_SHARE not in EXPECTED
+
+
 @pytest.mark.parametrize(
     ("refused", "decision"),
     [

@@ -184,6 +184,7 @@ class Parts:
             dispatch_backlog=backlog,
             tbt_p99=health.tbt_p99(now=book.now),
             saturation=None if self.saturation is None else self.saturation._fraction(at),
+            ttft_late_share={lane: late.share for lane, late in self.first_tokens.late.items()},
         )
 
 
