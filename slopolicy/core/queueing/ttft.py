@@ -46,8 +46,8 @@ starts are worth the risk: each that makes it is a request attained that
 giving up would have lost. Once the late ones pass what the budget allows
 by a whole first token, it is spent: the check reads the expected TTFT (in
 a shadow too, no share of the deviation granted), and before the lane's
-fit, where nothing is given up on, the engine model's TTFT with nothing
-beside stands in. So the lane's p95 holds where the optimism alone let it
+fit, where a start outside a shadow was never given up on, the engine
+model's TTFT with nothing beside stands in. So the lane's p95 holds where the optimism alone let it
 slip: at twice FCFS's capacity on two held-out long-conversation traces the
 chat lane's TTFT p95 was 0.531 s and 0.507 s against 0.5 s, from turns kept
 at the edge (a cold start's turns that had waited for KV room, turns in a
