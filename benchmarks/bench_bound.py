@@ -123,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         workload = trace.workload
         if args.in_share:
             workload = within_share(workload, trace.engine, scale)
+            if not len(workload):
+                print(f"  {scale:6.3f}x  no tenant is within its fair share at this rate")
+                continue
         rows = bound(workload, trace.engine, scale)
         cut, refused, best = max(rows, key=lambda row: row[2])
         none = rows[-1][2]
