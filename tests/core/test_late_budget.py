@@ -30,7 +30,7 @@ def test_the_late_share_is_late_first_tokens_weighted_by_age_over_all_of_them(
     for gap, was_late in events:
         now += gap
         times.append((now, was_late))
-        late.observe(was_late, now)
+        late.observe(was_late, now=now)
     weights = [(math.exp((t - now) / window), was_late) for t, was_late in times]
     total = sum(w for w, _ in weights)
     expected = sum(w for w, was_late in weights if was_late) / total if total else 0.0
@@ -45,12 +45,12 @@ def test_the_late_share_is_late_first_tokens_weighted_by_age_over_all_of_them(
 def test_only_first_tokens_move_the_share_and_older_ones_count_less() -> None:
     late = LateShare()
     assert late.share == 0.0
-    late.observe(True, 10.0)
+    late.observe(True, now=10.0)
     assert late.share == 1.0  # however long ago: what the last ones did
-    late.observe(False, 10.0 + LATE_WINDOW_S)  # one window later, on time
+    late.observe(False, now=10.0 + LATE_WINDOW_S)  # one window later, on time
     kept = math.exp(-1.0)
     assert late.share == pytest.approx(kept / (kept + 1.0))
-    late.observe(False, 5.0)  # a clock that went back counts as the latest seen
+    late.observe(False, now=5.0)  # a clock that went back counts as the latest seen
     assert late.share == pytest.approx(kept / (kept + 2.0))
 
 
@@ -67,6 +67,12 @@ def test_a_target_s_late_budget_is_what_its_quantile_leaves() -> None:
 def test_a_quantile_that_leaves_no_budget_is_refused(quantile: object) -> None:
     with pytest.raises(UsageError, match="quantile"):
         late_budget(quantile)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("budget", [-0.1, 1.5, math.nan, "0.05", None])
+def test_a_budget_that_is_not_a_share_is_refused(budget: object) -> None:
+    with pytest.raises(UsageError, match="budget"):
+        LateShare().spent(budget)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("window", [0.0, -1.0, math.inf, math.nan, "30"])
@@ -119,15 +125,15 @@ def test_once_late_first_tokens_pass_the_budget_by_a_whole_one_the_expected_ttft
     assert central > 0.5
     late = check.late["chat"]
     for _ in range(18):
-        late.observe(False, 5.0)
-    late.observe(True, 5.0)  # 1 in 19: past the p95's 0.95 of one, by a little
+        late.observe(False, now=5.0)
+    late.observe(True, now=5.0)  # 1 in 19: past the p95's 0.95 of one, by a little
     assert not late.spent(0.05)
     assert not check.lost("chat", prompt, arrival=5.0, now=5.0)
-    late.observe(True, 5.0)  # 2 in 20: past the 1 allowed by a whole one
+    late.observe(True, now=5.0)  # 2 in 20: past the 1 allowed by a whole one
     assert late.spent(0.05)
     assert check.lost("chat", prompt, arrival=5.0, now=5.0)
     assert not check.lost("chat", prompt - 2000, arrival=5.0, now=5.0)  # 0.04 s less: it can
-    late.observe(False, 5.0)  # 2 in 21: back within it
+    late.observe(False, now=5.0)  # 2 in 21: back within it
     assert not check.lost("chat", prompt, arrival=5.0, now=5.0)
 
 
@@ -137,8 +143,8 @@ def test_a_spent_budget_takes_the_deviation_from_a_start_in_a_shadow_it_does_not
     check.started("d1", "docs", 40_000, now=10.0)  # 1 s of prefill
     prompt = _past_by_half_a_deviation(chat)
     assert not check.lost("chat", prompt, arrival=10.5, now=10.5)
-    check.late["chat"].observe(True, 10.5)
-    check.late["chat"].observe(True, 10.5)
+    check.late["chat"].observe(True, now=10.5)
+    check.late["chat"].observe(True, now=10.5)
     assert check.late["chat"].spent(0.2)
     assert check.lost("chat", prompt, arrival=10.5, now=10.5)
 

@@ -57,7 +57,7 @@ class LateShare:
         self._all = 0.0  # every first token, weighted as of ``_at``
         self._at = -math.inf
 
-    def observe(self, late: bool, now: float) -> None:
+    def observe(self, late: bool, *, now: float) -> None:
         """A first token came at ``now`` (seconds; earlier times count as the
         latest seen), past the target if ``late``."""
         at = self._at
@@ -82,4 +82,10 @@ class LateShare:
         budget is spent. Not by a fraction of one: a p95 over the last ten
         first tokens allows half a late one, and one late turn in ten is
         a p95's luck, not its breach."""
+        if not (isinstance(budget, int | float) and 0.0 <= budget <= 1.0):
+            raise UsageError(f"budget must be a number from 0 to 1, got {budget!r}")
+        return self._spent(budget)
+
+    def _spent(self, budget: float) -> bool:
+        """:meth:`spent` for a caller that checked ``budget``."""
         return self._late - budget * self._all >= 1.0

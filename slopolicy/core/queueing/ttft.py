@@ -312,7 +312,7 @@ class FirstTokenCheck:
             return False
         ahead, squares, shadow = around
         model = self.models[lane]
-        spent = self.late[lane].spent(self._budgets[lane])
+        spent = self.late[lane]._spent(self._budgets[lane])
         expected = self._reading(model, ahead, squares, shadow, spent=spent)
         if expected is None:
             return False
@@ -383,7 +383,7 @@ class FirstTokenCheck:
         self._reported = True
         bound = self._bounds.get(lane)
         if bound is not None and arrival is not None:
-            self.late[lane].observe(now > arrival + bound, now)
+            self.late[lane].observe(now > arrival + bound, now=now)
         if around is not None:  # else what it waited for is unknown: it teaches nothing
             ahead, squares, shadow = around
             seconds = now - started
