@@ -77,7 +77,8 @@ def _table(title: str, headers: Sequence[str]) -> Table:
 def _summary(reports: Sequence[PolicyReport]) -> Table:
     table = _table(
         "Every lane together (rates per second; attainment counts refused requests as missed; "
-        "degraded: answers cut short or downgraded, within target; done/s: throughput)",
+        "degraded: answers cut short or downgraded, within target; done/s: throughput; "
+        "preempted: the engine's preemptions by recompute)",
         (
             "policy",
             "goodput",
@@ -87,6 +88,7 @@ def _summary(reports: Sequence[PolicyReport]) -> Table:
             "done",
             "refused",
             "expired",
+            "preempted",
             "Jain",
             "worst tenant",
             "ladder",
@@ -103,6 +105,7 @@ def _summary(reports: Sequence[PolicyReport]) -> Table:
             f"{report.completed:,}",
             f"{report.rejected:,}",
             f"{report.expired:,}",
+            f"{report.preemptions:,}",
             "-" if report.jain_attainment is None else f"{report.jain_attainment:.3f}",
             f"{report.worst_tenant} {_pct(report.worst_tenant_attainment)}",
             climbs,

@@ -1,0 +1,48 @@
+"""The console's table over every lane shows each policy's preemptions by recompute."""
+
+from __future__ import annotations
+
+import functools
+import io
+
+from rich.console import Console
+
+from slopolicy import PolicyConfig
+from slopolicy.sim import Comparison, builtin_scenario, compare
+from slopolicy.sim.console import print_comparison
+
+
+@functools.cache
+def _seed() -> Comparison:
+    """The seed scenario's first 150 s (the contracts and the summaries
+    land): FCFS's engine preempts, ours' does not."""
+    scenario = builtin_scenario("seed")
+    workload = scenario.workload.window(0.0, 150.0)
+    return compare(workload, PolicyConfig(), scenario.engine, policies=["slopolicy", "fcfs"])
+
+
+def _column(printed: str, header: str) -> dict[str, str]:
+    """Each policy's cell under ``header`` in the first table that has it
+    (the cells are right-justified under it)."""
+    lines = printed.splitlines()
+    at = next(k for k, line in enumerate(lines) if f" {header} " in f"{line} ")
+    end = lines[at].index(f" {header}") + 1 + len(header)
+    cells: dict[str, str] = {}
+    for line in lines[at + 2 :]:
+        if not line.strip():
+            break
+        cells[line.split()[0]] = line[:end].split()[-1]
+    return cells
+
+
+def test_the_summary_shows_each_policys_preemptions() -> None:
+    comparison = _seed()
+    reports = comparison.reports
+    assert reports["fcfs"].preemptions > 0  # the premise: FCFS fills the KV cache
+    out = io.StringIO()
+    print_comparison(comparison, Console(file=out, width=200))
+    printed = out.getvalue()
+    assert "preempted: the engine's preemptions by recompute" in printed
+    assert _column(printed, "preempted") == {
+        name: f"{report.preemptions:,}" for name, report in reports.items()
+    }
