@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import io
 
 from rich.console import Console
@@ -12,7 +11,6 @@ from slopolicy.sim import Comparison, builtin_scenario, compare
 from slopolicy.sim.console import print_comparison
 
 
-@functools.cache
 def _seed() -> Comparison:
     """The seed scenario's first 150 s (the contracts and the summaries
     land): FCFS's engine preempts, ours' does not."""
