@@ -47,11 +47,12 @@ giving up would have lost. Once the late ones pass what the budget allows
 by a whole first token, it is spent: the check reads the expected TTFT (in
 a shadow too, no share of the deviation granted), and before the lane's
 fit, where a start outside a shadow was never given up on, the engine
-model's TTFT with nothing beside stands in. So the lane's p95 holds where the optimism alone let it
-slip: at twice FCFS's capacity on two held-out long-conversation traces the
-chat lane's TTFT p95 was 0.531 s and 0.507 s against 0.5 s, from turns kept
-at the edge (a cold start's turns that had waited for KV room, turns in a
-long prefill's shadow); with the budget, 0.467 s and 0.496 s.
+model's TTFT with nothing beside stands in. So the lane's p95 holds where
+the optimism alone let it slip: at twice FCFS's capacity on two held-out
+long-conversation traces the chat lane's TTFT p95 was 0.531 s and 0.507 s
+against 0.5 s, from turns kept at the edge (a cold start's turns that had
+waited for KV room, turns in a long prefill's shadow); with the budget,
+0.467 s and 0.496 s.
 
 With no later lane's prompt in prefill beside it, the prompts ahead of a
 request that are in prefill already count for what is left of them: the
