@@ -15,7 +15,8 @@ prompt), then sent with the ticket's limits: the lane's and ladder's
 the caller gave a value (``max_tokens`` when neither; ``None`` is no value; when
 both differ, ``max_completion_tokens`` is the limit reserved for, as vLLM honours
 it), ``n``/``logprobs``/``reasoning_effort``/``model`` as the ladder left them,
-and vLLM's ``priority`` in ``extra_body`` when the lane maps to one. Streams
+and vLLM's ``priority`` in ``extra_body`` when the lane maps to one (past every
+lane's for a tenant over its share: vLLM preempts those first). Streams
 always ask for ``stream_options.include_usage`` so the engine's own
 ``completion_tokens`` settles the tenant's charge; the usage-only chunk reaches
 the caller only when the caller asked for it. Tokens are counted
@@ -64,6 +65,7 @@ from slopolicy.adapters.common import (
     check_default_max_tokens,
     check_extra_body,
     check_priorities,
+    engine_priority,
     given,
     policy_request,
 )
@@ -105,7 +107,9 @@ class GatedOpenAI:
             ``client.with_options(max_retries=0)`` (see the module docstring).
         gate: an open gate.
         priorities: lane name -> vLLM ``priority`` (lower runs first; vLLM
-            honours it only with ``--scheduling-policy priority``). Lanes not
+            honours it only with ``--scheduling-policy priority``), past every
+            lane's for a start over its tenant's share
+            (:func:`~slopolicy.adapters.common.engine_priority`). Lanes not
             listed send none.
         default_max_tokens: output limit, in tokens, when a call gives none:
             the gate must reserve for a known budget, so one is always sent.
@@ -292,7 +296,7 @@ class GatedOpenAI:
         headers = dict(body.get("extra_headers") or {})
         if not any(name.lower() == "x-request-id" for name in headers):
             headers["X-Request-Id"] = ticket.id  # vLLM logs and aborts by it
-        priority = self.priorities.get(ticket.lane)
+        priority = engine_priority(self.priorities, ticket.started)
         if priority is not None:
             # The policy's lane decides the engine's order, over a caller's
             # value: vLLM's X-Vllm-Priority header would override the body's.

@@ -23,7 +23,9 @@ What the adapter does:
   the ladder dropped optional features. ``best_of`` is not touched: it is gone
   from vLLM's ``SamplingParams``.
 - ``request_id`` is the ticket's id; ``priority`` is passed only for lanes in
-  ``priorities`` (vLLM honours it only under ``--scheduling-policy priority``).
+  ``priorities`` (vLLM honours it only under ``--scheduling-policy priority``),
+  past every lane's for a start over its tenant's share, so vLLM preempts
+  those first (:func:`~slopolicy.adapters.common.engine_priority`).
 - Tokens are counted from ``outputs[i].token_ids`` per sequence: growth for
   CUMULATIVE outputs (the default), length for DELTA, all at the end for
   FINAL_ONLY. One yield may carry several tokens (``stream_interval``,
@@ -57,6 +59,7 @@ from slopolicy.adapters.common import (
     Who,
     check_default_max_tokens,
     check_priorities,
+    engine_priority,
     fault_from_status,
     policy_request,
 )
@@ -191,7 +194,8 @@ class GatedAsyncLLM:
     Args:
         engine: the engine (see :class:`AsyncEngine`).
         gate: an open gate.
-        priorities: lane name -> vLLM ``priority`` (lower runs first).
+        priorities: lane name -> vLLM ``priority`` (lower runs first; past
+            every lane's for a start over its tenant's share).
         default_max_tokens: output limit, in tokens, for sampling params
             with ``max_tokens=None``.
     """
@@ -236,8 +240,9 @@ class GatedAsyncLLM:
         ticket = await self.gate.admit(self._request(prompt, sampling_params, who))
         with holding(ticket):
             params = self._params(ticket, sampling_params)
-            if ticket.lane in self.priorities:
-                kwargs["priority"] = self.priorities[ticket.lane]
+            priority = engine_priority(self.priorities, ticket.started)
+            if priority is not None:
+                kwargs["priority"] = priority
             outputs = _Outputs(self.engine.generate(prompt, params, ticket.id, **kwargs))
         progress = _Progress(_kind(params))
 

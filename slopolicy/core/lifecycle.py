@@ -26,7 +26,15 @@ class Started:
     fallback ladder's transforms; ``kv_blocks`` is the KV reservation;
     ``queue_wait`` is seconds queued; ``rungs`` names the ladder rungs that
     changed or marked the request (a ``compress_prompt`` marker asks the host
-    to compress the prompt itself).
+    to compress the prompt itself). ``over_share``: when it started, the KV
+    pool was over-asked (the tenants' needs exceed it:
+    :class:`~slopolicy.core.kv.shares.KVShares`) and its tenant asked for
+    more than its max-min share of the saturated engine
+    (:meth:`TenantDemand.portion
+    <slopolicy.core.queueing.demand.TenantDemand.portion>` below 1); always
+    ``False`` without share protection. The engine's preemptions are to
+    come then, and should take such requests first: tell it with a worse
+    priority (see ``docs/adapters.md``).
     """
 
     id: str
@@ -36,6 +44,7 @@ class Started:
     kv_blocks: int
     queue_wait: float
     rungs: tuple[str, ...] = ()
+    over_share: bool = False
 
 
 @fast_init

@@ -65,7 +65,11 @@ class PolicyScheduler:
         engine_priority: tell the engine each request's lane rank as its
             priority (vLLM ``--scheduling-policy priority`` with the request's
             ``priority``), so requests already released still start in lane
-            order; otherwise the engine's queue is FCFS.
+            order, and a request started over its tenant's share
+            (:attr:`Started.over_share <slopolicy.Started.over_share>`) the
+            rank plus the number of lanes, so an engine that must preempt
+            takes it before every request within its share; otherwise the
+            engine's queue is FCFS.
         name: the name in reports.
     """
 
@@ -88,6 +92,7 @@ class PolicyScheduler:
         self.scheduling: Scheduling = "priority" if engine_priority else "fcfs"
         ranks = {lane: rank for rank, lane in enumerate(policy.lanes)}
         self._ranks = ranks if engine_priority else dict.fromkeys(ranks, 0)
+        self._over_share = len(ranks) if engine_priority else 0  # added past every lane's rank
         self.moves: list[LadderMove] = []
         self._settle = policy.ladder_settle_time
         self._now = 0.0  # the latest time this scheduler was called at
@@ -122,12 +127,12 @@ class PolicyScheduler:
             state, why = self.policy.overload()
             event = result.ladder
             self.moves.append(LadderMove(now, event.to_level, event.rung, state.value, why))
-        ranks = self._ranks
+        ranks, over = self._ranks, self._over_share
         started = tuple(
             Release(
                 s.id,
                 s.request.max_new_tokens,
-                ranks[s.lane],
+                ranks[s.lane] + over if s.over_share else ranks[s.lane],
                 s.request.model,  # set only by the ladder's cheaper_model rung
             )
             for s in result.started

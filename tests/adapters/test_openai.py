@@ -12,6 +12,8 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from slopolicy import Outcome, Rejected
 from slopolicy.adapters import EngineError, EngineFault, engine_error_response
+from slopolicy.core.kv.shares import KVShares
+from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.errors import UsageError
 from tests.adapters.clients import HELLO, drain
 from tests.adapters.clients import openai_gate as gated
@@ -46,6 +48,27 @@ async def test_a_streamed_chat_goes_through_the_gate(vllm_url: str, recorder: Re
     assert finished.output_tokens == 5
     assert finished.tenant == "acme"
     assert finished.stages["schedule"] >= 0
+
+
+async def test_an_over_share_start_is_sent_past_every_lane_s_priority(
+    vllm_url: str, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant over its share of a saturated engine (its portion below 1)
+    while the KV pool is over-asked (a finite level) gets its lane's priority
+    plus the map's span: vLLM preempts it first."""
+    monkeypatch.setattr(TenantDemand, "_portion", lambda self, tenant, now: 0.5)
+    monkeypatch.setattr(KVShares, "level", property(lambda self: 100.0))  # over-asked
+    headers = recorder.script("stream-over", Script(tokens=2))
+    priorities = {"interactive": -10, "batch": 10}
+    async with gated(vllm_url, priorities=priorities) as (client, p):
+        stream = await client.chat_stream(
+            model="m", messages=HELLO, max_tokens=8, tenant="acme", extra_headers=headers
+        )
+        async with stream:
+            await drain(stream)
+        assert_clean(p)
+    assert stream.ticket.started.over_share
+    assert recorder.hit("stream-over").body["priority"] == -10 + 21
 
 
 async def test_the_usage_chunk_passes_when_asked_and_settles_the_charge(

@@ -13,6 +13,8 @@ import pytest
 from slopolicy import EngineSignals, Gate, Outcome, Policy, Rejected
 from slopolicy.adapters import EngineError, EngineFault
 from slopolicy.adapters.vllm import GatedAsyncLLM, classify
+from slopolicy.core.kv.shares import KVShares
+from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.errors import UsageError
 from slopolicy.testing.fake_vllm import (
     CompletionOutput,
@@ -63,6 +65,23 @@ async def test_cumulative_outputs_are_counted_once_with_exact_timings() -> None:
     assert finished.output_tokens == 64
     assert finished.ttft == pytest.approx(0.2)
     assert finished.tpot == pytest.approx(0.05)
+
+
+async def test_an_over_share_start_is_sent_past_every_lane_s_priority(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tenant over its share of a saturated engine (its portion below 1)
+    while the KV pool is over-asked (a finite level) gets its lane's priority
+    plus the map's span: vLLM preempts it first."""
+    monkeypatch.setattr(TenantDemand, "_portion", lambda self, tenant, now: 0.5)
+    monkeypatch.setattr(KVShares, "level", property(lambda self: 100.0))  # over-asked
+    engine = FakeAsyncLLM(ttft=0.1, per_token=0.01, output_tokens=2)
+    async with gated(engine, priorities={"interactive": -3, "batch": 3}) as (gated_llm, p):
+        stream = await gated_llm.generate("hi", SamplingParams(max_tokens=8), tenant="acme")
+        await drain(stream)
+        assert_clean(p)
+    assert stream.ticket.started.over_share
+    assert engine.calls[0].priority == -3 + 7
 
 
 @pytest.mark.parametrize("kind", [RequestOutputKind.DELTA, RequestOutputKind.CUMULATIVE])

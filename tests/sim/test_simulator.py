@@ -24,6 +24,7 @@ from slopolicy.sim import (
 )
 from slopolicy.testing import assert_no_leaks
 from slopolicy.testing.strategies import engine_specs, workloads
+from tests.sim.harness import engine_view, sim_request
 
 H100 = EngineSpec(profile("llama3-8b/h100"))
 
@@ -267,3 +268,38 @@ def test_every_dispatch_and_observe_get_the_same_settled_view() -> None:
     assert len({id(view) for view, _ in seen}) == 1
     # Each dispatch starts from the engine's own queue: nothing left over from the last one.
     assert all(waiting <= 1 for _, waiting in seen)
+
+
+def _floods(engine_priority: bool) -> list[tuple[str, int]]:
+    """The engine priorities ours gives a flood's starts: ``big`` queues 30
+    batch requests and ``small`` one on three seats and a pool they over-ask;
+    the first three start while the engine has kept up, the next once ``big``
+    is far over its share."""
+    config = PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {"name": "chat", "slo": {"ttft_p95_s": 0.5}, "max_prompt_tokens": 1000},
+                {"name": "batch", "max_prompt_tokens": 100_000, "max_queue_wait_s": 600},
+            ],
+            "engine": {"max_running": 3, "share_window_s": 10.0},
+            "kv": {"num_blocks": 2000},  # six of the flood's requests: over-asked
+        }
+    )
+    ours = PolicyScheduler(config, engine_priority=engine_priority)
+    view = engine_view()[1]
+    for index in range(30):
+        assert ours.submit(sim_request(f"big{index}", "big", prompt=5000), now=0.0).accepted
+    assert ours.submit(sim_request("small0", "small", prompt=5000), now=0.0).accepted
+    first = ours.dispatch(0.0, view).started
+    ours.finish(first[0].id, now=1.0, output_tokens=10)
+    then = ours.dispatch(1.0, view).started
+    return [(r.id, r.priority) for r in (*first, *then)]
+
+
+def test_ours_has_the_engine_preempt_an_over_share_tenant_s_starts_first() -> None:
+    """A start over its tenant's share gets its lane's rank plus the number of
+    lanes (two here) as its engine priority: after every start within its
+    share, so the engine's preemption (the largest priority first) takes it
+    first."""
+    assert _floods(engine_priority=True) == [("big0", 1), ("small0", 1), ("big1", 1), ("big2", 3)]
+    assert _floods(engine_priority=False) == [("big0", 0), ("small0", 0), ("big1", 0), ("big2", 0)]

@@ -86,11 +86,13 @@ class Dispatcher:
         started: list[Started] = []
         if len(expired) == max_expired and self._overdue(now):
             return Dispatch(started=(), expired=tuple(expired), ladder=event)
-        shares = self._kv_shares
+        shares, demand = self._kv_shares, self._demand
         if shares is not None and now >= shares._due:
-            demand = self._demand
             protected = frozenset() if demand is None else demand._within_share(now)
             shares._refresh_at(self._tenant_kv(), now, protected)
+        # Where the pool is over-asked, the engine's preemptions are to come;
+        # a start over its tenant's share says so (see Started.over_share).
+        over_asked = None if shares is None or shares.level == math.inf else demand
         while not self._seats.full:
             entry = self._start_next(now, expired, shares)
             if entry is None:
@@ -105,6 +107,8 @@ class Dispatcher:
                     kv_blocks=entry.kv_blocks,
                     queue_wait=entry.dispatched_at - entry.arrival,
                     rungs=entry.rungs,
+                    over_share=over_asked is not None
+                    and over_asked._portion(entry.tenant, now) < 1.0,
                 )
             )
         saturation = self._saturation
