@@ -27,10 +27,10 @@ class Started:
     ``queue_wait`` is seconds queued; ``rungs`` names the ladder rungs that
     changed or marked the request (a ``compress_prompt`` marker asks the host
     to compress the prompt itself). ``over_share``: when it started, the KV
-    pool was over-asked (the tenants' needs exceed it:
-    :class:`~slopolicy.core.kv.shares.KVShares`) and its tenant asked for
-    more than its max-min share of the saturated engine
-    (:meth:`TenantDemand.portion
+    pool was contended (the tenants' needs exceed it, as
+    :class:`~slopolicy.core.kv.shares.KVShares` counts them, or the running
+    requests are forecast past 80% of it) and its tenant asked for more than
+    its max-min share of the saturated engine (:meth:`TenantDemand.portion
     <slopolicy.core.queueing.demand.TenantDemand.portion>` below 1); always
     ``False`` without share protection. The engine's preemptions are to
     come then, and should take such requests first: tell it with a worse

@@ -1,4 +1,4 @@
-"""A start says whether, with the KV pool over-asked, its tenant was over its
+"""A start says whether, with the KV pool contended, its tenant was over its
 max-min share of a saturated engine (``Started.over_share``), so the host can
 tell the engine to preempt those requests first (issue 18: over-share tenants
 absorb the overload, in the engine's preemptions too)."""
@@ -59,9 +59,11 @@ def test_a_start_over_its_tenant_s_share_says_so_and_one_within_does_not() -> No
     assert _replace(policy, running[1:], 2.0) == {("small1", False), ("big3", True)}
 
 
-def test_where_the_pool_holds_every_need_no_start_is_over_share() -> None:
-    """The default pool (26,688 blocks) holds the whole flood: the engine's
-    queue order is what a priority moves there, and it stays the lanes'."""
+def test_where_the_pool_is_not_contended_no_start_is_over_share() -> None:
+    """The default pool (26,688 blocks) holds the whole flood, and the three
+    running are forecast to hold 4% of it: no preemption is to come, the
+    engine's queue order is what a priority would move, and it stays the
+    lanes'."""
     policy = _policy(num_blocks=26_688)
     running = _flood(policy)
     shares = policy._dispatcher._kv_shares
@@ -74,3 +76,28 @@ def test_without_share_protection_no_start_is_over_share() -> None:
     policy = _policy(share_window_s=None)
     running = _flood(policy)
     assert _replace(policy, running[:1], 1.0) == {("big2", False)}
+
+
+def test_the_pool_is_contended_by_its_needs_or_by_its_forecast_peak() -> None:
+    """Three running 319-block requests in a 1,000-block pool: their needs fit
+    it (the shares' level is infinite), but their forecast peak passes 80%
+    of it; two do not."""
+    for count, contended in ((2, False), (3, True)):
+        policy = _policy(num_blocks=1000)
+        dispatcher = policy._dispatcher
+        shares = dispatcher._kv_shares
+        for index in range(count):
+            assert policy.submit(_batch(f"a{index}", "a"), now=0.0).accepted
+        assert not dispatcher._contended(shares)  # nothing runs yet
+        assert len(policy.dispatch(now=0.0).started) == count
+        assert shares is not None
+        assert shares.level == math.inf
+        assert dispatcher._contended(shares) is contended
+        assert not dispatcher._contended(None)  # no share protection
+    # A flood's queued needs exceed the pool: contended at any peak.
+    policy = _policy(num_blocks=26_688 // 20)
+    _flood(policy)
+    shares = policy._dispatcher._kv_shares
+    assert shares is not None
+    assert shares.level < math.inf
+    assert policy._dispatcher._contended(shares)

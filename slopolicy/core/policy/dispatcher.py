@@ -28,6 +28,7 @@ from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
 from slopolicy.core.outcome import Finished, Hold, Outcome
 from slopolicy.core.policy.parts import Parts
+from slopolicy.core.policy.reservations import FILL
 
 __all__ = ("Dispatcher",)
 
@@ -90,14 +91,14 @@ class Dispatcher:
         if shares is not None and now >= shares._due:
             protected = frozenset() if demand is None else demand._within_share(now)
             shares._refresh_at(self._tenant_kv(), now, protected)
-        # Where the pool is over-asked, the engine's preemptions are to come;
-        # a start over its tenant's share says so (see Started.over_share).
-        over_asked = None if shares is None or shares.level == math.inf else demand
+        contended: bool | None = None  # the pool's, read at the first start
         while not self._seats.full:
             entry = self._start_next(now, expired, shares)
             if entry is None:
                 break
             assert entry.dispatched_at is not None
+            if contended is None:
+                contended = self._contended(shares)
             started.append(
                 Started(
                     id=entry.id,
@@ -107,8 +108,9 @@ class Dispatcher:
                     kv_blocks=entry.kv_blocks,
                     queue_wait=entry.dispatched_at - entry.arrival,
                     rungs=entry.rungs,
-                    over_share=over_asked is not None
-                    and over_asked._portion(entry.tenant, now) < 1.0,
+                    over_share=contended
+                    and demand is not None
+                    and demand._portion(entry.tenant, now) < 1.0,
                 )
             )
         saturation = self._saturation
@@ -181,6 +183,21 @@ class Dispatcher:
                 entry.held_by = Hold.KV
             else:
                 return None
+
+    def _contended(self, shares: KVShares | None) -> bool:
+        """Whether the KV pool is contended, so that the engine's preemptions
+        are to come and a start over its tenant's share says so
+        (:attr:`Started.over_share <slopolicy.Started.over_share>`): the
+        tenants' needs exceed it (``shares``' level is finite), or the
+        running requests are forecast past :data:`FILL` of it at their peak
+        (where the fill stops: the ladder's default ``kv_usage`` trigger
+        reads KV pressure above it). Never without share protection."""
+        if shares is None:
+            return False
+        if shares.level < math.inf:
+            return True
+        kv = self._kv
+        return kv.statistics().peak_blocks > FILL * kv.num_blocks
 
     def _past_share(self, shares: KVShares, entry: Entry) -> bool:
         """Whether ``entry``'s tenant, past its share of the pool with it, may
