@@ -15,7 +15,10 @@ the engine held a startable head back (every seat taken, or a head that did
 not fit the KV ledger or the prefill budget), and it says when the next
 dispatch has work (:meth:`Dispatcher.next_wakeup`). A head it keeps back
 carries why (:class:`~slopolicy.core.outcome.Hold`), so a request that
-expires says what it last waited on (:attr:`Finished.held_by`).
+expires says what it last waited on (:attr:`Finished.held_by`). Where the
+pool is contended, a start whose tenant is over its share of the engine
+says so (:attr:`Started.over_share <slopolicy.Started.over_share>`), for
+the host to have the engine preempt it first.
 """
 
 from __future__ import annotations
