@@ -43,7 +43,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.request import Request
 from slopolicy.errors import SlopolicyError, UsageError
@@ -58,7 +57,6 @@ __all__ = (
     "check_priorities",
     "engine_count",
     "engine_error_response",
-    "engine_priority",
     "fault_from_status",
     "given",
     "parse_retry_after",
@@ -229,21 +227,6 @@ def check_priorities(priorities: Mapping[str, int] | None) -> dict[str, int]:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise UsageError(f"priorities[{lane!r}] must be an integer, got {priority!r}")
     return checked
-
-
-def engine_priority(priorities: Mapping[str, int], started: Started) -> int | None:
-    """vLLM's ``priority`` for a start: its lane's in ``priorities`` (``None``
-    where the lane has none), and for a start over its tenant's share
-    (:attr:`Started.over_share <slopolicy.Started.over_share>`) that plus
-    the span of ``priorities`` (the most less the least, plus one), so it
-    ranks after every start within its share, whatever the lanes. vLLM
-    preempts the running request of the largest ``priority`` (then the
-    latest arrival) first: an engine out of KV takes the tenants over their
-    share first, not a within-share tenant's long prompt."""
-    priority = priorities.get(started.lane)
-    if priority is None or not started.over_share:
-        return priority
-    return priority + max(priorities.values()) - min(priorities.values()) + 1
 
 
 def given(params: Mapping[str, Any], name: str, default: Any) -> Any:

@@ -65,7 +65,6 @@ from slopolicy.adapters.common import (
     check_default_max_tokens,
     check_extra_body,
     check_priorities,
-    engine_priority,
     given,
     policy_request,
 )
@@ -109,8 +108,8 @@ class GatedOpenAI:
         priorities: lane name -> vLLM ``priority`` (lower runs first; vLLM
             honours it only with ``--scheduling-policy priority``), past every
             lane's for a start over its tenant's share
-            (:func:`~slopolicy.adapters.common.engine_priority`). Lanes not
-            listed send none.
+            (:meth:`Started.engine_priority
+            <slopolicy.Started.engine_priority>`). Lanes not listed send none.
         default_max_tokens: output limit, in tokens, when a call gives none:
             the gate must reserve for a known budget, so one is always sent.
         slots: for llama.cpp's ``llama-server``: pins each request to a slot
@@ -296,7 +295,7 @@ class GatedOpenAI:
         headers = dict(body.get("extra_headers") or {})
         if not any(name.lower() == "x-request-id" for name in headers):
             headers["X-Request-Id"] = ticket.id  # vLLM logs and aborts by it
-        priority = engine_priority(self.priorities, ticket.started)
+        priority = ticket.started.engine_priority(self.priorities)
         if priority is not None:
             # The policy's lane decides the engine's order, over a caller's
             # value: vLLM's X-Vllm-Priority header would override the body's.

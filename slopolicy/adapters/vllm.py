@@ -25,7 +25,8 @@ What the adapter does:
 - ``request_id`` is the ticket's id; ``priority`` is passed only for lanes in
   ``priorities`` (vLLM honours it only under ``--scheduling-policy priority``),
   past every lane's for a start over its tenant's share, so vLLM preempts
-  those first (:func:`~slopolicy.adapters.common.engine_priority`).
+  those first (:meth:`Started.engine_priority
+  <slopolicy.Started.engine_priority>`).
 - Tokens are counted from ``outputs[i].token_ids`` per sequence: growth for
   CUMULATIVE outputs (the default), length for DELTA, all at the end for
   FINAL_ONLY. One yield may carry several tokens (``stream_interval``,
@@ -59,7 +60,6 @@ from slopolicy.adapters.common import (
     Who,
     check_default_max_tokens,
     check_priorities,
-    engine_priority,
     fault_from_status,
     policy_request,
 )
@@ -240,7 +240,7 @@ class GatedAsyncLLM:
         ticket = await self.gate.admit(self._request(prompt, sampling_params, who))
         with holding(ticket):
             params = self._params(ticket, sampling_params)
-            priority = engine_priority(self.priorities, ticket.started)
+            priority = ticket.started.engine_priority(self.priorities)
             if priority is not None:
                 kwargs["priority"] = priority
             outputs = _Outputs(self.engine.generate(prompt, params, ticket.id, **kwargs))

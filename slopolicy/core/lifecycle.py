@@ -33,8 +33,8 @@ class Started:
     its max-min share of the saturated engine (:meth:`TenantDemand.portion
     <slopolicy.core.queueing.demand.TenantDemand.portion>` below 1); always
     ``False`` without share protection. The engine's preemptions are to
-    come then, and should take such requests first: tell it with a worse
-    priority (see ``docs/adapters.md``).
+    come then, and should take such requests first: :meth:`engine_priority`
+    tells the engine (see ``docs/adapters.md``).
     """
 
     id: str
@@ -45,6 +45,20 @@ class Started:
     queue_wait: float
     rungs: tuple[str, ...] = ()
     over_share: bool = False
+
+    def engine_priority(self, priorities: Mapping[str, int]) -> int | None:
+        """vLLM's ``priority`` for this start, from ``priorities`` (lane ->
+        ``priority``, lower runs first): its lane's (``None`` where the lane
+        has none), and when :attr:`over_share` that plus the span of
+        ``priorities`` (the most less the least, plus one), so it ranks
+        after every start within its share, whatever the lanes. vLLM
+        preempts the running request of the largest ``priority`` (then the
+        latest arrival) first: an engine out of KV takes the tenants over
+        their share first, not a within-share tenant's long prompt."""
+        priority = priorities.get(self.lane)
+        if priority is None or not self.over_share:
+            return priority
+        return priority + max(priorities.values()) - min(priorities.values()) + 1
 
 
 @fast_init

@@ -91,8 +91,7 @@ class PolicyScheduler:
         self.signals = frozenset(signals)
         self.scheduling: Scheduling = "priority" if engine_priority else "fcfs"
         ranks = {lane: rank for rank, lane in enumerate(policy.lanes)}
-        self._ranks = ranks if engine_priority else dict.fromkeys(ranks, 0)
-        self._over_share = len(ranks) if engine_priority else 0  # added past every lane's rank
+        self._ranks = ranks if engine_priority else {}  # none: every priority 0
         self.moves: list[LadderMove] = []
         self._settle = policy.ladder_settle_time
         self._now = 0.0  # the latest time this scheduler was called at
@@ -127,12 +126,12 @@ class PolicyScheduler:
             state, why = self.policy.overload()
             event = result.ladder
             self.moves.append(LadderMove(now, event.to_level, event.rung, state.value, why))
-        ranks, over = self._ranks, self._over_share
+        ranks = self._ranks
         started = tuple(
             Release(
                 s.id,
                 s.request.max_new_tokens,
-                ranks[s.lane] + over if s.over_share else ranks[s.lane],
+                s.engine_priority(ranks) or 0,
                 s.request.model,  # set only by the ladder's cheaper_model rung
             )
             for s in result.started
