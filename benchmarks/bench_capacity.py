@@ -22,9 +22,12 @@ targets (TTFT and TPOT of what it served); and ours' in-share attainment
 over rates from 0.97 to 1.03 times that one (mean and least: one rate's
 figure moves by a few points with changes of rate too small to matter), and
 what ours' tenants above their share attain there (above the in-share
-figure, the tenants within their share are losing to them), and what ours'
-expired requests at that rate last waited on at their lane's front, per
-lane (:attr:`slopolicy.sim.LaneReport.expired_by`).
+figure, the tenants within their share are losing to them), how often the
+engine preempted requests under each policy
+(:attr:`slopolicy.sim.TenantReport.preempted`, summed over the tenants
+within their share and over those above it), and what ours' expired requests at that
+rate last waited on at their lane's front, per lane
+(:attr:`slopolicy.sim.LaneReport.expired_by`).
 Then the issue's bar for
 ours: at least 1.3x the best baseline, or within 5% of the limit where that
 would pass it, never below the best baseline by more than 3%, no harm
@@ -260,6 +263,7 @@ def at_twice_fcfs(trace: Trace, found: Sweep, rpm: int) -> dict[str, Any]:
         policies[name] = {
             "in_share_attainment": in_share_attainment(share, report).attainment,
             "over_share_attainment": _over_share(share, report),
+            "preempted": _preempted(share, report),
             "protected_meets_targets": _meets(report, protected),
             "expired_by": {
                 lane: dict(row.expired_by) for lane, row in report.lanes.items() if row.expired_by
@@ -298,6 +302,14 @@ def _over_share(share: InShare, report: PolicyReport) -> float | None:
     over = [tenant for name, tenant in report.tenants.items() if name not in share.tenants]
     offered = sum(tenant.offered for tenant in over)
     return sum(tenant.attained for tenant in over) / offered if offered else None
+
+
+def _preempted(share: InShare, report: PolicyReport) -> dict[str, int]:
+    """The engine's preemptions of the requests of the tenants within their
+    share and of those above it: under overload the engine's recomputes
+    should fall on the second (ours has it preempt those first)."""
+    within = sum(t.preempted for name, t in report.tenants.items() if name in share.tenants)
+    return {"in_share": within, "over_share": report.preemptions - within}
 
 
 def _meets(report: PolicyReport, lane: str) -> bool | None:
@@ -382,6 +394,17 @@ def print_trace(data: Mapping[str, Any], seconds: float) -> None:
         over = at_2x["policies"].get(OURS, {}).get("over_share_attainment")
         if over is not None:
             print(f"  {OURS}'s tenants above their share attain {over:.3f} at that rate")
+        preempted = {
+            name: found["preempted"]
+            for name, found in at_2x["policies"].items()
+            if found.get("preempted") is not None
+        }
+        if any(counts["in_share"] or counts["over_share"] for counts in preempted.values()):
+            said = ", ".join(
+                f"{name} {counts['in_share']:,}/{counts['over_share']:,}"
+                for name, counts in preempted.items()
+            )
+            print(f"  the engine's preemptions at that rate (within share/above it): {said}")
         for lane, causes in at_2x["policies"].get(OURS, {}).get("expired_by", {}).items():
             said = ", ".join(f"{count} {cause}" for cause, count in causes.items())
             print(f"  {OURS}'s expired {lane} requests at that rate, by what held them: {said}")

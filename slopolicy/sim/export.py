@@ -146,6 +146,7 @@ def _tenant(tenant: TenantReport) -> dict[str, Any]:
         "attainment": tenant.attainment,
         "goodput_rps": tenant.goodput_rps,
         "degraded_goodput_rps": tenant.degraded_goodput_rps,
+        "preempted": tenant.preempted,
     }
 
 

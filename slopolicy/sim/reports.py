@@ -174,7 +174,9 @@ class LaneReport:
 
 @dataclass(frozen=True, slots=True)
 class TenantReport:
-    """One tenant under one policy (every lane together)."""
+    """One tenant under one policy (every lane together). ``preempted``
+    counts the engine's preemptions (by recompute) of the tenant's
+    requests: under overload, whose work the engine threw away."""
 
     tenant: str
     offered: int
@@ -186,6 +188,7 @@ class TenantReport:
     goodput_rps: float
     degraded: int = 0
     degraded_goodput_rps: float = 0.0
+    preempted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +281,11 @@ def _expired_by(records: Iterable[RequestRecord]) -> dict[str, int]:
 
 
 def _tenant(tenant: str, judged: list[tuple[RequestRecord, bool]], duration: float) -> TenantReport:
-    return TenantReport(tenant=tenant, **_Counts.of(judged).fields(duration))
+    return TenantReport(
+        tenant=tenant,
+        **_Counts.of(judged).fields(duration),
+        preempted=sum(record.preemptions for record, _ in judged),
+    )
 
 
 def report(

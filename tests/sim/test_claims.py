@@ -93,6 +93,7 @@ def test_the_json_report_has_the_documented_schema(seed: Comparison) -> None:
     ):
         assert isinstance(lane[key], (int, float)), key
     tenant = ours["tenants"]["acme"]
-    assert set(tenant) >= {"attainment", "goodput_rps", "completed", "rejected"}
+    assert set(tenant) >= {"attainment", "goodput_rps", "completed", "rejected", "preempted"}
+    assert tenant["preempted"] == seed.reports[OURS].tenants["acme"].preempted
     assert ours["fallback"]["max_level"] >= 0
     assert data["policies"]["fcfs"]["fallback"] is None

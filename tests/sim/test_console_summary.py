@@ -1,4 +1,5 @@
-"""The console's table over every lane shows each policy's preemptions by recompute."""
+"""The console's table over every lane shows each policy's preemptions by
+recompute, and each tenant's report counts those of its own requests."""
 
 from __future__ import annotations
 
@@ -44,3 +45,14 @@ def test_the_summary_shows_each_policys_preemptions() -> None:
     assert _column(printed, "preempted") == {
         name: f"{report.preemptions:,}" for name, report in reports.items()
     }
+
+
+def test_each_tenant_counts_the_preemptions_of_its_own_requests() -> None:
+    comparison = _seed()
+    for name, found in comparison.reports.items():
+        records = comparison.results[name].records
+        for tenant, counted in found.tenants.items():
+            own = sum(r.preemptions for r in records if r.request.tenant == tenant)
+            assert counted.preempted == own, (name, tenant)
+        assert sum(t.preempted for t in found.tenants.values()) == found.preemptions
+    assert any(t.preempted for t in comparison.reports["fcfs"].tenants.values())
