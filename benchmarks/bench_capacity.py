@@ -25,8 +25,8 @@ what ours' tenants above their share attain there (above the in-share
 figure, the tenants within their share are losing to them), how often the
 engine preempted requests under each policy
 (:attr:`slopolicy.sim.TenantReport.preempted`, summed over the tenants
-within their share and over those above it), and what ours' expired requests at that
-rate last waited on at their lane's front, per lane
+within their share and over those above it), and what ours' expired
+requests at that rate last waited on at their lane's front, per lane
 (:attr:`slopolicy.sim.LaneReport.expired_by`).
 Then the issue's bar for
 ours: at least 1.3x the best baseline, or within 5% of the limit where that
@@ -308,8 +308,10 @@ def _preempted(share: InShare, report: PolicyReport) -> dict[str, int]:
     """The engine's preemptions of the requests of the tenants within their
     share and of those above it: under overload the engine's recomputes
     should fall on the second (ours has it preempt those first)."""
-    within = sum(t.preempted for name, t in report.tenants.items() if name in share.tenants)
-    return {"in_share": within, "over_share": report.preemptions - within}
+    counts = {"in_share": 0, "over_share": 0}
+    for name, tenant in report.tenants.items():
+        counts["in_share" if name in share.tenants else "over_share"] += tenant.preempted
+    return counts
 
 
 def _meets(report: PolicyReport, lane: str) -> bool | None:
