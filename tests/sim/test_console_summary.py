@@ -3,6 +3,7 @@ recompute, and each tenant's report counts those of its own requests."""
 
 from __future__ import annotations
 
+import functools
 import io
 
 from rich.console import Console
@@ -12,6 +13,7 @@ from slopolicy.sim import Comparison, builtin_scenario, compare
 from slopolicy.sim.console import print_comparison
 
 
+@functools.cache  # one run for both tests: they only read it
 def _seed() -> Comparison:
     """The seed scenario's first 150 s (the contracts and the summaries
     land): FCFS's engine preempts, ours' does not."""
