@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -40,6 +40,8 @@ class MetricNames:
         kv_usage: gauges of KV-cache use, 0-1.
         generated_tokens: counters of output tokens; ``decode_tps`` is their rate.
         decode_tps: gauges already in tokens per second (used without a counter).
+        preemptions: counters of requests the engine preempted (evicted to
+            free KV blocks); ``preemption_rate`` is their rate.
     """
 
     engine: str
@@ -48,11 +50,14 @@ class MetricNames:
     kv_usage: tuple[str, ...] = ()
     generated_tokens: tuple[str, ...] = ()
     decode_tps: tuple[str, ...] = ()
+    preemptions: tuple[str, ...] = ()
 
     def names(self) -> frozenset[str]:
         """Every sample name this engine's signals may come from."""
-        fields = (self.waiting, self.running, self.kv_usage, self.generated_tokens, self.decode_tps)
-        return frozenset(name for group in fields for name in group)
+        groups: list[tuple[str, ...]] = [
+            getattr(self, field.name) for field in fields(self) if field.name != "engine"
+        ]
+        return frozenset(name for group in groups for name in group)
 
 
 VLLM = MetricNames(
@@ -61,6 +66,7 @@ VLLM = MetricNames(
     running=("vllm:num_requests_running",),
     kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
     generated_tokens=("vllm:generation_tokens_total",),
+    preemptions=("vllm:num_preemptions_total",),
 )
 SGLANG = MetricNames(
     "sglang",
@@ -69,6 +75,8 @@ SGLANG = MetricNames(
     kv_usage=("sglang:token_usage",),
     generated_tokens=("sglang:generation_tokens_total",),
     decode_tps=("sglang:gen_throughput",),
+    # The counter; ``sglang:num_retracted_reqs`` is the last batch's gauge.
+    preemptions=("sglang:num_retracted_requests_total",),
 )
 TRTLLM = MetricNames(
     "trtllm",
@@ -106,20 +114,12 @@ class Reading:
     kv_usage: float | None
     generated_tokens: float | None
     decode_tps: float | None
+    preemptions: float | None = None
 
     @property
     def empty(self) -> bool:
         """Whether the page carried none of the signals."""
-        return all(
-            value is None
-            for value in (
-                self.waiting,
-                self.running,
-                self.kv_usage,
-                self.generated_tokens,
-                self.decode_tps,
-            )
-        )
+        return all(getattr(self, field.name) is None for field in fields(self))
 
 
 Samples = dict[str, list[float]]
@@ -188,6 +188,7 @@ def _reading(found: Samples, names: MetricNames) -> Reading:
         kv_usage=None if kv is None else max(kv),
         generated_tokens=_sum(_first(found, names.generated_tokens)),
         decode_tps=_sum(_first(found, names.decode_tps)),
+        preemptions=_sum(_first(found, names.preemptions)),
     )
 
 

@@ -17,6 +17,8 @@ Each poll fetches the page with httpx, parses it with
 - ``kv_usage`` (0-1): ``vllm:kv_cache_usage_perc`` (older vLLM:
   ``vllm:gpu_cache_usage_perc``), ``sglang:token_usage``,
   ``trtllm_kv_cache_utilization`` (TGI: none);
+- ``preemption_rate``: the rate of ``vllm:num_preemptions_total``,
+  ``sglang:num_retracted_requests_total`` (TGI, TRT-LLM, llama.cpp: none);
 - ``decode_tps``: the rate of ``vllm:generation_tokens_total``,
   ``sglang:generation_tokens_total`` (else the gauge ``sglang:gen_throughput``),
   ``tgi_request_generated_tokens_sum``, ``llamacpp:tokens_predicted_total``
@@ -166,7 +168,7 @@ class MetricsScraper:
         self._owns_client = client is None
         self._clock = clock
         self._wall_clock = wall_clock
-        self._counter: tuple[float, float] | None = None  # (tokens, at)
+        self._counters: dict[str, tuple[float, float]] = {}  # name: (count, at)
         self.scrapes = 0
         self.failures = 0
         self.consecutive_failures = 0
@@ -238,23 +240,27 @@ class MetricsScraper:
             waiting=None if waiting is None else round(waiting),
             running=None if running is None else round(running),
             decode_tps=self._decode_tps(reading, at),
+            preemption_rate=self._rate("preemptions", reading.preemptions, at),
         )
 
     def _decode_tps(self, reading: Reading, at: float) -> float | None:
-        rate = self._rate(reading.generated_tokens, at)
+        rate = self._rate("generated_tokens", reading.generated_tokens, at)
         return rate if rate is not None else _clip(reading.decode_tps)
 
-    def _rate(self, tokens: float | None, at: float) -> float | None:
-        """Tokens per second since the last scrape; ``None`` for the first one,
-        after a counter reset (the engine restarted) or without a counter."""
-        previous = self._counter
-        self._counter = None if tokens is None else (tokens, at)
-        if tokens is None or previous is None:
+    def _rate(self, counter: str, count: float | None, at: float) -> float | None:
+        """``counter``'s growth per second since the last scrape; ``None`` for
+        the first one, after a counter reset (the engine restarted) or
+        without the counter."""
+        previous = self._counters.pop(counter, None)
+        if count is None:
+            return None
+        self._counters[counter] = (count, at)
+        if previous is None:
             return None
         before, then = previous
-        if tokens < before or at <= then:
+        if count < before or at <= then:
             return None
-        rate = (tokens - before) / (at - then)
+        rate = (count - before) / (at - then)
         return rate if math.isfinite(rate) else None
 
     async def aclose(self) -> None:

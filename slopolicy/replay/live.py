@@ -200,6 +200,7 @@ def only(source: SignalSource, names: Collection[str]) -> SignalSource:
             running=found.running if "running" in keep else None,
             decode_tps=found.decode_tps if "decode_tps" in keep else None,
             tool_timeout_rate=found.tool_timeout_rate,
+            preemption_rate=found.preemption_rate if "preemption_rate" in keep else None,
         )
 
     return read

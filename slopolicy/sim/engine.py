@@ -216,6 +216,10 @@ class Engine:
         """Decode tokens computed since the start."""
         return self._counts.decode_tokens
 
+    def preemptions(self) -> int:
+        """Requests preempted since the start."""
+        return self._counts.preemptions
+
     def statistics(self) -> EngineStatistics:
         """A snapshot of the counters."""
         return self._counts.statistics(len(self._running), self.waiting, self.kv_usage())

@@ -34,9 +34,9 @@ from slopolicy.sim.workload import SimRequest
 __all__ = ("DEFAULT_SIGNALS", "SIGNALS", "LadderMove", "PolicyScheduler")
 
 #: Engine signals the simulator can feed the policy.
-SIGNALS = ("kv_usage", "waiting", "running", "decode_tps")
+SIGNALS = ("kv_usage", "waiting", "running", "decode_tps", "preemption_rate")
 #: Those fed unless told otherwise (see :class:`PolicyScheduler`).
-DEFAULT_SIGNALS = ("kv_usage", "waiting", "running")
+DEFAULT_SIGNALS = ("kv_usage", "waiting", "running", "preemption_rate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,9 @@ class PolicyScheduler:
             model has no engine faults, so a drop in per-request decode speed
             only ever measures prefill interference, which the ladder's
             ``decode_tps_drop`` trigger would read as a sick engine.
+            ``preemption_rate`` is the engine's preemptions per second since
+            the previous tick (what :meth:`Policy.diagnose` reads as KV
+            pressure).
         engine_priority: tell the engine each request's lane rank as its
             priority (vLLM ``--scheduling-policy priority`` with the request's
             ``priority``), so requests already released still start in lane
@@ -96,6 +99,7 @@ class PolicyScheduler:
         self._settle = policy.ladder_settle_time
         self._now = 0.0  # the latest time this scheduler was called at
         self._last_decode: tuple[float, int] | None = None
+        self._last_preempted: tuple[float, int] | None = None
         # Idle ticks: since when the ladder's inputs stopped changing, and
         # whether the ticks sleep until the next event.
         self._quiet_since: float | None = None
@@ -184,12 +188,15 @@ class PolicyScheduler:
         wanted = self.signals
         if not wanted:
             return
-        rate = None
+        rate = preempting = None
         if "decode_tps" in wanted:
             decoded, last = engine.decode_tokens(), self._last_decode
-            if last is not None and now > last[0]:
-                rate = (decoded - last[1]) / (now - last[0])
+            rate = _rate(decoded, last, now)
             self._last_decode = (now, decoded)
+        if "preemption_rate" in wanted:
+            preempted, last = engine.preemptions(), self._last_preempted
+            preempting = _rate(preempted, last, now)
+            self._last_preempted = (now, preempted)
         kv = min(1.0, max(0.0, engine.kv_usage())) if "kv_usage" in wanted else None
         self.policy.observe(
             EngineSignals(
@@ -198,9 +205,18 @@ class PolicyScheduler:
                 waiting=engine.waiting if "waiting" in wanted else None,
                 running=engine.running if "running" in wanted else None,
                 decode_tps=rate,
+                preemption_rate=preempting,
             ),
             now=now,
         )
+
+
+def _rate(count: int, last: tuple[float, int] | None, now: float) -> float | None:
+    """``count``'s growth per second since ``last`` (``(at, count)``); ``None``
+    without a previous reading or time between them."""
+    if last is None or not now > last[0]:
+        return None
+    return (count - last[1]) / (now - last[0])
 
 
 def _refusal(decision: Defer) -> SimAdmission:

@@ -322,10 +322,11 @@ class ScenarioModel(ConfigModel):
     rpm_limit: _Count = 60
     client: ClientModel = ClientModel()
     drain_s: _NonNegative = 3600.0
-    signals: list[Literal["kv_usage", "waiting", "running", "decode_tps"]] = [
+    signals: list[Literal["kv_usage", "waiting", "running", "decode_tps", "preemption_rate"]] = [
         "kv_usage",
         "waiting",
         "running",
+        "preemption_rate",
     ]
     engine_priority: bool = True
 

@@ -1,7 +1,7 @@
 """What a scheduler sees of the engine: its seats, its KV cache, its queue.
 
 A real gateway reads as much from the engine's metrics (``num_requests_running``,
-``num_requests_waiting``, KV cache usage) and knows the engine's
+``num_requests_waiting``, KV cache usage, preemptions) and knows the engine's
 ``max_num_seqs`` and KV capacity from its configuration.
 """
 
@@ -88,6 +88,11 @@ class EngineView:
     def decode_tokens(self) -> int:
         """Decode tokens computed since the start."""
         return self._engine.decode_tokens()
+
+    def preemptions(self) -> int:
+        """Requests the engine preempted since the start (vLLM's
+        ``vllm:num_preemptions_total``)."""
+        return self._engine.preemptions()
 
     def admissible(self, prompt_tokens: int) -> bool:
         """Whether a request with this prompt would start at the next iteration

@@ -252,15 +252,17 @@ def signal_sequences(
         st.none() | st.integers(0, 512),
         st.none() | st.floats(0, 50_000),
         st.none() | st.floats(0, 1),
+        st.none() | st.floats(0, 100),
     )
+    Row = tuple[
+        float, float | None, int | None, int | None, float | None, float | None, float | None
+    ]
 
-    def build(
-        rows: list[tuple[float, float | None, int | None, int | None, float | None, float | None]],
-    ) -> list[EngineSignals]:
+    def build(rows: list[Row]) -> list[EngineSignals]:
         found, now = [], start
-        for gap, kv, waiting, running, tps, timeouts in rows:
+        for gap, kv, waiting, running, tps, timeouts, preempting in rows:
             now += gap
-            found.append(EngineSignals(now, kv, waiting, running, tps, timeouts))
+            found.append(EngineSignals(now, kv, waiting, running, tps, timeouts, preempting))
         return found
 
     return st.lists(report, min_size=min_size, max_size=max_size).map(build)

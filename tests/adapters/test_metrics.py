@@ -63,10 +63,10 @@ def scraper(
 @pytest.mark.parametrize(
     ("engine", "expected"),
     [
-        ("vllm", (5, 15, 0.57, 200_000.0, None)),  # two engines: summed, KV the fullest
-        ("sglang", (4, 16, 0.73, 5e6, 812.5)),
-        ("trtllm", (2, None, 0.31, None, None)),
-        ("tgi", (6, 24, None, 45678.0, None)),
+        ("vllm", (5, 15, 0.57, 200_000.0, None, 21.0)),  # two engines: summed, KV the fullest
+        ("sglang", (4, 16, 0.73, 5e6, 812.5, 7.0)),  # the retraction counter, not the gauge
+        ("trtllm", (2, None, 0.31, None, None, None)),
+        ("tgi", (6, 24, None, 45678.0, None, None)),
     ],
 )
 def test_each_engines_page(engine: str, expected: tuple[object, ...]) -> None:
@@ -77,6 +77,7 @@ def test_each_engines_page(engine: str, expected: tuple[object, ...]) -> None:
         reading.kv_usage,
         reading.generated_tokens,
         reading.decode_tps,
+        reading.preemptions,
     )
     assert got == expected
 
@@ -131,6 +132,27 @@ async def test_auto_detection_and_the_decode_rate() -> None:
     assert third.decode_tps is None
     assert fourth is not None
     assert fourth.decode_tps == pytest.approx((200_000 - 80_010) / 2.0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_preemption_rate_is_the_counters_growth_per_second() -> None:
+    clock = ManualClock(0.0)
+    engine0 = '{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"}'
+    preempted = f"vllm:num_preemptions_total{engine0}"
+    more = page("vllm").replace(f"{preempted} 12.0", f"{preempted} 18.0")
+    gone = "\n".join(line for line in more.splitlines() if "num_preemptions" not in line) + "\n"
+    pages: list[str | Exception | int] = [page("vllm"), more, more, gone, page("vllm")]
+    rates = []
+    async with scraper(pages, clock) as scrape:
+        for _ in pages:
+            signals = await scrape()
+            assert signals is not None
+            rates.append(signals.preemption_rate)
+            clock.advance(4.0)
+    # None until two scrapes; 6 more in 4 s; none more; the counter left the
+    # page (unknown, and no rate across the gap); back, but from no reading.
+    assert rates == [None, pytest.approx(1.5), 0.0, None, None]
 
 
 @pytest.mark.anyio

@@ -291,7 +291,9 @@ def test_a_signal_time_follows_the_same_rule(bad: object) -> None:
         EngineSignals(observed_at=bad)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("field", ["kv_usage", "tool_timeout_rate", "waiting", "decode_tps"])
+@pytest.mark.parametrize(
+    "field", ["kv_usage", "tool_timeout_rate", "waiting", "decode_tps", "preemption_rate"]
+)
 @pytest.mark.parametrize("bad", [True, "0.5", 10**400, math.nan])
 def test_a_signal_value_must_be_a_number(field: str, bad: object) -> None:
     with pytest.raises(UsageError, match=field):

@@ -114,6 +114,35 @@ def test_tpot_bad_with_kv_pressure() -> None:
     assert findings[0].severity is Severity.CRITICAL
 
 
+@pytest.mark.parametrize(
+    ("kv", "rate", "says"),
+    [
+        (0.8, 2.0, ["preempts 2 requests/s"]),  # usage under the threshold: the evictions tell
+        (0.97, 2.0, ["97% full", "preempts 2 requests/s"]),
+    ],
+)
+def test_tpot_bad_with_the_engine_preempting(kv: float, rate: float, says: list[str]) -> None:
+    signals = EngineSignals(
+        observed_at=9.0, kv_usage=kv, running=64, tool_timeout_rate=0.0, preemption_rate=rate
+    )
+    findings = diagnose(_slow_decode(), signals, decode_drop=0.1)
+    assert _codes(findings) == [FindingCode.KV_PRESSURE]
+    assert findings[0].evidence["preemption_rate"] == rate
+    assert all(phrase in findings[0].message for phrase in says)
+    assert ("full" in findings[0].message) is (kv >= 0.9)
+
+
+def test_preemptions_below_the_threshold_point_nowhere() -> None:
+    signals = EngineSignals(
+        observed_at=9.0, kv_usage=0.5, tool_timeout_rate=0.0, preemption_rate=0.001
+    )
+    findings = diagnose(_slow_decode(), signals, decode_drop=0.0)
+    assert _codes(findings) == [FindingCode.DECODE_CONTENTION]
+    lower = DiagnosisThresholds(preemption_rate=0.0005)
+    findings = diagnose(_slow_decode(), signals, decode_drop=0.0, thresholds=lower)
+    assert _codes(findings) == [FindingCode.KV_PRESSURE]
+
+
 def test_tpot_bad_with_slow_tools() -> None:
     signals = EngineSignals(observed_at=9.0, kv_usage=0.5, tool_timeout_rate=0.2)
     findings = diagnose(_slow_decode(), signals, decode_drop=0.0)
@@ -146,6 +175,9 @@ def test_both_bad_is_overload_when_no_tenant_dominates() -> None:
     assert evidence["tpot_over_target"] == pytest.approx(2.5, rel=0.01)
     assert evidence["throughput_rps"] > 0
     assert evidence["kv_usage"] == 0.5
+    assert "preemption_rate" not in evidence  # not reported: left out
+    preempting = EngineSignals(observed_at=50.0, kv_usage=0.5, preemption_rate=3.0)
+    assert diagnose(_run(specs), preempting)[0].evidence["preemption_rate"] == 3.0
 
 
 def test_both_bad_is_failed_fairness_when_one_tenant_hogs_the_lane() -> None:

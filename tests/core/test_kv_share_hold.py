@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slopolicy import Hold, Policy, PolicyConfig, Request
+from slopolicy import EngineSignals, Hold, Policy, PolicyConfig, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
 
 
@@ -146,3 +146,34 @@ def test_with_nothing_running_no_room_is_kept() -> None:
         "b": Hold.KV,
         "c": None,
     }
+
+
+def _behind_big(report: EngineSignals | None) -> list[str]:
+    """big's twenty 5-block requests fill the pool; one ends at 300 s. Then
+    big's 6-block request heads the lane (the shorter prompt), past big's
+    share and not fitting the 5 blocks free, and small's 3-block one waits
+    behind it. The ids started at 300 s, ``report`` observed just before."""
+    policy = _policy()
+    _big_fills_the_pool(policy)
+    for second in range(1, 300):
+        assert policy.dispatch(now=float(second)).started == ()
+    policy.finish("big-0", now=300.0, output_tokens=56)
+    _submit(policy, "big-20", "big", 40, now=300.0)
+    small = Request(id="small-0", tenant="small", prompt_tokens=41, max_new_tokens=7)
+    assert policy.submit(small, now=300.0).accepted
+    if report is not None:
+        policy.observe(report, now=report.observed_at)
+    return [started.id for started in policy.dispatch(now=300.0).started]
+
+
+def test_while_the_engine_preempts_a_head_past_its_share_yields_the_lane() -> None:
+    # Calm, the head that does not fit holds its lane (as any head: a large
+    # request is never starved by smaller ones passing it).
+    assert _behind_big(None) == []
+    assert _behind_big(EngineSignals(observed_at=299.5, preemption_rate=0.0)) == []
+    # The engine evicts running requests: the pool is over-committed in
+    # fact, so a tenant past its share takes nothing past it, and the lane's
+    # next tenant goes in its place.
+    assert _behind_big(EngineSignals(observed_at=299.5, preemption_rate=2.0)) == ["small-0"]
+    # A report older than the signals' 10 s is unknown: no evidence.
+    assert _behind_big(EngineSignals(observed_at=285.0, preemption_rate=2.0)) == []

@@ -22,15 +22,21 @@ def test_age_and_staleness() -> None:
 
 def test_stale_fields_read_as_unknown_never_as_healthy() -> None:
     board = SignalBoard(max_age=10.0)
-    board.update(EngineSignals(observed_at=100.0, kv_usage=0.4, running=8, decode_tps=400.0))
+    board.update(
+        EngineSignals(
+            observed_at=100.0, kv_usage=0.4, running=8, decode_tps=400.0, preemption_rate=0.5
+        )
+    )
     board.update(EngineSignals(observed_at=105.0, tool_timeout_rate=0.2))  # another scraper
     now = board.current(now=108.0)
     assert (now.kv_usage, now.running, now.tool_timeout_rate) == (0.4, 8, 0.2)
+    assert now.preemption_rate == 0.5
     assert now.observed_at == 100.0  # the oldest number returned
     later = board.current(now=112.0)  # engine numbers are 12 s old: unknown
     assert later.kv_usage is None
     assert later.running is None
     assert later.decode_tps is None
+    assert later.preemption_rate is None
     assert later.tool_timeout_rate == 0.2
     assert later.observed_at == 105.0
     gone = board.current(now=200.0)
@@ -75,6 +81,8 @@ def test_the_board_answers_the_newest_fresh_value(
         {"tool_timeout_rate": -0.1},
         {"waiting": -1},
         {"decode_tps": math.inf},
+        {"preemption_rate": -1.0},
+        {"preemption_rate": math.inf},
         {"observed_at": math.nan},
     ],
 )

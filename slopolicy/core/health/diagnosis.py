@@ -246,15 +246,26 @@ def _tpot_bad(
     kv = signals.kv_usage if signals is not None else None
     tools = signals.tool_timeout_rate if signals is not None else None
     running = signals.running if signals is not None else None
+    preempting = signals.preemption_rate if signals is not None else None
     found: list[Finding] = []
-    if kv is not None and kv >= th.kv_usage:
+    full = kv is not None and kv >= th.kv_usage
+    evicting = preempting is not None and preempting >= th.preemption_rate
+    if full or evicting:
+        # The engine's preemptions show KV pressure its usage may not: each
+        # eviction frees the blocks it read just before.
+        causes = [f"KV cache is {kv:.0%} full"] if full else []
+        if evicting:
+            causes.append(
+                f"the engine preempts {preempting:.3g} requests/s to free KV blocks "
+                "(each is computed again)"
+            )
         found.append(
             _finding(
                 FindingCode.KV_PRESSURE,
                 severity,
                 s,
-                f"{head}; KV cache is {kv:.0%} full",
-                base | {"kv_usage": kv, "running": running},
+                f"{head}; {' and '.join(causes)}",
+                base | {"kv_usage": kv, "preemption_rate": preempting, "running": running},
             )
         )
     if tools is not None and tools >= th.tool_timeout_rate:
@@ -325,6 +336,7 @@ def _both_bad(
     if signals is not None:
         engine = {"kv_usage": signals.kv_usage, "waiting": signals.waiting}
         engine["running"] = signals.running
+        engine["preemption_rate"] = signals.preemption_rate
     return [
         _finding(
             FindingCode.OVERLOAD,

@@ -62,6 +62,9 @@ class DiagnosisThresholds:
         long_prompt_ratio: lane prompt p99 / p50 at or above which long prompts
             are in the mix (prefill interference).
         kv_usage: KV usage at or above which KV pressure is a cause.
+        preemption_rate: engine preemptions per second at or above which KV
+            pressure is a cause, whatever the usage reads (the engine evicts
+            running requests for want of blocks).
         tool_timeout_rate: tool timeout rate at or above which tools are a cause.
         decode_drop: decode-speed drop at similar load at or above which decode
             contention is evidenced.
@@ -78,6 +81,7 @@ class DiagnosisThresholds:
     stage_share: float = 0.5
     long_prompt_ratio: float = 8.0
     kv_usage: float = 0.9
+    preemption_rate: float = 0.01
     tool_timeout_rate: float = 0.05
     decode_drop: float = 0.3
     dominant_share: float = 0.5

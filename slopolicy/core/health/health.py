@@ -32,7 +32,12 @@ from typing import Protocol
 
 from slopolicy.core.health.diagnosis import diagnose
 from slopolicy.core.health.findings import Finding
-from slopolicy.core.health.signals import DecodeBaseline, EngineSignals, SignalBoard
+from slopolicy.core.health.signals import (
+    SIGNAL_FIELDS,
+    DecodeBaseline,
+    EngineSignals,
+    SignalBoard,
+)
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.ladder.ladder import FallbackLadder
 from slopolicy.core.ladder.overload import OverloadState, overload_state
@@ -47,8 +52,6 @@ from slopolicy.core.slo.tracker import CostModel
 from slopolicy.core.slo.tracker_set import TrackerSet
 
 __all__ = ("Health",)
-
-_SIGNAL_FIELDS = ("kv_usage", "waiting", "running", "decode_tps", "tool_timeout_rate")
 
 
 class ToolSignal(Protocol):
@@ -148,7 +151,7 @@ class Health:
         """Take the engine's latest report (fields left ``None`` are unchanged)."""
         self.signals.update(signals)
         self.decode.observe(signals)
-        self._reported.update(name for name in _SIGNAL_FIELDS if getattr(signals, name) is not None)
+        self._reported.update(name for name in SIGNAL_FIELDS if getattr(signals, name) is not None)
 
     def due(self, *, now: float) -> bool:
         """Whether an automatic ladder evaluation is due at ``now``."""
@@ -226,6 +229,13 @@ class Health:
             target = self.trackers.lane(lane).targets.ttft_target if fraction else None
             waits[lane] = 0.0 if target is None else fraction * target
         return waits
+
+    def preempting(self, *, now: float) -> bool:
+        """Whether the engine's latest fresh report has it preempting
+        (``preemption_rate`` above 0: it evicts running requests for want of
+        KV blocks); ``False`` when it reports none or the report is stale."""
+        rate = self.signals.current(now=now).preemption_rate
+        return rate is not None and rate > 0.0
 
     def paused(self, lane: str) -> bool:
         """Whether the ladder holds ``lane`` (its requests queue but do not start)."""

@@ -21,9 +21,17 @@ from dataclasses import dataclass, replace
 from slopolicy.core.checks import MAX_AMOUNT, check_now, is_number, shown, time_problem
 from slopolicy.errors import UsageError
 
-__all__ = ("DecodeBaseline", "EngineSignals", "SignalBoard", "check_signals")
+__all__ = ("SIGNAL_FIELDS", "DecodeBaseline", "EngineSignals", "SignalBoard", "check_signals")
 
-_FIELDS = ("kv_usage", "waiting", "running", "decode_tps", "tool_timeout_rate")
+#: The fields of :class:`EngineSignals` that carry a signal (all but ``observed_at``).
+SIGNAL_FIELDS = (
+    "kv_usage",
+    "waiting",
+    "running",
+    "decode_tps",
+    "tool_timeout_rate",
+    "preemption_rate",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +43,10 @@ class EngineSignals:
         waiting: requests waiting inside the engine.
         running: requests the engine is decoding.
         decode_tps: decode tokens per second, whole engine.
+        preemption_rate: requests the engine preempted per second, whole
+            engine (it ran out of KV blocks and evicted running requests, to
+            compute them again later; vLLM's ``vllm:num_preemptions_total``,
+            SGLang's retractions).
         tool_timeout_rate: fraction of tool/retriever calls timing out, 0-1.
     """
 
@@ -44,6 +56,7 @@ class EngineSignals:
     running: int | None = None
     decode_tps: float | None = None
     tool_timeout_rate: float | None = None
+    preemption_rate: float | None = None
 
     def __post_init__(self) -> None:
         problem = time_problem(self.observed_at)
@@ -57,11 +70,10 @@ class EngineSignals:
             value = getattr(self, name)
             if value is not None and not (is_number(value) and 0 <= value <= MAX_AMOUNT):
                 raise UsageError(f"{name} must be >= 0, got {shown(value)}")
-        decode = self.decode_tps
-        if decode is not None and not (is_number(decode) and 0 <= decode <= MAX_AMOUNT):
-            raise UsageError(
-                f"decode_tps must be a finite number >= 0, got {shown(self.decode_tps)}"
-            )
+        for name in ("decode_tps", "preemption_rate"):
+            value = getattr(self, name)
+            if value is not None and not (is_number(value) and 0 <= value <= MAX_AMOUNT):
+                raise UsageError(f"{name} must be a finite number >= 0, got {shown(value)}")
 
     def age(self, *, now: float) -> float:
         """Seconds since the observation (0 if ``now`` is earlier)."""
@@ -75,7 +87,7 @@ class EngineSignals:
     @property
     def empty(self) -> bool:
         """Whether no field is known."""
-        return all(getattr(self, name) is None for name in _FIELDS)
+        return all(getattr(self, name) is None for name in SIGNAL_FIELDS)
 
 
 def check_signals(value: object) -> EngineSignals:
@@ -107,7 +119,7 @@ class SignalBoard:
 
     def update(self, signals: EngineSignals) -> None:
         """Take the fields ``signals`` reports that are newer than those held."""
-        for name in _FIELDS:
+        for name in SIGNAL_FIELDS:
             value = getattr(signals, name)
             if value is not None and signals.observed_at >= self._times.get(name, -math.inf):
                 self._values[name] = value
@@ -135,12 +147,13 @@ class SignalBoard:
             running=None if running is None else int(running),
             decode_tps=fresh.get("decode_tps"),
             tool_timeout_rate=fresh.get("tool_timeout_rate"),
+            preemption_rate=fresh.get("preemption_rate"),
         )
 
     def age(self, name: str, *, now: float) -> float | None:
         """Seconds since field ``name`` was last reported, or ``None`` if never."""
-        if name not in _FIELDS:
-            raise UsageError(f"unknown signal {name!r}; signals are {', '.join(_FIELDS)}")
+        if name not in SIGNAL_FIELDS:
+            raise UsageError(f"unknown signal {name!r}; signals are {', '.join(SIGNAL_FIELDS)}")
         check_now(now)
         seen = self._times.get(name)
         return None if seen is None else max(0.0, now - seen)

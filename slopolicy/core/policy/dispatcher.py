@@ -7,7 +7,8 @@ first-token deadline at the cold start, or within its tenant's share of the
 pool, starts within the pool as held now:
 :meth:`~slopolicy.core.policy.reservations.Reservations.fill`) and the
 tenants' shares of the KV pool (:mod:`~slopolicy.core.kv.shares`: they bind
-only where the pool is over-asked and a tenant is owed room) allow, and it
+only where the pool is over-asked and a tenant is owed room; a tenant past
+its share takes none past it while the engine reports preemptions) allow, and it
 tells those shares of each queued request that expired waiting on the pool;
 it reports to
 the policy's :class:`~slopolicy.core.queueing.saturation.Saturation` whether
@@ -167,7 +168,7 @@ class Dispatcher:
                 within = shares is not None and shares._within(
                     entry.tenant, entry.kv_blocks, entry.weight
                 )
-                if shares is not None and not within and not self._past_share(shares, entry):
+                if shares is not None and not within and not self._past_share(shares, entry, now):
                     self._held = True
                     entry.held_by = Hold.KV_SHARE
                     skip.setdefault(lane, set()).add(entry.tenant)
@@ -202,14 +203,20 @@ class Dispatcher:
         kv = self._kv
         return kv.statistics().peak_blocks > FILL * kv.num_blocks
 
-    def _past_share(self, shares: KVShares, entry: Entry) -> bool:
+    def _past_share(self, shares: KVShares, entry: Entry, now: float) -> bool:
         """Whether ``entry``'s tenant, past its share of the pool with it, may
         take its KV: leaving free the room the other tenants are owed, with
         nothing running (no end would free that room), or not fitting at all
-        (then the ledger holds it, as any head)."""
+        (then the ledger holds it, as any head); never while the engine
+        reports preemptions (:meth:`Health.preempting
+        <slopolicy.core.health.health.Health.preempting>`: the pool is
+        over-committed in fact, and a start past a share would add to what
+        the engine evicts)."""
         tenant, blocks, weight = entry.tenant, entry.kv_blocks, entry.weight
         if not self._book.running:
             return True  # no end to come would free the room owed: none is kept
+        if self._health.preempting(now=now):
+            return False
         free = self._kv.free_blocks(entry.lane)
         return free < blocks or shares._allows(tenant, blocks, weight, free)
 
