@@ -63,8 +63,9 @@ class PolicyScheduler:
             only ever measures prefill interference, which the ladder's
             ``decode_tps_drop`` trigger would read as a sick engine.
             ``preemption_rate`` is the engine's preemptions per second since
-            the previous tick (what :meth:`Policy.diagnose` reads as KV
-            pressure).
+            the previous tick: :meth:`Policy.diagnose` reads it as KV
+            pressure, and while it is above 0 no tenant starts past its
+            share of the KV pool.
         engine_priority: tell the engine each request's lane rank as its
             priority (vLLM ``--scheduling-policy priority`` with the request's
             ``priority``), so requests already released still start in lane

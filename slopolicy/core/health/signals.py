@@ -43,11 +43,11 @@ class EngineSignals:
         waiting: requests waiting inside the engine.
         running: requests the engine is decoding.
         decode_tps: decode tokens per second, whole engine.
+        tool_timeout_rate: fraction of tool/retriever calls timing out, 0-1.
         preemption_rate: requests the engine preempted per second, whole
             engine (it ran out of KV blocks and evicted running requests, to
             compute them again later; vLLM's ``vllm:num_preemptions_total``,
             SGLang's retractions).
-        tool_timeout_rate: fraction of tool/retriever calls timing out, 0-1.
     """
 
     observed_at: float

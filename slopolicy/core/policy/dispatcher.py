@@ -211,7 +211,8 @@ class Dispatcher:
         reports preemptions (:meth:`Health.preempting
         <slopolicy.core.health.health.Health.preempting>`: the pool is
         over-committed in fact, and a start past a share would add to what
-        the engine evicts)."""
+        the engine evicts), when the head, held by its share, yields its
+        lane to the next tenant even if it does not fit."""
         tenant, blocks, weight = entry.tenant, entry.kv_blocks, entry.weight
         if not self._book.running:
             return True  # no end to come would free the room owed: none is kept
