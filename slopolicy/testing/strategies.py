@@ -262,7 +262,17 @@ def signal_sequences(
         found, now = [], start
         for gap, kv, waiting, running, tps, timeouts, preempting in rows:
             now += gap
-            found.append(EngineSignals(now, kv, waiting, running, tps, timeouts, preempting))
+            found.append(
+                EngineSignals(
+                    observed_at=now,
+                    kv_usage=kv,
+                    waiting=waiting,
+                    running=running,
+                    decode_tps=tps,
+                    tool_timeout_rate=timeouts,
+                    preemption_rate=preempting,
+                )
+            )
         return found
 
     return st.lists(report, min_size=min_size, max_size=max_size).map(build)

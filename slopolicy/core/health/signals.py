@@ -16,7 +16,7 @@ fractional drop the fallback ladder's ``decode_tps_drop`` trigger consumes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from slopolicy.core.checks import MAX_AMOUNT, check_now, is_number, shown, time_problem
 from slopolicy.errors import UsageError
@@ -56,7 +56,8 @@ class EngineSignals:
     running: int | None = None
     decode_tps: float | None = None
     tool_timeout_rate: float | None = None
-    preemption_rate: float | None = None
+    # Keyword-only: six numbers in a row that swap silently are enough.
+    preemption_rate: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         problem = time_problem(self.observed_at)
