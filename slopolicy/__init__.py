@@ -54,6 +54,7 @@ from slopolicy.errors import Expired as Expired
 from slopolicy.errors import GateClosed as GateClosed
 from slopolicy.errors import InvalidRequest as InvalidRequest
 from slopolicy.errors import Rejected as Rejected
+from slopolicy.errors import Revoked as Revoked
 from slopolicy.errors import RoutingError as RoutingError
 from slopolicy.errors import SlopolicyError as SlopolicyError
 from slopolicy.errors import ToolTimeout as ToolTimeout
@@ -98,6 +99,7 @@ __all__ = (
     "Reject",
     "Rejected",
     "Request",
+    "Revoked",
     "RoutingError",
     "SLOTracker",
     "SlopolicyError",

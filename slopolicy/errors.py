@@ -16,6 +16,7 @@ derives from one root::
     ├── Rejected             the gate refused a request: quota, overload, full queue, rule
     │   ├── Expired          accepted, but its deadline passed while it waited in the queue
     │   ├── GateClosed       the gate closed before the request could start
+    │   ├── Revoked          started, then ended to give its KV to a tenant within its share
     │   └── ToolTimeout      a tool call ran past its timeout (``gate.tool``)
     └── WouldBlock           admit_nowait: accepted, but it could not start at once
 
@@ -41,6 +42,7 @@ __all__ = (
     "GateClosed",
     "InvalidRequest",
     "Rejected",
+    "Revoked",
     "RoutingError",
     "SimulationError",
     "SlopolicyError",
@@ -212,6 +214,25 @@ class Expired(Rejected):
         from slopolicy.core.reasons import Reason
 
         super().__init__(Reason.EXPIRED, message, http_status=503, decision=decision)
+        self.finished = finished
+
+
+class Revoked(Rejected):
+    """Started, then ended by the policy (outcome ``revoked``): its tenant was
+    over its share of a saturated engine, and its KV let a queued request of
+    a tenant within its share start (``engine.reclaim``). HTTP 503: the
+    client may send it again, and it is served when the engine has room.
+    ``finished`` is the policy's record."""
+
+    def __init__(self, finished: Finished, decision: Decision | None) -> None:
+        from slopolicy.core.reasons import Reason
+
+        message = (
+            f"request {finished.id!r} was stopped {finished.e2e:.3g} s after it arrived: "
+            f"tenant {finished.tenant!r} is over its share of the saturated engine, and "
+            "its KV went to a request of a tenant within its share; retry later"
+        )
+        super().__init__(Reason.REVOKED, message, http_status=503, decision=decision)
         self.finished = finished
 
 

@@ -110,9 +110,11 @@ async def answer(
     raising; when it sent none or garbage (see
     :func:`~slopolicy.adapters.common.engine_count`), the ticket is charged the
     output budget it was allowed, not zero. Failures are raised as
-    :func:`sent` says.
+    :func:`sent` says; a revocation (``engine.reclaim``) cancels the call
+    and raises :class:`~slopolicy.Revoked`.
     """
-    response = await sent(ticket, pending, classify=classify)
+    with ticket.revocable():  # a revocation cancels the call: the engine aborts it
+        response = await sent(ticket, pending, classify=classify)
     budget = ticket.request.output_budget
     counted = engine_count(output_tokens(response), budget)
     tokens = budget if counted is None else counted

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from slopolicy.config._base import ConfigModel, CostUnits, Count
 from slopolicy.core.cost.estimator import CostEstimator, CostWeights
 from slopolicy.core.cost.tokens import TokenCounter, load_counter
+from slopolicy.core.queueing.counters import MIN_WINDOW_S
 from slopolicy.core.queueing.pacing import DispatchPace
 
 __all__ = ("CostConfig", "EngineConfig", "KVPoolConfig", "TokenizerConfig")
@@ -165,13 +166,25 @@ class EngineConfig(ConfigModel):
     follow a change of load; ``null``: off (the slack orders by key alone,
     and ``shed`` refuses the whole lane).
 
+    ``reclaim`` (with ``share_window_s``): starts are work-conserving, so a
+    tenant over its share may take KV room nobody else asks for; when a
+    queued request of a tenant within its share then does not fit, dispatch
+    ends one running request of a tenant over its share, the latest started
+    (the least work lost) whose room lets it in, and starts it
+    (:attr:`Dispatch.revoked <slopolicy.Dispatch.revoked>`; the gate answers
+    it with :class:`~slopolicy.Revoked`, 503). Never more than one request
+    lost for each let in: a request only several revocations would let in
+    waits for an end. ``false``: an over-share tenant keeps what it started,
+    and the within-share request waits for an end.
+
     ``max_running`` defaults to vLLM's default ``--max-num-seqs`` (256): set
     it to your engine's own limit.
     """
 
     max_running: Count = 256
     prefill_horizon_s: Annotated[float, Field(ge=0, le=3600)] | Literal["auto"] | None = "auto"
-    share_window_s: Annotated[float, Field(gt=0, le=86_400)] | None = 30.0
+    share_window_s: Annotated[float, Field(ge=MIN_WINDOW_S, le=86_400)] | None = 30.0
+    reclaim: bool = True
     dispatch_rate: CostUnits | None = None
     dispatch_burst: Annotated[float, Field(ge=0, le=1e15)] | None = None
 

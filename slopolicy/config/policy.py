@@ -203,6 +203,7 @@ class PolicyConfig(ConfigModel):
             prefill_horizon=self.prefill_horizon(),
             tools=self.tools.to_limits(),
             share_window=self.engine.share_window_s,
+            reclaim=self.engine.reclaim,
         )
 
     def prefill_horizon(self) -> float | None:

@@ -66,7 +66,12 @@ class Started:
 class Dispatch:
     """The result of :meth:`Policy.dispatch`: iterate it for the started requests;
     ``expired`` lists queued requests whose deadline passed; ``ladder`` is the
-    fallback ladder's move if dispatch evaluated it and it moved.
+    fallback ladder's move if dispatch evaluated it and it moved; ``revoked``
+    lists running requests the policy ended (outcome ``revoked``) to give
+    their KV to a queued request of a tenant within its share
+    (``engine.reclaim``): the host stops each on the engine (aborts it) and
+    answers its caller with a retryable refusal (:class:`~slopolicy.Revoked`
+    through the gate).
 
     It has no truth value (``if dispatch:`` raises :class:`TypeError`): ask
     ``dispatch.started``, ``dispatch.expired`` or :attr:`changed`."""
@@ -74,19 +79,20 @@ class Dispatch:
     started: tuple[Started, ...]
     expired: tuple[Finished, ...]
     ladder: LadderEvent | None = None
+    revoked: tuple[Finished, ...] = ()
 
     def __iter__(self) -> Iterator[Started]:
         return iter(self.started)
 
     def __bool__(self) -> bool:
         raise TypeError(
-            "a Dispatch has no truth value: ask .started, .expired, .ladder or .changed"
+            "a Dispatch has no truth value: ask .started, .expired, .revoked, .ladder or .changed"
         )
 
     @property
     def changed(self) -> bool:
-        """Whether it started or expired anything, or moved the ladder."""
-        return bool(self.started or self.expired) or self.ladder is not None
+        """Whether it started, expired or revoked anything, or moved the ladder."""
+        return bool(self.started or self.expired or self.revoked) or self.ladder is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """How requests end: the closed set of outcomes and the record each accepted request leaves.
 
 Every request the policy accepts ends in exactly one :class:`Outcome`;
-requests refused at submit end as ``rejected`` with their decision as the record.
+requests refused at submit end as ``rejected`` with their decision as the record;
+a running request the policy itself ends, to reclaim its KV, ends ``revoked``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class Outcome(enum.Enum):
     EXPIRED = "expired"
     CANCELLED = "cancelled"
     FAILED = "failed"
+    #: A running request the policy ended to give its KV back to a tenant
+    #: within its share (``engine.reclaim``; :attr:`Dispatch.revoked
+    #: <slopolicy.Dispatch.revoked>`): only the policy ends one so.
+    REVOKED = "revoked"
 
     # Members are singletons compared by identity, so they hash by identity:
     # at C speed, where Enum's own hash is a Python call (several per request).

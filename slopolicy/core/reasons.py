@@ -49,6 +49,10 @@ class Reason(enum.Enum):
     # requests of the more urgent lanes miss their TTFT target than the lane
     # allows (503, retry later: the harm falls as those lanes quieten).
     PREFILL_INTERFERENCE = "prefill_interference"
+    # A running request of a tenant over its share, ended to give its KV to a
+    # queued request of a tenant within its share that did not fit (503,
+    # retry later: outcome ``revoked``).
+    REVOKED = "revoked"
 
     __hash__ = object.__hash__  # singletons compared by identity: hash at C speed
 

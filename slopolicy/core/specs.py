@@ -265,6 +265,11 @@ class PolicySpec:
             max-min share go before those over it; also the window of the
             engine's saturation (:class:`~slopolicy.core.queueing.saturation.Saturation`);
             ``None``: not compared.
+        reclaim: with a ``share_window``, end one running request of a tenant
+            over its share (the latest started whose room suffices) for each
+            queued request of a tenant within its share, held back because
+            its KV does not fit, that this lets start
+            (:attr:`Dispatch.revoked <slopolicy.Dispatch.revoked>`).
     """
 
     router: LaneRouter
@@ -283,6 +288,7 @@ class PolicySpec:
     prefill_horizon: float | None = None
     tools: ToolLimits | None = None
     share_window: float | None = None
+    reclaim: bool = False
 
 
 class PolicySource(Protocol):

@@ -12,7 +12,9 @@ at once. An accepted request waits until :meth:`Policy.dispatch` starts it: a
 release dispatches and wakes exactly the waiters it started, in the order the
 policy chose (no polling). One timer task sleeps until the earliest queue
 deadline or ladder evaluation, whichever is first, and dispatches then, so an
-overdue waiter gets :class:`~slopolicy.Expired`. A waiter whose request an
+overdue waiter gets :class:`~slopolicy.Expired`. A running request the policy
+revokes (``engine.reclaim``) gets :class:`~slopolicy.Revoked` from its
+tracked stream, or from ``admit`` if it has not resumed yet. A waiter whose request an
 arrival pushes out of a full queue (see :meth:`Policy.submit`) gets
 :class:`~slopolicy.Rejected` (``queue_full``) at once. A waiter cancelled while
 queued is cancelled in the policy; one cancelled just after being started
@@ -26,6 +28,7 @@ loop's clock (what ``anyio.current_time()`` reads, bound once as
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable
 from functools import partial
 from types import TracebackType
@@ -90,6 +93,7 @@ class Gate:
     __slots__ = (
         "_checkpoint",
         "_group",
+        "_holders",
         "_log",
         "_max_expired",
         "_park",
@@ -142,6 +146,11 @@ class Gate:
             on_end=on_end,
         )
         self._waiters = WaitingRoom(self._records)
+        # Who holds each started request: its ticket, or its waiter until
+        # the caller resumes (weakly: a ticket dropped unreleased still warns).
+        self._holders: weakref.WeakValueDictionary[str, Ticket | Waiter] = (
+            weakref.WeakValueDictionary()
+        )
         self._timer = DispatchTimer(self.policy, self._dispatch, max_expired)
         self._tools = ToolCalls(self)
         #: Monotonic seconds on the gate's event loop (bound when entered).
@@ -340,6 +349,7 @@ class Gate:
             return  # expired, displaced or closed: nothing is held
         now = self.clock()
         self._waiters.cancel(waiter, self.policy, now)
+        self._holders.pop(waiter.request.id, None)
         if result is not None and self._waiters:
             self._dispatch(now)
 
@@ -354,9 +364,20 @@ class Gate:
         waiters = self._waiters
         for finished in result.expired:
             waiters.end(finished)
+        holders = self._holders
         for started in result.started:
-            if not waiters.start(started) and started.id != own:  # pragma: no cover
+            waiter = waiters.start(started)
+            if waiter is not None:
+                holders[started.id] = waiter
+            elif started.id != own:  # pragma: no cover
                 self.policy.cancel(started.id, now=now)  # the policy was driven past the gate
+        for finished in result.revoked:
+            holder = holders.pop(finished.id, None)
+            if isinstance(holder, Waiter):  # started, its caller not yet resumed
+                holder._revoke(finished)
+                self._records.ended(finished, holder.request)
+            elif holder is not None:
+                holder._revoke(finished)
         if len(result.expired) >= self._max_expired:
             self._timer.wake()  # more may be overdue: the timer goes on after a checkpoint
         return result
@@ -367,6 +388,7 @@ class Gate:
         finished = self.policy.finish(
             ticket.id, now=now, outcome=outcome, output_tokens=output_tokens
         )
+        self._holders.pop(ticket.id, None)
         self._records.ended(finished, ticket._origin, ticket._error)
         if self._waiters:
             self._hand_on(now)

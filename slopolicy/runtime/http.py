@@ -11,6 +11,8 @@ refused by the tenant's quota (``rate_limited``,            429     when known
 overload: ``overload_shed``, ``queue_full``                 503     when known
 ``expired``: the deadline passed while queued               503     no
 ``gate_closed``                                             503     no
+``revoked``: started, then ended for a tenant within its     503     no
+share (``engine.reclaim``)
 ``admit_nowait`` could not start at once (``would_block``)  503     no
 a tool call (``gate.tool``) past its timeout                504     no
 (``tool_timeout``); ``unknown_tool``                        400     no
@@ -27,7 +29,7 @@ custom routing rule's status passes through. Expiry is 503, not 504: the
 request never reached the engine, so a client may safely retry it (a 504 says
 the upstream may have done the work). Finished requests map by outcome:
 ``completed`` 200, ``failed`` 502 (the engine failed), ``cancelled`` 499 (the
-client went away, nginx's code), ``expired`` 503.
+client went away, nginx's code), ``expired`` and ``revoked`` 503.
 
 The body is OpenAI's error shape, ``{"error": {"message", "type", "param",
 "code"}}``, with ``code`` our reason code and ``type`` by status class:
@@ -60,6 +62,7 @@ _OUTCOME_STATUS = {
     Outcome.FAILED: 502,
     Outcome.CANCELLED: 499,
     Outcome.EXPIRED: 503,
+    Outcome.REVOKED: 503,
 }
 
 Refusal = SlopolicyError | Defer | Reject | ToolRefused

@@ -17,6 +17,9 @@ slot, KV blocks and quota exactly once, on the first of these:
       (a client disconnect)
     ticket.finish(outcome, output_tokens=...)             as given (default completed)
     ticket.cancel()                                       cancelled
+    the policy revokes it (``engine.reclaim``)            revoked: the tracked stream
+                                                            raises Revoked at its next
+                                                            chunk, and closes
     the block exits with an Exception                     failed
     the block exits with anything else                    cancelled
       (cancellation, GeneratorExit from a closed
@@ -29,7 +32,13 @@ slot, KV blocks and quota exactly once, on the first of these:
                                                             (0 if none)
 
 Later events are no-ops, except an explicit second ``finish()``, which raises
-:class:`~slopolicy.UsageError`. ``async with`` also closes a tracked stream
+:class:`~slopolicy.UsageError`. A revocation ends the ticket at once (its slot
+goes to the request it was revoked for); the engine's stream is closed, so
+the engine aborts the request, when the tracked stream next yields a chunk
+(within one token gap of a decoding request). A whole call (not a stream)
+run in ``with ticket.revocable():`` is cancelled at once, and the block
+raises :class:`~slopolicy.Revoked`; a host that does neither reads
+:attr:`Ticket.revoked`. ``async with`` also closes a tracked stream
 that was left unfinished (so the engine aborts the request); ``with`` cannot.
 A ticket from ``await gate.admit()`` or ``admit_nowait()`` that is never
 released keeps its slot; dropping it emits a ``ResourceWarning``.
@@ -48,16 +57,19 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import anyio
 
 from slopolicy.core.checks import check_count, count_problem
 from slopolicy.core.decisions import Admit, Demote
 from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome, ending
 from slopolicy.core.request import Request
-from slopolicy.errors import UsageError
+from slopolicy.errors import Revoked, UsageError
 
 if TYPE_CHECKING:
     from slopolicy.runtime.gate import Gate
@@ -87,12 +99,15 @@ class Ticket:
     """
 
     __slots__ = (
+        "__weakref__",
         "_count_error",
         "_error",
         "_finished",
         "_gate",
         "_origin",
         "_prefilled",
+        "_revoked",
+        "_scope",
         "_stream",
         "_usage",
         "decision",
@@ -112,6 +127,9 @@ class Ticket:
         self._error: Exception | None = None  # what failed it, for telemetry
         self._prefilled = False
         self._count_error: UsageError | None = None
+        self._revoked: Revoked | None = None
+        self._scope: anyio.CancelScope | None = None  # the revocable() block's
+        gate._holders[started.id] = self
 
     @property
     def id(self) -> str:
@@ -153,6 +171,38 @@ class Ticket:
     def released(self) -> bool:
         """Whether the ticket has been released."""
         return self._finished is not None
+
+    @property
+    def revoked(self) -> Revoked | None:
+        """The :class:`~slopolicy.Revoked` error once the policy revoked the
+        request (``engine.reclaim``): stop it on the engine and answer with
+        it (503). ``None`` otherwise."""
+        return self._revoked
+
+    def _revoke(self, finished: Finished) -> None:
+        """The policy ended this running request as ``revoked`` (its record
+        ``finished``): release the ticket; a tracked stream raises at its next chunk."""
+        self._revoked = error = Revoked(finished, self.decision)
+        self._finished = finished
+        self._gate._records.ended(finished, self._origin, error)
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @contextmanager
+    def revocable(self) -> Iterator[None]:
+        """Run a whole engine call (not a tracked stream) in this block: a
+        revocation cancels it (the engine aborts the call), and the block
+        raises :class:`~slopolicy.Revoked`. One block at a time."""
+        if self._scope is not None:
+            raise UsageError(f"request {self.id!r} is already in a revocable block")
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                yield
+            finally:
+                self._scope = None
+        if scope.cancelled_caught and self._revoked is not None:
+            raise self._revoked
 
     @property
     def count_error(self) -> UsageError | None:
@@ -327,6 +377,8 @@ class TrackedStream(Generic[T]):
 
     async def __anext__(self) -> T:
         ticket = self._ticket
+        if ticket._revoked is not None:
+            await self._stop_revoked(ticket._revoked)
         iterator = self._iterator
         if iterator is None:
             if self.ended:
@@ -354,7 +406,19 @@ class TrackedStream(Generic[T]):
                     usage = ticket._counted(usage, "usage_of")
                     if usage is not None:  # a bad one leaves the last good count
                         ticket._usage = usage
+        elif ticket._revoked is not None:  # revoked while the engine computed this chunk
+            await self._stop_revoked(ticket._revoked)
         return chunk
+
+    async def _stop_revoked(self, revoked: Revoked) -> None:
+        """The ticket was revoked: close the engine's stream (the engine
+        aborts the request) and raise ``revoked``."""
+        if not self.ended:
+            self.ended = True
+            close = getattr(self._iterator, "aclose", None)
+            if close is not None:
+                await close()
+        raise revoked
 
     async def aclose(self) -> None:
         """Stop early (the client went away): release as ``cancelled`` unless

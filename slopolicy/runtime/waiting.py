@@ -12,7 +12,7 @@ from slopolicy.core.lifecycle import Started
 from slopolicy.core.outcome import Finished, Outcome
 from slopolicy.core.policy import Policy
 from slopolicy.core.request import Request
-from slopolicy.errors import Expired, GateClosed, Rejected
+from slopolicy.errors import Expired, GateClosed, Rejected, Revoked
 from slopolicy.runtime.end_records import EndRecords
 from slopolicy.runtime.loop import Parked
 from slopolicy.runtime.ticket import Ticket
@@ -28,7 +28,7 @@ class Waiter:
     lets it run, the ``Finished`` that ended it (expired, or the gate closed),
     or the ``Displaced`` record of its refusal (pushed out of a full queue)."""
 
-    __slots__ = ("decision", "event", "request", "result")
+    __slots__ = ("__weakref__", "decision", "event", "request", "result")
 
     def __init__(self, request: Request, decision: Admit | Demote) -> None:
         self.request = request
@@ -41,6 +41,11 @@ class Waiter:
         self.result = result
         if self.event is not None:
             self.event.set()
+
+    def _revoke(self, finished: Finished) -> None:
+        """The policy revoked the request it started before its caller
+        resumed: the caller gets :class:`~slopolicy.Revoked` instead of a ticket."""
+        self.result = finished
 
     def ticket(self, gate: Gate) -> Ticket:
         """The ticket of a started waiter; else the error its ``result`` means."""
@@ -57,6 +62,8 @@ class Waiter:
                 "was too far behind for it to meet its lane's TTFT target"
             )
             raise Expired(message, result, self.decision)
+        if result.outcome is Outcome.REVOKED:
+            raise Revoked(result, self.decision)
         raise GateClosed("the gate closed before the request could start", self.decision)
 
 
@@ -87,13 +94,12 @@ class WaitingRoom:
         finished = policy.cancel(waiter.request.id, now=now)
         self._records.ended(finished, waiter.request)
 
-    def start(self, started: Started) -> bool:
-        """Wake the caller of a request the policy started; whether one waited."""
+    def start(self, started: Started) -> Waiter | None:
+        """Wake the caller of a request the policy started; its waiter, if one waited."""
         waiter = self._waiting.pop(started.id, None)
-        if waiter is None:
-            return False
-        waiter.wake(started)
-        return True
+        if waiter is not None:
+            waiter.wake(started)
+        return waiter
 
     def end(self, result: Finished | Displaced) -> None:
         """Wake the caller of a request that ended queued, and record its end."""

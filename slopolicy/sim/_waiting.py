@@ -69,6 +69,15 @@ class WaitingQueue:
         self._count(seq, -1)
         return seq
 
+    def remove(self, seq: Seq) -> None:
+        """Take ``seq``, which waits, out of the queue (aborted)."""
+        if self.priority:
+            self._heap = [entry for entry in self._heap if entry[2] is not seq]
+            heapq.heapify(self._heap)
+        else:
+            self._fifo.remove(seq)
+        self._count(seq, -1)
+
     def seqs(self) -> list[Seq]:
         """Every waiting request, in no particular order."""
         return [entry[2] for entry in self._heap] if self.priority else list(self._fifo)

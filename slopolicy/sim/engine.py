@@ -14,6 +14,8 @@ latest admitted request under FCFS, the lowest priority (then latest arrival)
 under priority scheduling. No request is admitted in an iteration that
 preempted. The iteration that computes a prompt's last chunk samples its first
 token. Times come from :class:`~slopolicy.sim.profiles.EngineProfile`.
+:meth:`Engine.abort` stops a request as vLLM's ``abort`` does: its seat and
+KV are free for the next iteration, and nothing more of it is reported.
 Every request's token gaps are added to its group's
 :class:`~slopolicy.sim.gaps.Gaps` (see :mod:`slopolicy.sim.gaps`), and
 those above its group's ``tbt_p99`` target are counted per request (each
@@ -71,6 +73,18 @@ class _Shape(NamedTuple):
     pairs: float
 
 
+def _without(result: StepResult, aborted: set[str]) -> StepResult:
+    """``result`` with nothing of the ``aborted`` engine ids."""
+    return StepResult(
+        result.end,
+        result.iterations,
+        tuple(i for i in result.first_tokens if i not in aborted),
+        tuple(pair for pair in result.finished if pair[0] not in aborted),
+        tuple(i for i in result.preempted if i not in aborted),
+        result.admitted,
+    )
+
+
 class Engine:
     """The engine model; see the module docstring.
 
@@ -104,6 +118,7 @@ class Engine:
         self._orders = 0
         self._pending: StepResult | None = None
         self._counts = Counters()
+        self._aborted: set[str] = set()  # request ids aborted while an iteration was in flight
 
     # -- requests -------------------------------------------------------------
 
@@ -142,6 +157,34 @@ class Engine:
             self._live[child] = seq
             self._waiting.add(seq)
         return True
+
+    def abort(self, request_id: str) -> bool:
+        """Stop ``request_id`` (each of its sequences), running or waiting:
+        its seats and KV blocks are free for the next iteration, and no
+        result names it again (not even the iteration in flight's). Whether
+        it was still running or waiting."""
+        every = self._fanout.ids(request_id)
+        if self._pending is not None:  # what it finished already is dropped too
+            self._aborted.update(every)
+        ids = [child for child in every if child in self._live]
+        self._fanout.drop(request_id)
+        for child in ids:
+            self._remove(self._live.pop(child))
+        return bool(ids)
+
+    def _remove(self, seq: Seq) -> None:
+        """Take an aborted ``seq`` out of the running or waiting requests."""
+        if seq not in self._running:
+            self._waiting.remove(seq)
+            return
+        self._running.remove(seq)
+        self._left(seq)
+        if seq.decoding:
+            self._pool.remove(seq)
+            self._groups.preempted(seq)  # it stops decoding; its gaps are not asked for
+        else:
+            self._prefilling.remove(seq)
+            self._prefill_blocks -= seq.blocks
 
     def output_tokens(self, request_id: str) -> int:
         """Tokens ``request_id`` has generated so far, every sequence's (0 if
@@ -250,6 +293,9 @@ class Engine:
         if result is None:
             raise UsageError("no iteration in flight")
         self._pending = None
+        if self._aborted:
+            result = _without(result, self._aborted)
+            self._aborted.clear()
         result, families = self._fanout.fold(result)
         self._groups.fold(families)
         return result
@@ -398,7 +444,8 @@ class Engine:
         return [(seq.id, seq.out) for seq in done]
 
     def _left(self, seq: Seq) -> None:
-        """``seq`` finished and left the running requests (a hook for subclasses)."""
+        """``seq`` finished, or was aborted, and left the running requests (a
+        hook for subclasses)."""
 
     def _shape(self, chunks: list[tuple[Seq, int]]) -> _Shape:
         """The step's micro-batches, the requests open on the engine, the KV

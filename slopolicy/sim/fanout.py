@@ -56,6 +56,13 @@ class Fanout:
         family = self._families.get(request_id)
         return [request_id] if family is None else family.ids
 
+    def drop(self, request_id: str) -> None:
+        """Forget ``request_id``'s children (aborted); nothing for one sequence."""
+        family = self._families.pop(request_id, None)
+        if family is not None:
+            for child in family.ids:
+                self._parent.pop(child, None)
+
     def fold(self, result: StepResult) -> tuple[StepResult, list[tuple[str, list[str]]]]:
         """``result`` in terms of requests: first tokens, finishes and
         preemptions of children become their request's (once each); and

@@ -64,8 +64,10 @@ class Release:
 
 @dataclass(frozen=True, slots=True)
 class Released:
-    """What ``dispatch`` did: requests released to the engine, and queued
-    requests that expired (their deadline passed) instead.
+    """What ``dispatch`` did: requests released to the engine, queued
+    requests that expired (their deadline passed) instead, and released
+    requests it ``revoked``: the engine aborts them, and each ends refused
+    (reason ``revoked``, retryable, as a 503), its client retrying it if it may.
 
     ``held_by`` may say, for expired requests, what the scheduler last kept
     each back for at the front of its lane (a
@@ -77,6 +79,7 @@ class Released:
     started: tuple[Release, ...] = ()
     expired: tuple[str, ...] = ()
     held_by: Mapping[str, str] = field(default_factory=lambda: _SAID_NOTHING)
+    revoked: tuple[str, ...] = ()
 
 
 class Scheduler(Protocol):

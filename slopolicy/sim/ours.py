@@ -141,11 +141,11 @@ class PolicyScheduler:
             )
             for s in result.started
         )
-        expired = result.expired
+        expired, revoked = result.expired, tuple(f.id for f in result.revoked)
         if not expired:
-            return Released(started)
+            return Released(started, revoked=revoked)
         held_by = {f.id: held_name(f.held_by) for f in expired}
-        return Released(started, tuple(f.id for f in expired), held_by)
+        return Released(started, tuple(f.id for f in expired), held_by, revoked)
 
     def first_token(self, request_id: str, *, now: float) -> None:
         self._now = now

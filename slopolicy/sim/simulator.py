@@ -2,7 +2,8 @@
 
 Three sources of events, taken in time order: arrivals (``submit``), the
 engine's iterations (first tokens, finishes, preemptions) and the scheduler's
-own timers (``wakeup``: ladder ticks, queue deadlines). After any event that
+own timers (``wakeup``: ladder ticks, queue deadlines). A request the scheduler
+revokes while it runs is aborted on the engine and refused, retryably. After any event that
 can change what may start (an arrival, a finish, a preemption, the engine
 starting requests from its queue, a timer), the scheduler's ``dispatch`` runs
 with the run's :class:`~slopolicy.sim.view.EngineView` and what it releases
@@ -237,12 +238,23 @@ class _Run:
                 live.outcome, live.finished, live.reason = SimOutcome.REJECTED, now, "too_long"
                 self.outstanding -= 1
         self.view.settle()
+        for request_id in released.revoked:
+            self.revoke(self.running.pop(request_id), now)
         held_by = released.held_by
         for request_id in released.expired:
             live = self.live[request_id]
             live.outcome, live.finished = SimOutcome.EXPIRED, now
             live.held_by = held_by.get(request_id)
             self.outstanding -= 1
+
+    def revoke(self, live: _Live, now: float) -> None:
+        """The scheduler ended ``live``, running: the engine aborts it, and
+        its client has a retryable refusal (a 503, as the gate answers)."""
+        self.engine.abort(live.request.id)
+        live.dispatched = live.first = live.max_new = live.model = None
+        live.output = live.reported = 0
+        live.reason = "revoked"
+        self.refused(live, SimAdmission(False, live.lane, "revoked", retryable=True), now)
 
     def deliver(self, now: float) -> bool:
         """Hand the finished iteration's results to the scheduler; whether

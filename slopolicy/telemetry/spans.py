@@ -120,7 +120,7 @@ def ended(
         span.add_event("slopolicy.first_token", timestamp=first_token_ns)
     if error is not None:
         span.record_exception(error, timestamp=ns_at, escaped=True)
-    if finished.outcome in (Outcome.FAILED, Outcome.EXPIRED):
+    if finished.outcome in (Outcome.FAILED, Outcome.EXPIRED, Outcome.REVOKED):
         span.set_status(Status(StatusCode.ERROR, error_type))
     span.add_event(
         "slopolicy.finished",

@@ -84,6 +84,7 @@ def _runs(config: PolicyConfig) -> None:
 @example({"lanes": [{"name": "chat", "weight": 5e-324}]})  # a fair-queue counter overflows
 @example({"lanes": [{"name": "chat", "slo": {"ttft_p95_s": 5e-324}}]})  # ladder pressure inf
 @example({"ladder": {"evaluate_every_s": 5e-324}})  # the simulator never moves on
+@example({"engine": {"share_window_s": 5e-324}})  # the share refresh tick underflows
 def test_every_accepted_config_runs(document: dict[str, Any]) -> None:
     try:
         config = PolicyConfig.from_dict(document)

@@ -272,7 +272,7 @@ def test_bad_input_is_refused_and_changes_nothing(call: object, match: str) -> N
     assert _sums(demand) == before
 
 
-@pytest.mark.parametrize("window", [0.0, -1.0, math.inf, math.nan])
+@pytest.mark.parametrize("window", [0.0, -1.0, math.inf, math.nan, 5e-324, 1e-4])
 def test_a_bad_window_is_refused(window: float) -> None:
     with pytest.raises(UsageError, match="window_s"):
         TenantDemand(window)

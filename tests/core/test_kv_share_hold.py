@@ -5,35 +5,8 @@ wired in the dispatcher)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from slopolicy import EngineSignals, Hold, Policy, PolicyConfig, Request
-from slopolicy.core.cost.tokens import HeuristicCounter
-
-
-def _policy(**engine: Any) -> Policy:
-    """One lane, no TTFT target, shortest prompt first; 100 blocks of 16
-    tokens: a request of ``prompt`` tokens and a 56-token answer reserves
-    ``(prompt + 56) / 16`` of them."""
-    config = PolicyConfig.from_dict(
-        {
-            "lanes": [
-                {
-                    "name": "chat",
-                    "max_new_tokens": 56,
-                    "max_prompt_tokens": 1000,
-                    "max_queue_wait_s": 600.0,
-                }
-            ],
-            "kv": {"num_blocks": 100, "block_size": 16},
-            "engine": {"max_running": 50, **engine},
-        }
-    )
-    return Policy(config, counter=HeuristicCounter())
-
-
-def _submit(policy: Policy, name: str, tenant: str, prompt: int, now: float) -> None:
-    policy.submit(Request(id=name, tenant=tenant, prompt_tokens=prompt, max_new_tokens=56), now=now)
+from slopolicy import EngineSignals, Hold, Policy, Request
+from tests.core.pools import one_lane_policy, submit
 
 
 def _fill(policy: Policy, *, small: bool) -> list[str]:
@@ -41,10 +14,10 @@ def _fill(policy: Policy, *, small: bool) -> list[str]:
     more; ``small`` (if asked) queues a 20-block one while the pool is full;
     four of big's end at 300 s, and the ids started then are returned."""
     for k in range(21):
-        _submit(policy, f"big-{k}", "big", 24, now=0.0)
+        submit(policy, f"big-{k}", "big", 24, now=0.0)
     assert len(policy.dispatch(now=0.0).started) == 20
     if small:
-        _submit(policy, "small-0", "small", 264, now=0.1)
+        submit(policy, "small-0", "small", 264, now=0.1)
     for second in range(1, 300):
         assert policy.dispatch(now=float(second)).started == ()  # held: saturated
     for k in range(4):
@@ -53,7 +26,7 @@ def _fill(policy: Policy, *, small: bool) -> list[str]:
 
 
 def test_the_owed_tenant_starts_in_place_of_the_one_past_its_share() -> None:
-    policy = _policy()
+    policy = one_lane_policy()
     # big's last request heads the lane (the shorter prompt) and fits the
     # 20 freed blocks. But big has needed 105 blocks and small 20 of 100:
     # big's share is 80, and it holds 80. A start of 5 more would leave 15
@@ -73,7 +46,7 @@ def test_the_owed_tenant_starts_in_place_of_the_one_past_its_share() -> None:
 def test_a_head_that_does_not_fit_at_all_waits_on_the_ledger() -> None:
     # With small's 20 blocks started the pool is full: big's last is held
     # by the ledger, as any head that does not fit.
-    policy = _policy()
+    policy = one_lane_policy()
     assert _fill(policy, small=True) == ["small-0"]
     expired = {f.id: f for f in policy.dispatch(now=600.5).expired}
     assert expired["big-20"].held_by is Hold.KV
@@ -82,17 +55,17 @@ def test_a_head_that_does_not_fit_at_all_waits_on_the_ledger() -> None:
 def test_without_shares_the_head_goes_first() -> None:
     # share_window_s null turns protection by share off: the lane's head
     # starts, and small's 20 blocks no longer fit.
-    assert _fill(_policy(share_window_s=None), small=True) == ["big-20"]
+    assert _fill(one_lane_policy(share_window_s=None), small=True) == ["big-20"]
 
 
 def test_a_tenant_alone_fills_the_pool() -> None:
     # Nobody else needs the pool: nothing is owed, and big's last starts.
-    assert _fill(_policy(), small=False) == ["big-20"]
+    assert _fill(one_lane_policy(), small=False) == ["big-20"]
 
 
 def _big_fills_the_pool(policy: Policy) -> None:
     for k in range(20):
-        _submit(policy, f"big-{k}", "big", 24, now=0.0)
+        submit(policy, f"big-{k}", "big", 24, now=0.0)
     assert len(policy.dispatch(now=0.0).started) == 20
 
 
@@ -101,8 +74,9 @@ def test_room_is_kept_for_a_tenant_whose_requests_gave_up_on_the_pool() -> None:
     # at the lane's front for room and gives up. Counted only while queued,
     # small would need almost nothing; counted as held from when they gave
     # up, small is owed room, so when four of big's requests end big's next
-    # is held and the freed blocks wait for small's next request.
-    policy = _policy(share_window_s=2.0)
+    # is held and the freed blocks wait for small's next request. (Reclaim
+    # off: with it, big's latest starts are revoked for small's requests.)
+    policy = one_lane_policy(share_window_s=2.0, reclaim=False)
     _big_fills_the_pool(policy)
     for k in range(4):
         at = 0.1 + 1.2 * k
@@ -115,19 +89,19 @@ def test_room_is_kept_for_a_tenant_whose_requests_gave_up_on_the_pool() -> None:
         assert (expired.id, expired.held_by) == (f"small-{k}", Hold.KV)
     for k in range(4):
         policy.finish(f"big-{k}", now=5.0, output_tokens=56)
-    _submit(policy, "big-20", "big", 24, now=5.0)
+    submit(policy, "big-20", "big", 24, now=5.0)
     assert policy.dispatch(now=5.0).started == ()
-    _submit(policy, "small-4", "small", 264, now=5.2)
+    submit(policy, "small-4", "small", 264, now=5.2)
     assert [started.id for started in policy.dispatch(now=5.2).started] == ["small-4"]
 
 
 def test_without_requests_that_gave_up_the_tenant_filling_the_pool_refills_it() -> None:
     # The same, but small never asked: nobody is owed, big-20 starts at once.
-    policy = _policy(share_window_s=2.0)
+    policy = one_lane_policy(share_window_s=2.0)
     _big_fills_the_pool(policy)
     for k in range(4):
         policy.finish(f"big-{k}", now=5.0, output_tokens=56)
-    _submit(policy, "big-20", "big", 24, now=5.0)
+    submit(policy, "big-20", "big", 24, now=5.0)
     assert [started.id for started in policy.dispatch(now=5.0).started] == ["big-20"]
 
 
@@ -137,9 +111,9 @@ def test_with_nothing_running_no_room_is_kept() -> None:
     # from a running request's end, and nothing runs: the first in fair
     # order starts, and the next then waits on the ledger (40 blocks free),
     # the last behind it.
-    policy = _policy()
+    policy = one_lane_policy()
     for name in ("a", "b", "c"):
-        _submit(policy, name, name, 904, now=0.0)
+        submit(policy, name, name, 904, now=0.0)
     assert [started.id for started in policy.dispatch(now=0.0).started] == ["a"]
     expired = {f.id: f for f in policy.dispatch(now=600.5).expired}
     assert {name: finished.held_by for name, finished in expired.items()} == {
@@ -153,12 +127,12 @@ def _behind_big(report: EngineSignals | None) -> list[str]:
     big's 6-block request heads the lane (the shorter prompt), past big's
     share and not fitting the 5 blocks free, and small's 3-block one waits
     behind it. The ids started at 300 s, ``report`` observed just before."""
-    policy = _policy()
+    policy = one_lane_policy()
     _big_fills_the_pool(policy)
     for second in range(1, 300):
         assert policy.dispatch(now=float(second)).started == ()
     policy.finish("big-0", now=300.0, output_tokens=56)
-    _submit(policy, "big-20", "big", 40, now=300.0)
+    submit(policy, "big-20", "big", 40, now=300.0)
     small = Request(id="small-0", tenant="small", prompt_tokens=41, max_new_tokens=7)
     assert policy.submit(small, now=300.0).accepted
     if report is not None:

@@ -263,6 +263,7 @@ def test_a_clock_that_went_back_ages_nothing() -> None:
         (lambda: KVShares(True, 1.0), "num_blocks"),
         (lambda: KVShares(10, 0.0), "window_s"),
         (lambda: KVShares(10, math.nan), "window_s"),
+        (lambda: KVShares(10, 5e-324), "window_s"),  # its refresh tick would underflow
         (lambda: KVShares(10, 1.0).refresh({"a": (1.0, 2, 3)}, now=0.0), "TenantKV"),  # type: ignore[dict-item]
         (
             lambda: KVShares(10, 1.0).refresh(

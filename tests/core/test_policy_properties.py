@@ -145,6 +145,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
         for started in result.started:
             assert self.live[started.id] == "queued"
             self.live[started.id] = "running"
+        self._revoked(result.revoked, result.started)
         self._started(result.started)
         if result.started:
             # Invariant 2: what it started fits the pool at its forecast peak
@@ -167,6 +168,24 @@ class PolicyLifecycle(RuleBasedStateMachine):
         for entry in self.policy._entries.values():
             if entry.phase.value == "queued":
                 assert entry.deadline > self.now, f"{entry.id} overdue"
+
+    def _revoked(self, revoked: Sequence[Finished], started: Sequence[Started]) -> None:
+        """Reclaim (``engine.reclaim``): only running requests, none started
+        in the same dispatch, of tenants over their share, and only with a
+        start of a tenant within its share, the latest started first."""
+        if not revoked:
+            return
+        demand = self.policy.demand
+        assert demand is not None
+        fresh = {s.id for s in started}
+        for finished in revoked:
+            assert finished.outcome is Outcome.REVOKED
+            assert self.live[finished.id] == "running", f"{finished.id} revoked, not running"
+            assert finished.id not in fresh, f"{finished.id} started and revoked at once"
+            assert demand.over(finished.tenant, now=self.now)
+            self._end(finished)
+        assert any(not demand.over(s.tenant, now=self.now) for s in started)
+        event("reclaim revoked a running request")
 
     def _fill(self, entry: Entry, *, within: bool) -> float | None:
         """The fill ``entry`` may start within past the peak (its tenant
@@ -512,3 +531,34 @@ class WarmPoolPolicyLifecycle(ColdPoolPolicyLifecycle):
 
 WarmPoolPolicyLifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=60)
 TestWarmPoolPolicyLifecycle = WarmPoolPolicyLifecycle.TestCase
+
+
+class ReclaimPolicyLifecycle(PolicyLifecycle):
+    """The lifecycle with KV, not seats, the engine's limit, no tenant caps
+    and a share window of 2 s, so tenants go over their share and back
+    within a run: a head of a tenant within its share that does not fit the
+    pool takes the room of the latest starts of tenants over theirs
+    (``engine.reclaim``). Revoked requests end once, as ``revoked``, only
+    ever running ones of tenants over their share, and only with a start of
+    a tenant within its share in the same dispatch."""
+
+    config = PolicyConfig.from_dict(
+        {
+            **_CONFIG.model_dump(mode="json"),
+            "tiers": {"default": {}, "tiny": {"weight": 0.5}},
+            "kv": {"num_blocks": 80, "block_size": 16},
+            "engine": {"max_running": 32, "prefill_horizon_s": None, "share_window_s": 2.0},
+        }
+    )
+
+    @rule(tenant=_TENANTS, count=st.integers(1, 12), prompt=st.integers(10, 200))
+    def flood(self, tenant: str, count: int, prompt: int) -> None:
+        """One tenant queues a burst of short requests, then a dispatch:
+        the pool fills with one tenant's starts, the others' heads wait."""
+        for _ in range(count):
+            self.submit(tenant, prompt, 32, "interactive", None)
+        self.dispatch()
+
+
+ReclaimPolicyLifecycle.TestCase.settings = settings(max_examples=150, stateful_step_count=80)
+TestReclaimPolicyLifecycle = ReclaimPolicyLifecycle.TestCase

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 
 from slopolicy.core.checks import check_count, check_now
 from slopolicy.core.kv.future import check_name
-from slopolicy.core.queueing.counters import check_weight
+from slopolicy.core.queueing.counters import check_weight, check_window
 from slopolicy.errors import UsageError
 
 __all__ = ("KVShares", "TenantKV")
@@ -134,7 +134,7 @@ class KVShares:
 
     def __init__(self, num_blocks: int, window_s: float) -> None:
         check_count("num_blocks", num_blocks, minimum=1)
-        check_weight(window_s, "window_s")  # a finite number > 0
+        check_window(window_s)
         self._pool = num_blocks
         self._window = float(window_s)
         self._refresh = window_s / 20

@@ -20,6 +20,18 @@ expires says what it last waited on (:attr:`Finished.held_by`). Where the
 pool is contended, a start whose tenant is over its share of the engine
 says so (:attr:`Started.over_share <slopolicy.Started.over_share>`), for
 the host to have the engine preempt it first.
+
+Starts are work-conserving, so a tenant over its share may hold room nobody
+else asked for when it started. With ``engine.reclaim``, when a head of a
+tenant within its share (:meth:`TenantDemand.portion
+<slopolicy.core.queueing.demand.TenantDemand.portion>` 1) is held because its
+KV does not fit the ledger, dispatch ends one running request of a tenant
+over its share, the latest started (the least work lost) whose room lets
+the head in, and starts again (:attr:`Dispatch.revoked
+<slopolicy.Dispatch.revoked>`): a fair-share scheduler's reclaim of what it
+lent (Kueue's ``reclaimWithinCohort``, YARN's fair-share preemption). One
+revocation per head let in, never more: each revoked request is a request
+lost, so a head that only several could cover waits for an end.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
 from slopolicy.core.outcome import Finished, Hold, Outcome
 from slopolicy.core.policy.parts import Parts
 from slopolicy.core.policy.reservations import FILL
+from slopolicy.core.policy.serving import Serving
 
 __all__ = ("Dispatcher",)
 
@@ -53,16 +66,19 @@ class Dispatcher:
         "_held",
         "_kv",
         "_kv_shares",
+        "_owed",
         "_pace",
         "_queues",
+        "_reclaims",
         "_reservations",
         "_router",
         "_saturation",
         "_seats",
+        "_serving",
         "_tasks",
     )
 
-    def __init__(self, parts: Parts) -> None:
+    def __init__(self, parts: Parts, serving: Serving) -> None:
         self._book = parts.book
         self._router = parts.router
         self._health = parts.health
@@ -78,6 +94,11 @@ class Dispatcher:
         self._saturation = parts.saturation
         self._kv_shares = parts.kv_shares
         self._held = False  # whether the last start search left a head to the engine's limits
+        self._serving = serving
+        self._reclaims = parts.reclaim and parts.demand is not None
+        # The heads this dispatch held because their KV did not fit, in the
+        # order it met them (with reclaim on): those a revocation may let in.
+        self._owed: dict[str, Entry] = {}
 
     def dispatch(self, *, now: float, max_expired: int | None) -> Dispatch:
         """Expire overdue queued requests, then start every request that fits."""
@@ -95,6 +116,25 @@ class Dispatcher:
         if shares is not None and now >= shares._due:
             protected = frozenset() if demand is None else demand._within_share(now)
             shares._refresh_at(self._tenant_kv(), now, protected)
+        self._start_all(now, expired, shares, started)
+        revoked: tuple[Finished, ...] = ()
+        if self._owed:
+            revoked = self._reclaim(now, {s.id for s in started})
+            if revoked:  # their room is free: the heads they were ended for start
+                self._start_all(now, expired, shares, started)
+                self._owed.clear()
+        saturation = self._saturation
+        if saturation is not None:
+            saturation._report(self._seats.full or self._held, now)
+        return Dispatch(
+            started=tuple(started), expired=tuple(expired), ladder=event, revoked=revoked
+        )
+
+    def _start_all(
+        self, now: float, expired: list[Finished], shares: KVShares | None, started: list[Started]
+    ) -> None:
+        """Start heads into ``started`` until none may start (see :meth:`dispatch`)."""
+        demand = self._demand
         contended: bool | None = None  # the pool's, read at the first start
         while not self._seats.full:
             entry = self._start_next(now, expired, shares)
@@ -117,10 +157,6 @@ class Dispatcher:
                     and demand._portion(entry.tenant, now) < 1.0,
                 )
             )
-        saturation = self._saturation
-        if saturation is not None:
-            saturation._report(self._seats.full or self._held, now)
-        return Dispatch(started=tuple(started), expired=tuple(expired), ladder=event)
 
     def evaluate(self, *, now: float) -> LadderEvent | None:
         """Move the fallback ladder if pressure says so, at a checked ``now``."""
@@ -185,8 +221,55 @@ class Dispatcher:
                     return entry
                 self._held = True  # its KV does not fit
                 entry.held_by = Hold.KV
+                if self._reclaims:
+                    self._owed[entry.id] = entry
             else:
                 return None
+
+    def _reclaim(self, now: float, fresh: set[str]) -> tuple[Finished, ...]:
+        """For each head held for KV this dispatch whose tenant is within its
+        share, in the order met, end one running request of a tenant over
+        its share (none of the ``fresh`` ids, started in this dispatch): the
+        latest started whose blocks, beside the ledger's free room, let the
+        head in alone; the records (outcome ``revoked``). A revocation never
+        costs more requests than it lets in; a head no one revocation covers
+        ends the search."""
+        demand = self._demand
+        assert demand is not None  # reclaim needs the demand estimate
+        owed = [
+            entry
+            for entry in self._owed.values()
+            if entry.phase is Phase.QUEUED and demand._portion(entry.tenant, now) >= 1.0
+        ]
+        self._owed.clear()
+        if not owed:
+            return ()
+        over: dict[str, bool] = {}
+        victims: list[Entry] = []
+        for entry in self._book.entries.values():
+            if entry.phase is Phase.RUNNING and entry.id not in fresh:
+                tenant = entry.tenant
+                if tenant not in over:
+                    over[tenant] = demand._portion(tenant, now) < 1.0
+                if over[tenant]:
+                    victims.append(entry)
+        if not victims:
+            return ()
+        victims.sort(key=_started_at, reverse=True)  # the latest started lost least work
+        free = self._kv.free_blocks(owed[0].lane)
+        chosen: list[Entry] = []
+        for head in owed:
+            need = head.kv_blocks - free
+            if need > 0:
+                victim = next((v for v in victims if v.kv_blocks >= need), None)
+                if victim is None:
+                    break  # no one revocation lets this head in
+                victims.remove(victim)
+                chosen.append(victim)
+                need -= victim.kv_blocks
+            free = -need  # what its start leaves free
+        end = self._serving.end
+        return tuple(end(entry, Outcome.REVOKED, now) for entry in chosen)
 
     def _contended(self, shares: KVShares | None) -> bool:
         """Whether the KV pool is contended, so that the engine's preemptions
@@ -305,6 +388,12 @@ class Dispatcher:
             if when is not None and when < wake:
                 wake = when
         return None if wake == math.inf else max(wake, at)
+
+
+def _started_at(entry: Entry) -> float:
+    """When the running ``entry`` started (its dispatch time)."""
+    assert entry.dispatched_at is not None  # set when it started
+    return entry.dispatched_at
 
 
 def _first(waits: Mapping[str, float], lane: str, entry: Entry, now: float) -> bool:

@@ -46,7 +46,8 @@ class Parts:
     """A policy's parts (the :class:`~slopolicy.core.policy.Policy` attributes
     of the same names), its book of live requests, and ``slo_bounds``: the
     latency bound (seconds) queued requests of a lane that asks for it expire
-    at."""
+    at; ``reclaim``: whether dispatch revokes over-share running requests
+    for a within-share head (``PolicySpec.reclaim``, with a share window)."""
 
     router: LaneRouter
     tools: ToolPool
@@ -66,6 +67,7 @@ class Parts:
     deadlines: Deadlines
     book: Book
     slo_bounds: Mapping[str, float]
+    reclaim: bool = False
 
     @classmethod
     def build(cls, spec: PolicySpec, cost_model: CostModel | None) -> Parts:
@@ -162,6 +164,7 @@ class Parts:
             deadlines=Deadlines(lanes),
             book=book,
             slo_bounds=slo_bounds,
+            reclaim=spec.reclaim and spec.share_window is not None,
         )
 
     def statistics(self, at: float) -> PolicyStatistics:

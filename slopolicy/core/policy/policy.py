@@ -115,8 +115,8 @@ class Policy:
         self._entries = parts.book.entries
         self._parts = parts
         self._intake = Intake(parts)
-        self._dispatcher = Dispatcher(parts)
         self._serving = Serving(parts)
+        self._dispatcher = Dispatcher(parts, self._serving)
 
     # -- submit -------------------------------------------------------------
 

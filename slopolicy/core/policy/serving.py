@@ -2,7 +2,8 @@
 
 A started request's first token, its TTFT stage marks and its output tokens
 as they arrive, then its end: ``finish`` releases its KV blocks and seats
-and settles its quota once; ``cancel`` ends it queued or running.
+and settles its quota once (``end`` too, for the dispatcher's revocations);
+``cancel`` ends it queued or running.
 """
 
 from __future__ import annotations
@@ -94,6 +95,12 @@ class Serving:
         now = book.advance(now=now)
         if output_tokens is not None:
             entry.output_tokens = output_tokens
+        return self.end(entry, end, now)
+
+    def end(self, entry: Entry, end: Outcome, now: float) -> Finished:
+        """End the running ``entry`` as ``end`` at a checked ``now``, on the
+        output tokens it counts: release what it holds and return its record."""
+        book = self._book
         request = entry.request
         cost = self._router.estimator.score(
             entry.prompt_tokens, entry.output_tokens, request.tool_risk

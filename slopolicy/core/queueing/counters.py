@@ -9,7 +9,15 @@ import math
 from slopolicy.core.checks import MAX_AMOUNT, is_number, shown
 from slopolicy.errors import UsageError
 
-__all__ = ("charged", "check_cost", "check_finite", "check_slack", "check_weight")
+__all__ = (
+    "MIN_WINDOW_S",
+    "charged",
+    "check_cost",
+    "check_finite",
+    "check_slack",
+    "check_weight",
+    "check_window",
+)
 
 
 def check_weight(weight: float, what: str = "weight") -> None:
@@ -18,6 +26,19 @@ def check_weight(weight: float, what: str = "weight") -> None:
         raise UsageError(f"{what} must be a number, got {shown(weight)}")
     if not 0 < weight <= MAX_AMOUNT:  # also refuses NaN and an int too large for a float
         raise UsageError(f"{what} must be finite and > 0, got {shown(weight)}")
+
+
+#: The shortest share window (seconds): its twentieth is the refresh tick,
+#: and below a millisecond ``now`` over it leaves the floats.
+MIN_WINDOW_S = 1e-3
+
+
+def check_window(window_s: float) -> None:
+    """Raise :class:`UsageError` unless ``window_s`` is a finite number of
+    seconds of at least :data:`MIN_WINDOW_S`."""
+    check_weight(window_s, "window_s")
+    if window_s < MIN_WINDOW_S:
+        raise UsageError(f"window_s must be at least {MIN_WINDOW_S} s, got {shown(window_s)}")
 
 
 def check_cost(cost: float) -> None:

@@ -59,7 +59,7 @@ from __future__ import annotations
 import math
 
 from slopolicy.core.checks import check_now
-from slopolicy.core.queueing.counters import check_slack, check_weight
+from slopolicy.core.queueing.counters import check_slack, check_weight, check_window
 from slopolicy.errors import UsageError
 
 __all__ = ("TenantDemand",)
@@ -106,7 +106,7 @@ class TenantDemand:
     )
 
     def __init__(self, window_s: float) -> None:
-        check_weight(window_s, "window_s")  # a finite number > 0
+        check_window(window_s)
         self._window = float(window_s)
         self._refresh = window_s / 20
         self._demand: dict[str, _Asked] = {}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from slopolicy.core.checks import check_now
-from slopolicy.core.queueing.counters import check_weight
+from slopolicy.core.queueing.counters import check_window
 from slopolicy.errors import UsageError
 
 __all__ = ("SATURATED", "Saturation")
@@ -45,7 +45,7 @@ class Saturation:
     __slots__ = ("_at", "_held", "_saturated", "_seen", "_window")
 
     def __init__(self, window_s: float) -> None:
-        check_weight(window_s, "window_s")  # a finite number > 0
+        check_window(window_s)
         self._window = float(window_s)
         self._at: float | None = None  # the latest report's time
         self._saturated = False  # the state since then

@@ -21,6 +21,8 @@ class SLOSnapshot:
     when the window holds no value. ``spend`` is in the cost model's unit.
     ``tbt`` summarises the gaps between tokens and ``tbt_stalls`` counts the
     stalls among them (``None`` and 0 for a tracker that keeps no TBT).
+    ``revoked`` counts running requests the policy ended to reclaim their KV
+    (``engine.reclaim``): errors, like ``failed``.
     """
 
     at: float
@@ -48,12 +50,14 @@ class SLOSnapshot:
     rejected_are_errors: bool = False
     tbt: Summary | None = None
     tbt_stalls: int = 0
+    revoked: int = 0
 
     @property
     def eligible(self) -> int:
-        """The success-rate denominator: completed + failed + expired (+ rejected if errors)."""
+        """The success-rate denominator: completed + failed + expired + revoked
+        (+ rejected if errors)."""
         extra = self.rejected if self.rejected_are_errors else 0
-        return self.completed + self.failed + self.expired + extra
+        return self.completed + self.failed + self.expired + self.revoked + extra
 
     @property
     def success_rate(self) -> float | None:
@@ -88,7 +92,9 @@ class SLOSnapshot:
     @property
     def rejected_fraction(self) -> float | None:
         """rejected / (rejected + every finished request), or ``None`` with none."""
-        offered = self.completed + self.failed + self.expired + self.cancelled + self.rejected
+        offered = (
+            self.completed + self.failed + self.expired + self.cancelled + self.rejected
+        ) + self.revoked
         return self.rejected / offered if offered else None
 
     @property

@@ -64,10 +64,10 @@ __all__ = ("CostModel", "SLOTracker", "charged_cost")
 #: Prices one finished request (e.g. in dollars); must return a finite number >= 0.
 CostModel = Callable[[Finished], float]
 
-_FIELDS = (Outcome.COMPLETED, Outcome.FAILED, Outcome.EXPIRED, Outcome.CANCELLED, Outcome.REJECTED)
+_FIELDS = tuple(Outcome)
 _INDEX = {outcome: index for index, outcome in enumerate(_FIELDS)}
-_ATTAINED, _SPEND, _OUTPUT = 5, 6, 7
-_COUNTS = 8  # the stage sums follow the counts
+_ATTAINED, _SPEND, _OUTPUT = len(_FIELDS), len(_FIELDS) + 1, len(_FIELDS) + 2
+_COUNTS = len(_FIELDS) + 3  # the stage sums follow the counts
 # One ring holds every short-window metric, so a record looks up one slice.
 _TTFT, _TPOT, _QUEUE, _E2E, _PROMPT = range(5)
 _METRICS = {
@@ -281,6 +281,7 @@ class SLOTracker:
             expired=int(sums[_INDEX[Outcome.EXPIRED]]),
             cancelled=int(sums[_INDEX[Outcome.CANCELLED]]),
             rejected=int(sums[_INDEX[Outcome.REJECTED]]),
+            revoked=int(sums[_INDEX[Outcome.REVOKED]]),
             attained=int(sums[_ATTAINED]),
             spend=sums[_SPEND],
             output_tokens=int(sums[_OUTPUT]),
