@@ -168,9 +168,11 @@ class EngineConfig(ConfigModel):
 
     ``reclaim`` (with ``share_window_s``): starts are work-conserving, so a
     tenant over its share may take KV room nobody else asks for; when a
-    queued request of a tenant within its share then does not fit, dispatch
-    ends one running request of a tenant over its share, the latest started
-    (the least work lost) whose room lets it in, and starts it
+    queued request of a tenant within its share then does not fit, and the
+    pool's ends at their recent pace would free its room only after its
+    lane's TTFT target, dispatch ends one running request of a tenant over
+    its share whose release lets it in (the latest started, the least work
+    lost, or else the largest), and starts it
     (:attr:`Dispatch.revoked <slopolicy.Dispatch.revoked>`; the gate answers
     it with :class:`~slopolicy.Revoked`, 503). Never more than one request
     lost for each let in: a request only several revocations would let in

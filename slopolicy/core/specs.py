@@ -266,9 +266,10 @@ class PolicySpec:
             engine's saturation (:class:`~slopolicy.core.queueing.saturation.Saturation`);
             ``None``: not compared.
         reclaim: with a ``share_window``, end one running request of a tenant
-            over its share (the latest started whose room suffices) for each
+            over its share (one whose release alone suffices) for each
             queued request of a tenant within its share, held back because
-            its KV does not fit, that this lets start
+            its KV does not fit, that this lets start before its first-token
+            deadline where the pool's ends would not
             (:attr:`Dispatch.revoked <slopolicy.Dispatch.revoked>`).
     """
 

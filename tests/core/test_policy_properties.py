@@ -537,26 +537,47 @@ class ReclaimPolicyLifecycle(PolicyLifecycle):
     """The lifecycle with KV, not seats, the engine's limit, no tenant caps
     and a share window of 2 s, so tenants go over their share and back
     within a run: a head of a tenant within its share that does not fit the
-    pool takes the room of the latest starts of tenants over theirs
-    (``engine.reclaim``). Revoked requests end once, as ``revoked``, only
-    ever running ones of tenants over their share, and only with a start of
-    a tenant within its share in the same dispatch."""
+    pool before its first-token deadline takes the room of one start of a
+    tenant over its share (``engine.reclaim``). Revoked requests end once,
+    as ``revoked``, only ever running ones of tenants over their share, and
+    only with a start of a tenant within its share in the same dispatch."""
 
     config = PolicyConfig.from_dict(
         {
             **_CONFIG.model_dump(mode="json"),
+            # A first-token deadline (reclaim keeps only those) and room
+            # for a burst in the queue.
+            "lanes": [
+                {**lane.model_dump(mode="json"), "slo": {"ttft_p95_s": 1.0}, "queue_capacity": 24}
+                if lane.name == "interactive"
+                else lane.model_dump(mode="json")
+                for lane in _CONFIG.lanes
+            ],
             "tiers": {"default": {}, "tiny": {"weight": 0.5}},
             "kv": {"num_blocks": 80, "block_size": 16},
             "engine": {"max_running": 32, "prefill_horizon_s": None, "share_window_s": 2.0},
         }
     )
 
-    @rule(tenant=_TENANTS, count=st.integers(1, 12), prompt=st.integers(10, 200))
-    def flood(self, tenant: str, count: int, prompt: int) -> None:
-        """One tenant queues a burst of short requests, then a dispatch:
-        the pool fills with one tenant's starts, the others' heads wait."""
+    @rule(
+        flooder=_TENANTS,
+        asker=_TENANTS,
+        count=st.integers(1, 16),
+        prompt=st.integers(10, 200),
+    )
+    def squeeze(self, flooder: str, asker: str, count: int, prompt: int) -> None:
+        """One tenant queues a burst, a dispatch starts what fits and every
+        answer under way is 32 tokens along (the pool fills, as reserved and
+        as held now); a moment later another tenant asks, and a moment after
+        that (the demand refreshed) a dispatch."""
         for _ in range(count):
-            self.submit(tenant, prompt, 32, "interactive", None)
+            self.submit(flooder, prompt, 32, "interactive", None)
+        self.dispatch()
+        for request_id in self._running_ids():
+            self.policy.tokens(request_id, 32, now=self.now)
+        self.now += 0.2
+        self.submit(asker, prompt, 32, "interactive", None)
+        self.now += 0.2
         self.dispatch()
 
 

@@ -11,16 +11,22 @@ from slopolicy import Outcome, Policy, UsageError
 from slopolicy.core.lifecycle import Dispatch
 from tests.core.pools import one_lane_policy, submit
 
+#: The lane's TTFT target (seconds): the deadline a revocation keeps.
+TTFT = 5.0
 #: big's starts, one a second: four of 20 blocks, then four of 5 (the pool's 100).
 BIG = [264] * 4 + [24] * 4
 
 
-def _big_fills_the_pool(policy: Policy, *, more: bool = False) -> None:
-    """``big`` fills the pool with :data:`BIG` (and, ``more``, queues one
-    more request of 5 blocks at 20 s)."""
+def _big_fills_the_pool(policy: Policy, *, more: bool = False, start: float = 0.0) -> None:
+    """``big`` fills the pool with :data:`BIG` from ``start`` seconds, each
+    request 40 tokens into its answer at once, so the pool as held now is
+    full too (and, ``more``, queues one more request of 5 blocks at 20 s)."""
     for k, prompt in enumerate(BIG):
-        submit(policy, f"big-{k}", "big", prompt, now=float(k))
-        assert [s.id for s in policy.dispatch(now=float(k)).started] == [f"big-{k}"]
+        name, at = f"big-{k}", start + k
+        submit(policy, name, "big", prompt, now=at)
+        assert [s.id for s in policy.dispatch(now=at).started] == [name]
+        policy.first_token(name, now=at)
+        policy.tokens(name, 40, now=at)
     if more:
         submit(policy, "big-8", "big", 24, now=20.0)
         assert policy.dispatch(now=20.0).started == ()
@@ -34,7 +40,7 @@ def _small_arrives(policy: Policy, prompt: int = 264) -> Dispatch:
 
 
 def test_the_latest_over_share_start_that_makes_room_is_revoked() -> None:
-    policy = one_lane_policy()
+    policy = one_lane_policy(TTFT)
     _big_fills_the_pool(policy)
     result = _small_arrives(policy)
     # big and small together ask for more than the engine served: big is
@@ -61,18 +67,17 @@ def test_the_latest_over_share_start_that_makes_room_is_revoked() -> None:
 
 
 def test_its_tokens_are_charged_to_its_tenant() -> None:
-    policy = one_lane_policy()
+    # big-3's 40 tokens so far are what it was served: its record's count.
+    policy = one_lane_policy(TTFT)
     _big_fills_the_pool(policy)
-    policy.first_token("big-3", now=20.5)
-    policy.tokens("big-3", 7, now=20.5)
     (revoked,) = _small_arrives(policy).revoked
-    assert (revoked.id, revoked.output_tokens) == ("big-3", 7)
-    assert revoked.ttft == pytest.approx(17.5)
+    assert (revoked.id, revoked.output_tokens) == ("big-3", 40)
+    assert revoked.ttft == pytest.approx(0.0)
     assert revoked.e2e == pytest.approx(20.0)
 
 
 def test_nothing_is_revoked_with_reclaim_off() -> None:
-    policy = one_lane_policy(reclaim=False)
+    policy = one_lane_policy(TTFT, reclaim=False)
     _big_fills_the_pool(policy)
     result = _small_arrives(policy)
     assert result.revoked == ()
@@ -80,7 +85,7 @@ def test_nothing_is_revoked_with_reclaim_off() -> None:
 
 
 def test_nothing_is_revoked_without_a_share_window() -> None:
-    policy = one_lane_policy(share_window_s=None)
+    policy = one_lane_policy(TTFT, share_window_s=None)
     _big_fills_the_pool(policy)
     result = _small_arrives(policy)
     assert result.revoked == ()
@@ -89,7 +94,7 @@ def test_nothing_is_revoked_without_a_share_window() -> None:
 
 def test_a_tenant_alone_is_never_revoked() -> None:
     # Nobody within a share waits: big's queued request waits for an end.
-    policy = one_lane_policy()
+    policy = one_lane_policy(TTFT)
     _big_fills_the_pool(policy, more=True)
     for second in range(21, 60):
         result = policy.dispatch(now=float(second))
@@ -100,21 +105,48 @@ def test_a_tenant_alone_is_never_revoked() -> None:
 def test_nothing_is_revoked_when_no_one_revocation_makes_room() -> None:
     # big holds only 5-block requests: small's 20 blocks would take four
     # revocations, four requests lost for one let in, so small waits.
-    policy = one_lane_policy()
+    policy = one_lane_policy(TTFT)
     for k in range(20):
         submit(policy, f"big-{k}", "big", 24, now=float(k))
         assert len(policy.dispatch(now=float(k)).started) == 1
+        policy.tokens(f"big-{k}", 40, now=float(k))  # the pool as held now is full too
     result = _small_arrives(policy)
     assert result.revoked == ()
     assert result.started == ()
     assert policy.statistics().running == 20
 
 
+def test_a_head_the_pools_own_ends_make_room_for_in_time_waits() -> None:
+    # big's answers end at 20 blocks a second lately: small's 20 blocks come
+    # in about a second, well within its 5 s target, so nothing is revoked.
+    policy = one_lane_policy(TTFT)
+    for k in range(40):  # ten of 20 blocks and thirty of 5, a start and an end each 0.25 s
+        at = k / 4
+        submit(policy, f"warm-{k}", "big", 264 if k % 4 == 0 else 24, now=at)
+        assert len(policy.dispatch(now=at).started) == 1
+        policy.finish(f"warm-{k}", now=at)
+    assert policy.turnover is not None
+    assert policy.turnover.wait(20, now=10.0) < 2.0
+    _big_fills_the_pool(policy, start=10.0)
+    submit(policy, "small-0", "small", 264, now=21.0)
+    result = policy.dispatch(now=23.0)
+    assert result.revoked == ()
+    assert result.started == ()
+
+
+def test_a_head_without_a_first_token_deadline_waits() -> None:
+    policy = one_lane_policy()  # no TTFT target
+    _big_fills_the_pool(policy)
+    result = _small_arrives(policy)
+    assert result.revoked == ()
+    assert result.started == ()
+
+
 def test_a_head_behind_an_over_share_head_of_its_lane_waits() -> None:
     # big's queued request, shorter, heads the lane and does not fit; it is
     # over its share, so nothing is revoked for it, and small's request
     # behind it waits (the lane's head is never skipped for want of KV).
-    policy = one_lane_policy()
+    policy = one_lane_policy(TTFT)
     _big_fills_the_pool(policy, more=True)
     result = _small_arrives(policy)
     assert result.revoked == ()
@@ -125,7 +157,7 @@ def test_a_head_of_the_same_tenant_takes_nothing_from_its_own() -> None:
     # small's second request waits behind its first: small's own running
     # request is never revoked for it, nor is anything of a tenant within
     # its share.
-    policy = one_lane_policy()
+    policy = one_lane_policy(TTFT)
     _big_fills_the_pool(policy)
     assert [s.id for s in _small_arrives(policy).started] == ["small-0"]
     submit(policy, "small-1", "small", 264, now=24.0)

@@ -21,6 +21,8 @@ from tests.core.pools import one_lane_policy
 
 pytestmark = pytest.mark.anyio
 
+#: The lane's TTFT target (seconds): the deadline a revocation keeps.
+TTFT = 5.0
 #: big's prompts, a start a second: four reserve 20 blocks, four 5 (the pool's 100).
 BIG = [264] * 4 + [24] * 4
 
@@ -52,7 +54,7 @@ async def _fill_then_ask(big: Call, small: Call) -> None:
 
 
 async def test_the_latest_over_share_stream_that_makes_room_is_revoked() -> None:
-    policy = one_lane_policy()
+    policy = one_lane_policy(TTFT)
     closed: list[str] = []
     ended: dict[str, BaseException | None] = {}
     tickets: dict[str, Ticket] = {}
@@ -103,7 +105,7 @@ async def test_the_latest_over_share_stream_that_makes_room_is_revoked() -> None
 
 
 async def test_a_whole_call_in_a_revocable_block_is_cancelled_at_once() -> None:
-    policy = one_lane_policy()
+    policy = one_lane_policy(TTFT)
     ended: dict[str, float] = {}
     errors: dict[str, Revoked] = {}
 

@@ -8,5 +8,6 @@ from __future__ import annotations
 from slopolicy.core.kv.ledger import KVReservation as KVReservation
 from slopolicy.core.kv.peak import peak_fits as peak_fits
 from slopolicy.core.kv.snapshot import KVStatistics as KVStatistics
+from slopolicy.core.kv.turnover import Turnover as Turnover
 
-__all__ = ("KVReservation", "KVStatistics", "peak_fits")
+__all__ = ("KVReservation", "KVStatistics", "Turnover", "peak_fits")

@@ -210,6 +210,16 @@ class KVReservation:
         running = started(steps, self._future.group(lane), held, sequences, self.block_size)
         return self._admits(lane, 0, running, None)
 
+    def _fits_without(
+        self, lane: str, tokens: int, held: int, sequences: int, without: str
+    ) -> bool:
+        """Whether a start of ``tokens`` (``held`` of them now) in ``lane``
+        would fit the forecast peak were ``without``'s reservation released
+        (checked counts; ``without`` live); changes nothing."""
+        steps = -(-(tokens - held) // sequences)
+        running = started(steps, self._future.group(lane), held, sequences, self.block_size)
+        return self._admits(lane, 0, running, self._reservations[without])
+
     def try_reserve(self, request_id: str, lane: str, tokens: int, *, now: float) -> bool:
         """Reserve ``blocks_for(tokens)`` blocks for ``request_id`` in ``lane``, held
         whole until released, all or nothing. ``False`` (it does not fit) leaves

@@ -25,9 +25,12 @@ Starts are work-conserving, so a tenant over its share may hold room nobody
 else asked for when it started. With ``engine.reclaim``, when a head of a
 tenant within its share (:meth:`TenantDemand.portion
 <slopolicy.core.queueing.demand.TenantDemand.portion>` 1) is held because its
-KV does not fit the ledger, dispatch ends one running request of a tenant
-over its share, the latest started (the least work lost) whose room lets
-the head in, and starts again (:attr:`Dispatch.revoked
+KV does not fit the ledger, and the pool's own ends, at the pace they came
+lately (:class:`~slopolicy.core.kv.turnover.Turnover`), would free its room
+only after its first-token deadline, dispatch ends one running request of a
+tenant over its share whose release lets the head in by the ledger's
+forecast peak (the latest started, the least work lost, or else the
+largest) and starts the head (:attr:`Dispatch.revoked
 <slopolicy.Dispatch.revoked>`): a fair-share scheduler's reclaim of what it
 lent (Kueue's ``reclaimWithinCohort``, YARN's fair-share preemption). One
 revocation per head let in, never more: each revoked request is a request
@@ -69,13 +72,13 @@ class Dispatcher:
         "_owed",
         "_pace",
         "_queues",
-        "_reclaims",
         "_reservations",
         "_router",
         "_saturation",
         "_seats",
         "_serving",
         "_tasks",
+        "_turnover",
     )
 
     def __init__(self, parts: Parts, serving: Serving) -> None:
@@ -95,7 +98,7 @@ class Dispatcher:
         self._kv_shares = parts.kv_shares
         self._held = False  # whether the last start search left a head to the engine's limits
         self._serving = serving
-        self._reclaims = parts.reclaim and parts.demand is not None
+        self._turnover = parts.turnover if parts.demand is not None else None
         # The heads this dispatch held because their KV did not fit, in the
         # order it met them (with reclaim on): those a revocation may let in.
         self._owed: dict[str, Entry] = {}
@@ -119,8 +122,8 @@ class Dispatcher:
         self._start_all(now, expired, shares, started)
         revoked: tuple[Finished, ...] = ()
         if self._owed:
-            revoked = self._reclaim(now, {s.id for s in started})
-            if revoked:  # their room is free: the heads they were ended for start
+            revoked = self._reclaim(now, shares, started)
+            if revoked:  # what else fits beside the head it let in
                 self._start_all(now, expired, shares, started)
                 self._owed.clear()
         saturation = self._saturation
@@ -134,29 +137,31 @@ class Dispatcher:
         self, now: float, expired: list[Finished], shares: KVShares | None, started: list[Started]
     ) -> None:
         """Start heads into ``started`` until none may start (see :meth:`dispatch`)."""
-        demand = self._demand
         contended: bool | None = None  # the pool's, read at the first start
         while not self._seats.full:
             entry = self._start_next(now, expired, shares)
             if entry is None:
                 break
-            assert entry.dispatched_at is not None
             if contended is None:
                 contended = self._contended(shares)
-            started.append(
-                Started(
-                    id=entry.id,
-                    tenant=entry.tenant,
-                    lane=entry.lane,
-                    request=entry.request,
-                    kv_blocks=entry.kv_blocks,
-                    queue_wait=entry.dispatched_at - entry.arrival,
-                    rungs=entry.rungs,
-                    over_share=contended
-                    and demand is not None
-                    and demand._portion(entry.tenant, now) < 1.0,
-                )
-            )
+            started.append(self._started(entry, contended, now))
+
+    def _started(self, entry: Entry, contended: bool, now: float) -> Started:
+        """The record of ``entry``'s start at ``now`` (``contended``: the pool's)."""
+        assert entry.dispatched_at is not None
+        demand = self._demand
+        return Started(
+            id=entry.id,
+            tenant=entry.tenant,
+            lane=entry.lane,
+            request=entry.request,
+            kv_blocks=entry.kv_blocks,
+            queue_wait=entry.dispatched_at - entry.arrival,
+            rungs=entry.rungs,
+            over_share=contended
+            and demand is not None
+            and demand._portion(entry.tenant, now) < 1.0,
+        )
 
     def evaluate(self, *, now: float) -> LadderEvent | None:
         """Move the fallback ladder if pressure says so, at a checked ``now``."""
@@ -221,21 +226,26 @@ class Dispatcher:
                     return entry
                 self._held = True  # its KV does not fit
                 entry.held_by = Hold.KV
-                if self._reclaims:
+                if self._turnover is not None:
                     self._owed[entry.id] = entry
             else:
                 return None
 
-    def _reclaim(self, now: float, fresh: set[str]) -> tuple[Finished, ...]:
-        """For each head held for KV this dispatch whose tenant is within its
-        share, in the order met, end one running request of a tenant over
-        its share (none of the ``fresh`` ids, started in this dispatch): the
-        latest started whose blocks, beside the ledger's free room, let the
-        head in alone; the records (outcome ``revoked``). A revocation never
-        costs more requests than it lets in; a head no one revocation covers
-        ends the search."""
-        demand = self._demand
+    def _reclaim(
+        self, now: float, shares: KVShares | None, started: list[Started]
+    ) -> tuple[Finished, ...]:
+        """Revoke one running request of a tenant over its share (none
+        started in this dispatch, in ``started``) for the first head held
+        for KV this dispatch whose tenant is within its share and whose
+        first-token deadline the pool's own ends
+        (:class:`~slopolicy.core.kv.turnover.Turnover`) would miss, and
+        start that head: the latest started request whose release lets the
+        head in by the ledger's peak, or else the largest. The record
+        (outcome ``revoked``), or none: one request lost for one let in,
+        never more."""
+        demand, turnover = self._demand, self._turnover
         assert demand is not None  # reclaim needs the demand estimate
+        assert turnover is not None
         owed = [
             entry
             for entry in self._owed.values()
@@ -244,6 +254,7 @@ class Dispatcher:
         self._owed.clear()
         if not owed:
             return ()
+        fresh = {s.id for s in started}
         over: dict[str, bool] = {}
         victims: list[Entry] = []
         for entry in self._book.entries.values():
@@ -255,21 +266,39 @@ class Dispatcher:
                     victims.append(entry)
         if not victims:
             return ()
-        victims.sort(key=_started_at, reverse=True)  # the latest started lost least work
-        free = self._kv.free_blocks(owed[0].lane)
-        chosen: list[Entry] = []
+        bounds, kv, reservations = self._first_tokens._bounds, self._kv, self._reservations
         for head in owed:
-            need = head.kv_blocks - free
-            if need > 0:
-                victim = next((v for v in victims if v.kv_blocks >= need), None)
-                if victim is None:
-                    break  # no one revocation lets this head in
-                victims.remove(victim)
-                chosen.append(victim)
-                need -= victim.kv_blocks
-            free = -need  # what its start leaves free
-        end = self._serving.end
-        return tuple(end(entry, Outcome.REVOKED, now) for entry in chosen)
+            bound = bounds.get(head.lane)
+            if bound is None:
+                continue  # no first-token deadline: it waits for an end
+            need = head.kv_blocks - kv.free_blocks(head.lane)
+            if turnover._wait(max(need, 0), now) <= head.arrival + bound - now:
+                continue  # the pool's own ends make its room in time
+            able = [v for v in victims if v.kv_blocks >= need]
+            if not able:
+                continue
+            latest = max(able, key=_started_at)  # the least work lost
+            largest = max(able, key=_blocks)
+            tried = (latest, largest)
+            victim = next((v for v in tried if reservations.fits_without(head, v)), None)
+            if victim is None:
+                continue  # no one revocation lets it in
+            revoked = self._serving.end(victim, Outcome.REVOKED, now)
+            if reservations.start(head, now=now):
+                self._start_head(head, now, shares, started)
+            return (revoked,)
+        return ()
+
+    def _start_head(
+        self, entry: Entry, now: float, shares: KVShares | None, started: list[Started]
+    ) -> None:
+        """Start ``entry``, a head whose KV was just reserved, into ``started``."""
+        if shares is not None:
+            shares._started(entry.tenant, entry.kv_blocks)
+        lane = entry.lane
+        self._queues.remove(lane, entry)
+        self._start(lane, entry, self._seats.needed(lane, entry.request.sequences), now)
+        started.append(self._started(entry, self._contended(shares), now))
 
     def _contended(self, shares: KVShares | None) -> bool:
         """Whether the KV pool is contended, so that the engine's preemptions
@@ -394,6 +423,11 @@ def _started_at(entry: Entry) -> float:
     """When the running ``entry`` started (its dispatch time)."""
     assert entry.dispatched_at is not None  # set when it started
     return entry.dispatched_at
+
+
+def _blocks(entry: Entry) -> int:
+    """The KV blocks ``entry`` reserves."""
+    return entry.kv_blocks
 
 
 def _first(waits: Mapping[str, float], lane: str, entry: Entry, now: float) -> bool:

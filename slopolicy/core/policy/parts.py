@@ -15,6 +15,7 @@ from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.health.health import Health
 from slopolicy.core.kv.ledger import KVReservation
 from slopolicy.core.kv.shares import KVShares
+from slopolicy.core.kv.turnover import Turnover
 from slopolicy.core.lifecycle import Entry, PolicyStatistics
 from slopolicy.core.policy.book import Book
 from slopolicy.core.policy.reservations import Reservations
@@ -46,8 +47,9 @@ class Parts:
     """A policy's parts (the :class:`~slopolicy.core.policy.Policy` attributes
     of the same names), its book of live requests, and ``slo_bounds``: the
     latency bound (seconds) queued requests of a lane that asks for it expire
-    at; ``reclaim``: whether dispatch revokes over-share running requests
-    for a within-share head (``PolicySpec.reclaim``, with a share window)."""
+    at; ``turnover``: how fast ends free the pool's blocks, kept where
+    dispatch reclaims room for a within-share head (``PolicySpec.reclaim``,
+    with a share window), else ``None``."""
 
     router: LaneRouter
     tools: ToolPool
@@ -67,7 +69,7 @@ class Parts:
     deadlines: Deadlines
     book: Book
     slo_bounds: Mapping[str, float]
-    reclaim: bool = False
+    turnover: Turnover | None = None
 
     @classmethod
     def build(cls, spec: PolicySpec, cost_model: CostModel | None) -> Parts:
@@ -164,7 +166,9 @@ class Parts:
             deadlines=Deadlines(lanes),
             book=book,
             slo_bounds=slo_bounds,
-            reclaim=spec.reclaim and spec.share_window is not None,
+            turnover=Turnover(spec.share_window)
+            if spec.reclaim and spec.share_window is not None
+            else None,
         )
 
     def statistics(self, at: float) -> PolicyStatistics:

@@ -104,6 +104,10 @@ class Policy:
         #: Each tenant's recent demand against its max-min share of what the
         #: engine serves (``engine.share_window_s``), or ``None`` without one.
         self.demand = parts.demand
+        #: How fast ends free the KV pool's blocks (``engine.reclaim`` with a
+        #: share window: reclaim revokes only where waiting on them makes a
+        #: head late), or ``None``.
+        self.turnover = parts.turnover
         #: The part of the recent past (decayed over ``engine.share_window_s``)
         #: the engine held a startable request back, or ``None`` without a window.
         self.saturation = parts.saturation

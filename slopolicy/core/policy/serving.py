@@ -30,6 +30,7 @@ class Serving:
         "_reservations",
         "_router",
         "_seats",
+        "_turnover",
     )
 
     def __init__(self, parts: Parts) -> None:
@@ -42,6 +43,7 @@ class Serving:
         self._seats = parts.seats
         self._first_tokens = parts.first_tokens
         self._pace = parts.pace
+        self._turnover = parts.turnover
 
     def first_token(self, request_id: str, *, now: float) -> None:
         """The first output token of a started request arrived."""
@@ -106,6 +108,8 @@ class Serving:
             entry.prompt_tokens, entry.output_tokens, request.tool_risk
         )
         self._kv._release(entry.id, now)
+        if self._turnover is not None:
+            self._turnover._add(entry.kv_blocks, now)
         if end is Outcome.COMPLETED:
             self._reservations.completed(entry)
         if entry.first_token_at is None:
