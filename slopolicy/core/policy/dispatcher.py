@@ -267,6 +267,7 @@ class Dispatcher:
         if not victims:
             return ()
         bounds, kv, reservations = self._first_tokens._bounds, self._kv, self._reservations
+        seats = self._seats
         for head in owed:
             bound = bounds.get(head.lane)
             if bound is None:
@@ -284,20 +285,29 @@ class Dispatcher:
             if victim is None:
                 continue  # no one revocation lets it in
             revoked = self._serving.end(victim, Outcome.REVOKED, now)
-            if reservations.start(head, now=now):
-                self._start_head(head, now, shares, started)
+            needed = seats.needed(head.lane, head.request.sequences)
+            # Its seats were free when it was held (the victim's are now too),
+            # unless a later start of this dispatch took its lane's last ones.
+            if seats.fits(head.lane, needed) and reservations.start(head, now=now):
+                self._start_head(head, needed, now, shares, started)
             return (revoked,)
         return ()
 
     def _start_head(
-        self, entry: Entry, now: float, shares: KVShares | None, started: list[Started]
+        self,
+        entry: Entry,
+        seats: int,
+        now: float,
+        shares: KVShares | None,
+        started: list[Started],
     ) -> None:
-        """Start ``entry``, a head whose KV was just reserved, into ``started``."""
+        """Start ``entry``, a head whose KV was just reserved, on ``seats``
+        seats, into ``started``."""
         if shares is not None:
             shares._started(entry.tenant, entry.kv_blocks)
         lane = entry.lane
         self._queues.remove(lane, entry)
-        self._start(lane, entry, self._seats.needed(lane, entry.request.sequences), now)
+        self._start(lane, entry, seats, now)
         started.append(self._started(entry, self._contended(shares), now))
 
     def _contended(self, shares: KVShares | None) -> bool:
