@@ -153,13 +153,18 @@ def test_a_head_behind_an_over_share_head_of_its_lane_waits() -> None:
     assert result.started == ()
 
 
-def test_a_head_of_the_same_tenant_takes_nothing_from_its_own() -> None:
-    # small's second request waits behind its first: small's own running
-    # request is never revoked for it, nor is anything of a tenant within
-    # its share.
+def test_a_tenant_that_comes_to_ask_past_its_share_takes_nothing() -> None:
+    # small's first request took big's room; its second, once the first is
+    # under way, puts small over its share too: it is owed nothing, and
+    # waits for an end like any head.
     policy = one_lane_policy(TTFT)
     _big_fills_the_pool(policy)
     assert [s.id for s in _small_arrives(policy).started] == ["small-0"]
+    policy.first_token("small-0", now=23.5)
+    policy.tokens("small-0", 40, now=23.5)
     submit(policy, "small-1", "small", 264, now=24.0)
-    revoked = policy.dispatch(now=26.0).revoked
-    assert all(f.tenant == "big" for f in revoked)
+    result = policy.dispatch(now=26.0)
+    assert policy.demand is not None
+    assert policy.demand.over("small", now=26.0)
+    assert result.revoked == ()
+    assert result.started == ()

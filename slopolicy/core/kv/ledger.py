@@ -211,7 +211,7 @@ class KVReservation:
         return self._admits(lane, 0, running, None)
 
     def _fits_without(
-        self, lane: str, tokens: int, held: int, sequences: int, without: str
+        self, lane: str, tokens: int, *, held: int, sequences: int, without: str
     ) -> bool:
         """Whether a start of ``tokens`` (``held`` of them now) in ``lane``
         would fit the forecast peak were ``without``'s reservation released

@@ -98,7 +98,7 @@ class Dispatcher:
         self._kv_shares = parts.kv_shares
         self._held = False  # whether the last start search left a head to the engine's limits
         self._serving = serving
-        self._turnover = parts.turnover if parts.demand is not None else None
+        self._turnover = parts.turnover  # set only with a share window: demand is kept
         # The heads this dispatch held because their KV did not fit, in the
         # order it met them (with reclaim on): those a revocation may let in.
         self._owed: dict[str, Entry] = {}
@@ -219,8 +219,6 @@ class Dispatcher:
                     and (fill := reservations.fill(entry, within_share=within)) is not None
                     and reservations.start(entry, now=now, fill=fill)
                 ):
-                    if shares is not None:
-                        shares._started(entry.tenant, entry.kv_blocks)
                     self._take(lane, entry, skip)
                     self._start(lane, entry, needed, now)
                     return entry
@@ -252,7 +250,16 @@ class Dispatcher:
             if entry.phase is Phase.QUEUED and demand._portion(entry.tenant, now) >= 1.0
         ]
         self._owed.clear()
-        if not owed:
+        bounds, kv = self._first_tokens._bounds, self._kv
+        late: list[tuple[Entry, int]] = []  # the heads at risk, and the blocks each lacks
+        for head in owed:
+            bound = bounds.get(head.lane)
+            if bound is None:
+                continue  # no first-token deadline: it waits for an end
+            need = head.kv_blocks - kv.free_blocks(head.lane)
+            if turnover._wait(max(need, 0), now) > head.arrival + bound - now:
+                late.append((head, need))  # else the pool's own ends make its room in time
+        if not late:
             return ()
         fresh = {s.id for s in started}
         over: dict[str, bool] = {}
@@ -266,22 +273,15 @@ class Dispatcher:
                     victims.append(entry)
         if not victims:
             return ()
-        bounds, kv, reservations = self._first_tokens._bounds, self._kv, self._reservations
-        seats = self._seats
-        for head in owed:
-            bound = bounds.get(head.lane)
-            if bound is None:
-                continue  # no first-token deadline: it waits for an end
-            need = head.kv_blocks - kv.free_blocks(head.lane)
-            if turnover._wait(max(need, 0), now) <= head.arrival + bound - now:
-                continue  # the pool's own ends make its room in time
+        reservations, seats = self._reservations, self._seats
+        for head, need in late:
             able = [v for v in victims if v.kv_blocks >= need]
             if not able:
                 continue
             latest = max(able, key=_started_at)  # the least work lost
             largest = max(able, key=_blocks)
             tried = (latest, largest)
-            victim = next((v for v in tried if reservations.fits_without(head, v)), None)
+            victim = next((v for v in tried if reservations.fits_without(head, without=v)), None)
             if victim is None:
                 continue  # no one revocation lets it in
             revoked = self._serving.end(victim, Outcome.REVOKED, now)
@@ -303,8 +303,6 @@ class Dispatcher:
     ) -> None:
         """Start ``entry``, a head whose KV was just reserved, on ``seats``
         seats, into ``started``."""
-        if shares is not None:
-            shares._started(entry.tenant, entry.kv_blocks)
         lane = entry.lane
         self._queues.remove(lane, entry)
         self._start(lane, entry, seats, now)
@@ -366,7 +364,10 @@ class Dispatcher:
             self._queues._pop(lane)
 
     def _start(self, lane: str, entry: Entry, seats: int, now: float) -> None:
-        """Start ``entry``, out of ``lane``'s queue with its KV reserved, on ``seats`` seats."""
+        """Start ``entry``, out of ``lane``'s queue with its KV reserved, on
+        ``seats`` seats (its tenant's share of the pool, where kept, counts it)."""
+        if self._kv_shares is not None:
+            self._kv_shares._started(entry.tenant, entry.kv_blocks)
         # Fair-queue counters are charged what is known to be served: the
         # prompt now, output tokens as they arrive (VTC's order), so nothing
         # has to be refunded later.

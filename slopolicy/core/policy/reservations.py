@@ -145,11 +145,13 @@ class Reservations:
         tokens, held, sequences = self._needs(entry)
         return self.kv.fits(entry.lane, tokens, held=held, sequences=sequences, fill=fill)
 
-    def fits_without(self, entry: Entry, other: Entry) -> bool:
+    def fits_without(self, entry: Entry, *, without: Entry) -> bool:
         """Whether :meth:`start` of the queued ``entry`` would succeed by the
-        peak were the running ``other``'s reservation released."""
+        peak were the running ``without``'s reservation released."""
         tokens, held, sequences = self._needs(entry)
-        return self.kv._fits_without(entry.lane, tokens, held, sequences, other.id)
+        return self.kv._fits_without(
+            entry.lane, tokens, held=held, sequences=sequences, without=without.id
+        )
 
     def _needs(self, entry: Entry) -> tuple[int, int, int]:
         """What a start of ``entry`` asks of the ledger: ``(tokens, held,

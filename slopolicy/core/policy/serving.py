@@ -99,9 +99,9 @@ class Serving:
             entry.output_tokens = output_tokens
         return self.end(entry, end, now)
 
-    def end(self, entry: Entry, end: Outcome, now: float) -> Finished:
-        """End the running ``entry`` as ``end`` at a checked ``now``, on the
-        output tokens it counts: release what it holds and return its record."""
+    def end(self, entry: Entry, outcome: Outcome, now: float) -> Finished:
+        """End the running ``entry`` as ``outcome`` at a checked ``now``, on
+        the output tokens it counts: release what it holds and return its record."""
         book = self._book
         request = entry.request
         cost = self._router.estimator.score(
@@ -110,7 +110,7 @@ class Serving:
         self._kv._release(entry.id, now)
         if self._turnover is not None:
             self._turnover._add(entry.kv_blocks, now)
-        if end is Outcome.COMPLETED:
+        if outcome is Outcome.COMPLETED:
             self._reservations.completed(entry)
         if entry.first_token_at is None:
             self._first_tokens.left(entry.id)
@@ -121,9 +121,9 @@ class Serving:
         book.running -= 1
         self._seats.give(entry.id)
         del book.entries[entry.id]
-        book.outcomes[end] += 1
-        book.turn_ended(entry, end, now=now)
-        finished = entry.finished(end, now=now, cost=cost)
+        book.outcomes[outcome] += 1
+        book.turn_ended(entry, outcome, now=now)
+        finished = entry.finished(outcome, now=now, cost=cost)
         self._health.record(finished, now=now)
         return finished
 
