@@ -159,6 +159,26 @@ class KVMachine(RuleBasedStateMachine):
         assert self.kv.release(request_id, now=self.model.at(back)) == held
         assert self.kv.release(request_id, now=self.model.at()) == 0
 
+    @rule(request_id=_IDS, lane=_ANY_LANE, slack=st.integers(-2, 2), back=_BACK)
+    def drop(self, request_id: str, lane: str, slack: int, back: float) -> None:
+        # A revocation: the what-if asked before it is what the ledger says
+        # after, at the edge of the room it makes, and the engine's reading
+        # loses the blocks it had counted.
+        if request_id not in self.model.live:
+            self._expect_usage_error(
+                lambda: self.kv.fits_without(lane, 1, held=1, without=request_id)
+            )
+            return
+        blocks = max(0, self.kv.free_blocks(lane) + self.model.live[request_id][1] + slack)
+        tokens = self._tokens(blocks, 3)
+        expected = self.kv.fits_without(lane, tokens, held=tokens, without=request_id)
+        held = self.model.live.pop(request_id)[1]
+        seen = held - self.model.unseen.pop(request_id, 0)
+        assert self.kv.release(request_id, now=self.model.at(back), dropped=True) == held
+        if self.model.engine is not None:
+            self.model.engine = max(0, self.model.engine - seen)
+        assert self.kv.fits(lane, tokens, held=tokens) is expected
+
     @rule(used=st.integers(0, 300), back=_BACK)
     def observe(self, used: int, back: float) -> None:
         used = min(used, self.model.num_blocks)
@@ -189,6 +209,10 @@ class KVMachine(RuleBasedStateMachine):
                 lambda kv, now: kv.observe(0.5, now=math.nan),
                 lambda kv, now: kv.blocks_for(-1),
                 lambda kv, now: kv.free_blocks(""),
+                lambda kv, now: kv.release("r0", now=now, dropped=1),
+                lambda kv, now: kv.fits_without("heavy", 1, held=2, without="r0"),
+                lambda kv, now: kv.fits_without("heavy", -1, held=0, without="r0"),
+                lambda kv, now: kv.fits_without("heavy", 1, held=1, without=""),
             ]
         )
     )

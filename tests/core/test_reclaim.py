@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from slopolicy import Outcome, Policy, UsageError
+from slopolicy import EngineSignals, Outcome, Policy, UsageError
 from slopolicy.core.lifecycle import Dispatch
 from tests.core.pools import one_lane_policy, submit
 
@@ -74,6 +74,32 @@ def test_its_tokens_are_charged_to_its_tenant() -> None:
     assert (revoked.id, revoked.output_tokens) == ("big-3", 40)
     assert revoked.ttft == pytest.approx(0.0)
     assert revoked.e2e == pytest.approx(20.0)
+
+
+def test_the_engine_frees_a_revoked_request_at_once() -> None:
+    # The engine reads 95 blocks used where the ledger holds 92 (its excess,
+    # 3, counts against every start). It aborts big-3 now, so its 19 blocks
+    # leave that reading at once and small's 16 fit beside the rest's peak.
+    policy = one_lane_policy(TTFT)
+    _big_fills_the_pool(policy)
+    policy.observe(EngineSignals(observed_at=20.5, kv_usage=0.95), now=20.5)
+    result = _small_arrives(policy, prompt=200)
+    assert [f.id for f in result.revoked] == ["big-3"]
+    assert [s.id for s in result.started] == ["small-0"]
+    assert policy.statistics().kv.engine_used_blocks == 95 - 19
+
+
+def test_nothing_is_revoked_where_the_engines_excess_leaves_no_room() -> None:
+    # The engine holds the whole pool (8 blocks past the ledger): without
+    # big-3 the rest's peak and small's 20 blocks come to 100, past the 92
+    # left, so no revocation lets small in and none is made.
+    policy = one_lane_policy(TTFT)
+    _big_fills_the_pool(policy)
+    policy.observe(EngineSignals(observed_at=20.5, kv_usage=1.0), now=20.5)
+    result = _small_arrives(policy)
+    assert result.revoked == ()
+    assert result.started == ()
+    assert policy.statistics().running == 8
 
 
 def test_nothing_is_revoked_with_reclaim_off() -> None:

@@ -78,7 +78,10 @@ class KVReservation:
     may need), which the ledger bounds, so a stale low reading cannot let a
     lane exceed the ledger. An observation older than ``max_observation_age``
     seconds (``None``: never) is ignored, so a scraper that stops cannot hold
-    admission shut with one high reading.
+    admission shut with one high reading. A request the engine aborts now (a
+    revocation: :meth:`release` with ``dropped``) leaves the reading at once
+    with the blocks of it that the reading counted, so the room it frees is
+    free to the next start, not only after the next reading.
 
     ``now`` is monotonic seconds; a ``now`` earlier than one already seen counts
     as that latest time. Misuse raises :class:`UsageError` and changes nothing.
@@ -210,12 +213,32 @@ class KVReservation:
         running = started(steps, self._future.group(lane), held, sequences, self.block_size)
         return self._admits(lane, 0, running, None)
 
+    def fits_without(
+        self, lane: str, tokens: int, *, held: int, without: str, sequences: int = 1
+    ) -> bool:
+        """Whether :meth:`try_start` of ``tokens`` (``held`` of them now) in
+        ``lane`` would succeed by the forecast peak after :meth:`release` of
+        ``without`` with ``dropped`` (a request the engine aborts now, so its
+        blocks leave the engine's reading too); changes nothing. ``without``
+        must hold a reservation."""
+        check_name("lane", lane)
+        check_count("tokens", tokens)
+        check_count("sequences", sequences, minimum=1)
+        check_count("held", held)
+        if held > tokens:
+            raise UsageError(f"held ({held}) must be <= tokens ({tokens})")
+        check_name("without", without)
+        if without not in self._reservations:
+            raise UsageError(f"request {without!r} holds no KV reservation")
+        return self._fits_without(lane, tokens, held=held, sequences=sequences, without=without)
+
     def _fits_without(
         self, lane: str, tokens: int, *, held: int, sequences: int, without: str
     ) -> bool:
-        """Whether a start of ``tokens`` (``held`` of them now) in ``lane``
-        would fit the forecast peak were ``without``'s reservation released
-        (checked counts; ``without`` live); changes nothing."""
+        """:meth:`fits_without` for a trusted caller: checked counts, ``without``
+        live. A drop leaves the engine's excess as it is (the reading loses
+        the blocks of it that it counted, the ledger all of them, and the
+        blocks it held since that reading), so the budget is today's."""
         steps = -(-(tokens - held) // sequences)
         running = started(steps, self._future.group(lane), held, sequences, self.block_size)
         return self._admits(lane, 0, running, self._reservations[without])
@@ -377,20 +400,27 @@ class KVReservation:
         self._future.add(entry)
         return True
 
-    def release(self, request_id: str, *, now: float) -> int:
+    def release(self, request_id: str, *, now: float, dropped: bool = False) -> int:
         """Free ``request_id``'s blocks and return how many it held; an id that holds
-        no reservation (never reserved, or already released) frees 0."""
+        no reservation (never reserved, or already released) frees 0. ``dropped``:
+        the engine aborts the request now (a revocation), so the blocks of it
+        that the engine's last reading counted leave that reading at once
+        rather than at the next :meth:`observe`."""
         check_name("request_id", request_id)
         check_now(now)
-        return self._release(request_id, now)
+        if not isinstance(dropped, bool):
+            raise UsageError(f"dropped must be a bool, got {shown(dropped)}")
+        return self._release(request_id, now, dropped=dropped)
 
-    def _release(self, request_id: str, now: float) -> int:
+    def _release(self, request_id: str, now: float, *, dropped: bool = False) -> int:
         """:meth:`release` for a trusted caller: checked arguments."""
         if now > self._now:  # _tick, inlined on the finish path
             self._now = now
         entry = self._reservations.pop(request_id, None)
         if entry is None:
             return 0
+        if dropped and self._engine_used is not None:
+            self._engine_used = max(0, self._engine_used - self._seen(entry))
         self._future.remove(entry)
         self._forget_unseen(entry, entry.blocks)
         self._add(entry.lane, -entry.blocks)
@@ -489,6 +519,11 @@ class KVReservation:
 
     def _tick(self, now: float) -> None:
         self._now = max(self._now, now)
+
+    def _seen(self, entry: Reservation) -> int:
+        """The blocks of ``entry`` that the engine's last reading counted:
+        those it held before that reading."""
+        return entry.blocks - (entry.unseen if entry.epoch == self._epoch else 0)
 
     def _forget_unseen(self, entry: Reservation, blocks: int) -> None:
         # The newest blocks go first: those are the ones the engine has not seen.

@@ -147,7 +147,7 @@ class Reservations:
 
     def fits_without(self, entry: Entry, *, without: Entry) -> bool:
         """Whether :meth:`start` of the queued ``entry`` would succeed by the
-        peak were the running ``without``'s reservation released."""
+        peak once the running ``without`` is revoked (the engine drops it now)."""
         tokens, held, sequences = self._needs(entry)
         return self.kv._fits_without(
             entry.lane, tokens, held=held, sequences=sequences, without=without.id

@@ -107,7 +107,7 @@ class Serving:
         cost = self._router.estimator.score(
             entry.prompt_tokens, entry.output_tokens, request.tool_risk
         )
-        self._kv._release(entry.id, now)
+        self._kv._release(entry.id, now, dropped=outcome is Outcome.REVOKED)
         if self._turnover is not None:
             self._turnover._add(entry.kv_blocks, now)
         if outcome is Outcome.COMPLETED:
