@@ -9,11 +9,12 @@ from slopolicy import Policy, PolicyConfig, Request
 from slopolicy.core.cost.tokens import HeuristicCounter
 
 
-def one_lane_policy(ttft: float | None = None, **engine: Any) -> Policy:
+def one_lane_policy(ttft: float | None = None, *, ladder: bool = True, **engine: Any) -> Policy:
     """One lane, shortest prompt first, with a TTFT target of ``ttft``
     seconds (none: no target); 100 blocks of 16 tokens: a request of
     ``prompt`` tokens and a 56-token answer reserves ``(prompt + 56) / 16``
-    of them (5 at 24 tokens, 20 at 264). ``engine``: settings over 50 seats."""
+    of them (5 at 24 tokens, 20 at 264). ``ladder``: the fallback ladder on
+    (it ticks each second). ``engine``: settings over 50 seats."""
     slo = {} if ttft is None else {"slo": {"ttft_p95_s": ttft}}
     config = PolicyConfig.from_dict(
         {
@@ -28,6 +29,7 @@ def one_lane_policy(ttft: float | None = None, **engine: Any) -> Policy:
             ],
             "kv": {"num_blocks": 100, "block_size": 16},
             "engine": {"max_running": 50, **engine},
+            "ladder": {"enabled": ladder},
         }
     )
     return Policy(config, counter=HeuristicCounter())

@@ -5,6 +5,8 @@ started that makes room alone, revoked in the same dispatch
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from slopolicy import EngineSignals, Outcome, Policy, UsageError
@@ -158,6 +160,55 @@ def test_a_head_the_pools_own_ends_make_room_for_in_time_waits() -> None:
     result = policy.dispatch(now=23.0)
     assert result.revoked == ()
     assert result.started == ()
+
+
+def test_a_head_is_looked_at_again_when_the_ends_would_no_longer_come_in_time() -> None:
+    # As above, with no ladder ticking: no event comes after 23 s. As none
+    # comes, the pace of big's ends falls and small's deadline (26 s) nears,
+    # so the policy asks for a dispatch (next_wakeup) when waiting for them
+    # would make small late, and that dispatch, not one before, revokes.
+    policy = one_lane_policy(TTFT, ladder=False)
+    for k in range(40):
+        at = k / 4
+        submit(policy, f"warm-{k}", "big", 264 if k % 4 == 0 else 24, now=at)
+        assert len(policy.dispatch(now=at).started) == 1
+        policy.finish(f"warm-{k}", now=at)
+    _big_fills_the_pool(policy, start=10.0)
+    submit(policy, "small-0", "small", 264, now=21.0)
+    assert policy.dispatch(now=23.0).revoked == ()
+    assert policy.turnover is not None
+    wake = policy.next_wakeup(now=23.0)
+    assert wake is not None
+    # small reserves 17 blocks now (its answer forecast from big's 40-token
+    # ones) and none is free.
+    assert policy.kv.free_blocks("chat") == 0
+    assert wake == policy.turnover.late_from(17, by=21.0 + TTFT, now=23.0)
+    assert 23.0 < wake < 21.0 + TTFT
+    assert not policy.turnover.late(17, by=21.0 + TTFT, now=math.nextafter(wake, 0.0))
+    assert policy.turnover.late(17, by=21.0 + TTFT, now=wake)
+    before = policy.dispatch(now=math.nextafter(wake, 0.0))
+    assert before.revoked == ()
+    assert before.started == ()
+    result = policy.dispatch(now=wake)
+    assert [f.id for f in result.revoked] == ["big-3"]
+    assert [s.id for s in result.started] == ["small-0"]
+
+
+def test_a_held_head_of_a_tenant_over_its_share_is_looked_at_again_at_the_next_estimate() -> None:
+    # small's second request, held for KV with small over its share, may be
+    # owed room once the demand estimate moves: the policy asks for a
+    # dispatch at its next refresh (every 1.5 s of a 30 s window), not only
+    # at the request's deadline (29 s), with no ladder ticking.
+    policy = one_lane_policy(TTFT, ladder=False)
+    _big_fills_the_pool(policy)
+    assert [s.id for s in _small_arrives(policy).started] == ["small-0"]
+    policy.first_token("small-0", now=23.5)
+    policy.tokens("small-0", 40, now=23.5)
+    submit(policy, "small-1", "small", 264, now=24.0)
+    assert policy.dispatch(now=26.0).started == ()
+    assert policy.demand is not None
+    assert policy.demand.over("small", now=26.0)
+    assert policy.next_wakeup(now=26.0) == 27.0
 
 
 def test_a_head_without_a_first_token_deadline_waits() -> None:

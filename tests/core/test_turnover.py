@@ -60,6 +60,36 @@ def test_a_time_before_the_latest_counts_as_the_latest() -> None:
     assert turnover.rate(now=2.0) == turnover.rate(now=6.0)
 
 
+@given(
+    ends=st.lists(st.tuples(st.integers(1, 300), st.floats(0.0, 60.0)), min_size=1, max_size=12),
+    blocks=st.integers(0, 2000),
+    later=st.floats(0.0, 60.0),
+    slack=st.floats(-5.0, 120.0),
+)
+def test_late_from_is_the_first_moment_the_wait_passes_the_deadline(
+    ends: list[tuple[int, float]], blocks: int, later: float, slack: float
+) -> None:
+    turnover = Turnover(30.0)
+    for freed, at in sorted(ends, key=lambda end: end[1]):
+        turnover.freed(freed, now=at)
+    now = max(at for _, at in ends) + later
+    by = now + slack
+    before = (turnover._freed, turnover._at, turnover._since)
+    moment = turnover.late_from(blocks, by=by, now=now)
+    assert (turnover._freed, turnover._at, turnover._since) == before  # a read
+    if turnover.late(blocks, by=by, now=now):
+        assert moment == now
+    elif blocks == 0:
+        assert moment == math.inf  # no wait: late only past the deadline itself
+    else:
+        # Not late now, late at the deadline (any wait is): the first moment
+        # between, to the float, and the reads agree on both sides of it.
+        assert now < moment <= by
+        assert turnover.late(blocks, by=by, now=moment)
+        assert not turnover.late(blocks, by=by, now=math.nextafter(moment, -math.inf))
+        assert turnover.late_from(blocks, by=by, now=(now + moment) / 2) == moment
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [
@@ -69,6 +99,10 @@ def test_a_time_before_the_latest_counts_as_the_latest() -> None:
         (lambda t: t.rate(now=math.inf), "now"),
         (lambda t: t.wait(-2, now=1.0), "blocks"),
         (lambda t: t.wait(2, now="1"), "now"),
+        (lambda t: t.late(-1, by=3.0, now=1.0), "blocks"),
+        (lambda t: t.late(1, by=math.nan, now=1.0), "by"),
+        (lambda t: t.late_from(1, by=3.0, now=math.inf), "now"),
+        (lambda t: t.late_from(True, by=3.0, now=1.0), "blocks"),
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(call: object, match: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from slopolicy import Gate, Outcome, Request, Revoked, Ticket
+from slopolicy import Gate, Outcome, Policy, Request, Revoked, Ticket
 from slopolicy.core.decisions import Admit
 from slopolicy.core.outcome import Finished
 from slopolicy.runtime.http import error_status, outcome_status
@@ -133,15 +133,21 @@ async def test_a_whole_call_in_a_revocable_block_is_cancelled_at_once() -> None:
     assert policy.statistics().outcomes[Outcome.COMPLETED] == 8  # big's seven and small
 
 
-async def test_without_reclaim_the_within_share_request_waits_for_an_end() -> None:
-    policy = one_lane_policy(reclaim=False)
+async def _small_after_big(policy: Policy, tokens: int = 40) -> tuple[list[float], list[str]]:
+    """:func:`_fill_then_ask` through a gate in front of ``policy``, each of
+    big's streams ``tokens`` long: when small started (seconds from the
+    beginning) and which of big's requests were revoked."""
     closed: list[str] = []
+    revoked: list[str] = []
     small_started: list[float] = []
 
     async def big(request: Request) -> None:
-        async with gate.admit(request) as ticket:
-            async for _ in ticket.track(_engine(request.id, closed, tokens=30)):
-                pass
+        try:
+            async with gate.admit(request) as ticket:
+                async for _ in ticket.track(_engine(request.id, closed, tokens)):
+                    pass
+        except Revoked:
+            revoked.append(request.id)
 
     async def small(request: Request) -> None:
         async with gate.admit(request):
@@ -150,9 +156,26 @@ async def test_without_reclaim_the_within_share_request_waits_for_an_end() -> No
     async with Gate(policy) as gate:
         begin = anyio.current_time()
         await _fill_then_ask(big, small)
+    return small_started, revoked
+
+
+async def test_without_reclaim_the_within_share_request_waits_for_an_end() -> None:
+    policy = one_lane_policy(reclaim=False)
+    small_started, revoked = await _small_after_big(policy, tokens=30)
     # The first end that frees 20 blocks (big-0's, at 30 s) makes the room.
     assert small_started[0] >= 30.0
+    assert revoked == []
     assert policy.statistics().outcomes[Outcome.REVOKED] == 0
+
+
+async def test_with_no_ladder_ticking_the_gate_wakes_for_the_reclaim() -> None:
+    # No tick each second: small's arrival at 8.5 s dispatches before the
+    # demand estimate counts it, and the gate's timer wakes at the
+    # estimate's next refresh (9 s), which revokes, rather than at small's
+    # deadline (13.5 s), when it could only have expired.
+    small_started, revoked = await _small_after_big(one_lane_policy(TTFT, ladder=False))
+    assert revoked == ["big-3"]
+    assert small_started == [pytest.approx(9.0)]
 
 
 def test_a_waiter_revoked_before_it_resumed_raises_revoked() -> None:

@@ -72,6 +72,7 @@ class Dispatcher:
         "_owed",
         "_pace",
         "_queues",
+        "_recheck",
         "_reservations",
         "_router",
         "_saturation",
@@ -102,6 +103,9 @@ class Dispatcher:
         # The heads this dispatch held because their KV did not fit, in the
         # order it met them (with reclaim on): those a revocation may let in.
         self._owed: dict[str, Entry] = {}
+        # When the heads held for KV with a first-token deadline next need a
+        # reclaim check that no event may bring (None: none is held so).
+        self._recheck: float | None = None
 
     def dispatch(self, *, now: float, max_expired: int | None) -> Dispatch:
         """Expire overdue queued requests, then start every request that fits."""
@@ -120,6 +124,7 @@ class Dispatcher:
             protected = frozenset() if demand is None else demand._within_share(now)
             shares._refresh_at(self._tenant_kv(), now, protected)
         self._start_all(now, expired, shares, started)
+        self._recheck = None
         revoked: tuple[Finished, ...] = ()
         if self._owed:
             revoked = self._reclaim(now, shares, started)
@@ -244,21 +249,26 @@ class Dispatcher:
         demand, turnover = self._demand, self._turnover
         assert demand is not None  # reclaim needs the demand estimate
         assert turnover is not None
-        owed = [
-            entry
-            for entry in self._owed.values()
-            if entry.phase is Phase.QUEUED and demand._portion(entry.tenant, now) >= 1.0
-        ]
+        heads = list(self._owed.values())
         self._owed.clear()
         bounds, kv = self._first_tokens._bounds, self._kv
         late: list[tuple[Entry, int]] = []  # the heads at risk, and the blocks each lacks
-        for head in owed:
+        recheck = math.inf
+        for head in heads:
             bound = bounds.get(head.lane)
-            if bound is None:
+            if bound is None or head.phase is not Phase.QUEUED:
                 continue  # no first-token deadline: it waits for an end
+            if demand._portion(head.tenant, now) < 1.0:
+                recheck = min(recheck, demand._due)  # the next estimate may find it within
+                continue
             need = head.kv_blocks - kv.free_blocks(head.lane)
-            if turnover._wait(max(need, 0), now) > head.arrival + bound - now:
-                late.append((head, need))  # else the pool's own ends make its room in time
+            at_risk = turnover._late_from(max(need, 0), head.arrival + bound, now)
+            if at_risk <= now:
+                late.append((head, need))
+                recheck = min(recheck, demand._due)  # if none is let in now: the next estimate
+            else:
+                recheck = min(recheck, at_risk)  # till then the pool's own ends are in time
+        self._recheck = recheck if recheck < math.inf else None
         if not late:
             return ()
         fresh = {s.id for s in started}
@@ -424,7 +434,12 @@ class Dispatcher:
         """When a dispatch next has work, at a checked ``now``; ``None``: never."""
         at = max(now, self._book.now)
         wake = math.inf
-        for when in (self._deadlines.next(), self.next_start(), self._health.next_evaluation):
+        for when in (
+            self._deadlines.next(),
+            self.next_start(),
+            self._health.next_evaluation,
+            self._recheck,
+        ):
             if when is not None and when < wake:
                 wake = when
         return None if wake == math.inf else max(wake, at)

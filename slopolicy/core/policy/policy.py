@@ -254,10 +254,19 @@ class Policy:
         (monotonic seconds, never before ``now`` or the latest ``now`` seen),
         as aioquic's ``get_timer()``: the earliest of the next queue deadline
         (:meth:`next_deadline`), the next paced start
-        (:meth:`next_start`) and the next ladder evaluation; ``None`` when none
-        is pending. Before then a dispatch starts, expires and evaluates
-        nothing, provided the caller dispatched after its last other call (as
-        the Gate and the simulator do). A read."""
+        (:meth:`next_start`), the next ladder evaluation and, with
+        ``engine.reclaim``, the next moment a head held for KV may need room
+        taken back (its deadline comes within what the pool's ends take, or
+        the demand estimate's next refresh); ``None`` when none is pending.
+        Before then no timer is due, provided the caller dispatched after
+        its last other call (as the Gate and the simulator do). Two reads
+        move on their own clock with no timer: the give-up of a head whose
+        first token can no longer come in time (its deadline expires it
+        anyway) and the refresh of the tenants' KV shares, so a dispatch
+        between wake-ups may still give a head up, start the one behind it,
+        or start one a refresh lets through; the ladder's ticks (each second
+        by default) bound how late a host that dispatches only at wake-ups
+        acts on them. A read."""
         check_now(now)
         return self._dispatcher.next_wakeup(now=now)
 
