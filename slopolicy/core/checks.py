@@ -105,9 +105,15 @@ def check_now(now: object) -> None:
             return
     except TypeError:  # not comparable with a float: not a number
         pass
-    problem = time_problem(now)
+    check_time("now", now)
+
+
+def check_time(name: str, value: object) -> None:
+    """Raise :class:`UsageError` unless ``value``, named ``name``, is a time
+    in monotonic seconds (see :func:`time_problem`)."""
+    problem = time_problem(value)
     if problem is not None:
-        raise UsageError(f"now must be {problem}")
+        raise UsageError(f"{name} must be {problem}")
 
 
 def count_problem(value: object, minimum: int = 0) -> str | None:

@@ -11,7 +11,8 @@
 at once. An accepted request waits until :meth:`Policy.dispatch` starts it: a
 release dispatches and wakes exactly the waiters it started, in the order the
 policy chose (no polling). One timer task sleeps until the earliest queue
-deadline or ladder evaluation, whichever is first, and dispatches then, so an
+deadline, ladder evaluation or reclaim check (:meth:`Policy.next_wakeup`),
+and dispatches then, so an
 overdue waiter gets :class:`~slopolicy.Expired`. A running request the policy
 revokes (``engine.reclaim``) gets :class:`~slopolicy.Revoked` from its
 tracked stream, or from ``admit`` if it has not resumed yet. A waiter whose request an
@@ -373,11 +374,10 @@ class Gate:
                 self.policy.cancel(started.id, now=now)  # the policy was driven past the gate
         for finished in result.revoked:
             holder = holders.pop(finished.id, None)
-            if isinstance(holder, Waiter):  # started, its caller not yet resumed
-                holder._revoke(finished)
-                self._records.ended(finished, holder.request)
-            elif holder is not None:
-                holder._revoke(finished)
+            if holder is not None:
+                holder._revoke(finished)  # a ticket records its own end
+                if isinstance(holder, Waiter):  # started, its caller not yet resumed
+                    self._records.ended(finished, holder.request)
         if len(result.expired) >= self._max_expired:
             self._timer.wake()  # more may be overdue: the timer goes on after a checkpoint
         return result

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from slopolicy.core.checks import MAX_AMOUNT, check_now, is_number, shown, time_problem
+from slopolicy.core.checks import MAX_AMOUNT, check_now, check_time, is_number, shown
 from slopolicy.errors import UsageError
 
 __all__ = ("SIGNAL_FIELDS", "DecodeBaseline", "EngineSignals", "SignalBoard", "check_signals")
@@ -60,9 +60,7 @@ class EngineSignals:
     preemption_rate: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        problem = time_problem(self.observed_at)
-        if problem is not None:
-            raise UsageError(f"observed_at must be {problem}")
+        check_time("observed_at", self.observed_at)
         for name in ("kv_usage", "tool_timeout_rate"):
             value = getattr(self, name)
             if value is not None and not (is_number(value) and 0 <= value <= 1):

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import math
 
-from slopolicy.core.checks import check_count, check_now, time_problem
+from slopolicy.core.checks import check_count, check_now, check_time
 from slopolicy.core.queueing.counters import check_window
-from slopolicy.errors import UsageError
 
 __all__ = ("Turnover",)
 
@@ -93,7 +92,7 @@ class Turnover:
         (:meth:`wait`) ends past ``by`` (monotonic seconds)."""
         check_count("blocks", blocks)
         check_now(now)
-        _check_by(by)
+        check_time("by", by)
         return self._late(blocks, by, now)
 
     def _late(self, blocks: int, by: float, now: float) -> bool:
@@ -107,7 +106,7 @@ class Turnover:
         ``inf`` for no blocks; to the clock's resolution, never after."""
         check_count("blocks", blocks)
         check_now(now)
-        _check_by(by)
+        check_time("by", by)
         return self._late_from(blocks, by, now)
 
     def _late_from(self, blocks: int, by: float, now: float) -> float:
@@ -138,10 +137,3 @@ class Turnover:
             self._freed *= math.exp(-(now - at) / self._window)
             self._at = now
         return self._freed
-
-
-def _check_by(by: object) -> None:
-    """Raise :class:`UsageError` unless ``by`` is a time in monotonic seconds."""
-    problem = time_problem(by)
-    if problem is not None:
-        raise UsageError(f"by must be {problem}")

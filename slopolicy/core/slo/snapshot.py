@@ -93,8 +93,13 @@ class SLOSnapshot:
     def rejected_fraction(self) -> float | None:
         """rejected / (rejected + every finished request), or ``None`` with none."""
         offered = (
-            self.completed + self.failed + self.expired + self.cancelled + self.rejected
-        ) + self.revoked
+            self.completed
+            + self.failed
+            + self.expired
+            + self.cancelled
+            + self.rejected
+            + self.revoked
+        )
         return self.rejected / offered if offered else None
 
     @property
