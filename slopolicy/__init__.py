@@ -39,6 +39,7 @@ from slopolicy.core import PolicySpec as PolicySpec
 from slopolicy.core import Reason as Reason
 from slopolicy.core import Reject as Reject
 from slopolicy.core import Request as Request
+from slopolicy.core import Revocation as Revocation
 from slopolicy.core import SLOTracker as SLOTracker
 from slopolicy.core import Started as Started
 from slopolicy.core import TaskOutcome as TaskOutcome
@@ -99,6 +100,7 @@ __all__ = (
     "Reject",
     "Rejected",
     "Request",
+    "Revocation",
     "Revoked",
     "RoutingError",
     "SLOTracker",

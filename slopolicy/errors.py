@@ -218,19 +218,32 @@ class Expired(Rejected):
 
 
 class Revoked(Rejected):
-    """Started, then ended by the policy (outcome ``revoked``): its tenant was
-    over its share of a saturated engine, and its KV let a queued request of
-    a tenant within its share start (``engine.reclaim``). HTTP 503: the
+    """Started, then ended by the policy (outcome ``revoked``; why:
+    ``finished.revoked_for``): its tenant was over its share of a saturated
+    engine, and its KV let a queued request of a tenant within its share
+    start (``engine.reclaim``), or it had no first token by its lane's p99
+    TTFT target while the engine was preempting for want of KV. HTTP 503: the
     client may send it again, and it is served when the engine has room.
     ``finished`` is the policy's record."""
 
     def __init__(self, finished: Finished, decision: Decision | None) -> None:
+        from slopolicy.core.outcome import Revocation
         from slopolicy.core.reasons import Reason
 
+        if finished.revoked_for is Revocation.STALLED:
+            why = (
+                f"it had no first token {finished.e2e:.3g} s after it arrived, past lane "
+                f"{finished.lane!r}'s p99 TTFT target, while the engine was preempting "
+                "for want of KV"
+            )
+        else:
+            why = (
+                f"tenant {finished.tenant!r} is over its share of the saturated engine, and "
+                "its KV went to a request of a tenant within its share"
+            )
         message = (
             f"request {finished.id!r} was stopped {finished.e2e:.3g} s after it arrived: "
-            f"tenant {finished.tenant!r} is over its share of the saturated engine, and "
-            "its KV went to a request of a tenant within its share; retry later"
+            f"{why}; retry later"
         )
         super().__init__(Reason.REVOKED, message, http_status=503, decision=decision)
         self.finished = finished

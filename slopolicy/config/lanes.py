@@ -127,8 +127,11 @@ class LaneConfig(ConfigModel):
             it has waited its lane's TTFT target (p95, else p99; the e2e
             target for lanes with only that), when it can only miss, instead
             of at ``max_queue_wait_s``. Work that would miss anyway gives its
-            engine time to work that can still attain. Off: queued requests
-            wait up to ``max_queue_wait_s``.
+            engine time to work that can still attain. With a ``ttft_p99_s``
+            target, a started request with no first token by arrival + that
+            target, while the engine reports preemptions, is revoked (the
+            engine may be computing its prompt again and again). Off: queued
+            requests wait up to ``max_queue_wait_s``, and started ones run.
         task: the lane's objective for agent tasks (unset: tasks are tracked,
             with their own deadlines only).
         max_interference: requests of the more urgent lanes (those listed

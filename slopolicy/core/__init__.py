@@ -58,6 +58,7 @@ from slopolicy.core.outcome import STAGES as STAGES
 from slopolicy.core.outcome import Finished as Finished
 from slopolicy.core.outcome import Hold as Hold
 from slopolicy.core.outcome import Outcome as Outcome
+from slopolicy.core.outcome import Revocation as Revocation
 from slopolicy.core.policy import Policy as Policy
 from slopolicy.core.queueing.fairqueue import FairQueue as FairQueue
 from slopolicy.core.queueing.fairqueue import FairQueueStatistics as FairQueueStatistics
@@ -182,6 +183,7 @@ __all__ = (
     "Reason",
     "Reject",
     "Request",
+    "Revocation",
     "RouteContext",
     "RoutingRule",
     "Rung",

@@ -10,7 +10,7 @@ from slopolicy.core.fast_init import fast_init
 from slopolicy.core.kv.snapshot import KVStatistics
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.ladder.overload import OverloadState
-from slopolicy.core.outcome import Finished, Hold, Outcome
+from slopolicy.core.outcome import Finished, Hold, Outcome, Revocation
 from slopolicy.core.quota.tenants import QuotaStatistics
 from slopolicy.core.request import Request
 
@@ -67,11 +67,13 @@ class Dispatch:
     """The result of :meth:`Policy.dispatch`: iterate it for the started requests;
     ``expired`` lists queued requests whose deadline passed; ``ladder`` is the
     fallback ladder's move if dispatch evaluated it and it moved; ``revoked``
-    lists running requests the policy ended (outcome ``revoked``) to give
+    lists running requests the policy ended (outcome ``revoked``): to give
     their KV to a queued request of a tenant within its share
-    (``engine.reclaim``): the host stops each on the engine (aborts it) and
-    answers its caller with a retryable refusal (:class:`~slopolicy.Revoked`
-    through the gate).
+    (``engine.reclaim``), or stalled with no first token past their lane's
+    p99 TTFT target while the engine preempts (``slo_deadline``; see
+    :attr:`Finished.revoked_for <slopolicy.Finished.revoked_for>`): the host
+    stops each on the engine (aborts it) and answers its caller with a
+    retryable refusal (:class:`~slopolicy.Revoked` through the gate).
 
     It has no truth value (``if dispatch:`` raises :class:`TypeError`): ask
     ``dispatch.started``, ``dispatch.expired`` or :attr:`changed`."""
@@ -156,6 +158,7 @@ class Entry:
         "phase",
         "prompt_tokens",
         "request",
+        "revoked_for",
         "rungs",
         "share_cost",
         "slow_gaps",
@@ -200,6 +203,7 @@ class Entry:
         self.gaps = 0  # gaps between chunks of output (TBT)
         self.slow_gaps = 0  # of them above the lane's tbt_p99 target
         self.held_by: Hold | None = None  # what last kept it back at its lane's front
+        self.revoked_for: Revocation | None = None  # why the policy ended it running
 
     def finished(self, outcome: Outcome, *, now: float, cost: float) -> Finished:
         """Mark this entry done; its terminal record at ``now``."""
@@ -231,6 +235,7 @@ class Entry:
             gaps=self.gaps,
             slow_gaps=self.slow_gaps,
             held_by=self.held_by if self.dispatched_at is None else None,
+            revoked_for=self.revoked_for if outcome is Outcome.REVOKED else None,
         )
 
     def _stages(self) -> dict[str, float]:

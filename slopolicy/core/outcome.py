@@ -2,7 +2,8 @@
 
 Every request the policy accepts ends in exactly one :class:`Outcome`;
 requests refused at submit end as ``rejected`` with their decision as the record;
-a running request the policy itself ends, to reclaim its KV, ends ``revoked``.
+a running request the policy itself ends ends ``revoked``, and says why
+(:class:`Revocation`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from slopolicy.core.checks import shown
 from slopolicy.core.fast_init import fast_init
 from slopolicy.errors import UsageError
 
-__all__ = ("BEHIND", "STAGES", "Finished", "Hold", "Outcome", "ending", "held_name")
+__all__ = ("BEHIND", "STAGES", "Finished", "Hold", "Outcome", "Revocation", "ending", "held_name")
 
 #: The stages of time-to-first-token, in order (see :attr:`Finished.stages`).
 STAGES = ("queue", "schedule", "prefill", "transfer")
@@ -29,9 +30,9 @@ class Outcome(enum.Enum):
     EXPIRED = "expired"
     CANCELLED = "cancelled"
     FAILED = "failed"
-    #: A running request the policy ended to give its KV back to a tenant
-    #: within its share (``engine.reclaim``; :attr:`Dispatch.revoked
-    #: <slopolicy.Dispatch.revoked>`): only the policy ends one so.
+    #: A running request the policy ended (:attr:`Dispatch.revoked
+    #: <slopolicy.Dispatch.revoked>`; why: :class:`Revocation`): only the
+    #: policy ends one so.
     REVOKED = "revoked"
 
     # Members are singletons compared by identity, so they hash by identity:
@@ -60,6 +61,24 @@ class Hold(enum.Enum):
     SEATS = "seats"
     PAUSED = "lane_paused"
     LATE = "predicted_late"
+
+    __hash__ = object.__hash__
+
+
+class Revocation(enum.Enum):
+    """Why the policy ended a running request (:attr:`Finished.revoked_for`);
+    the value is the stable wire name.
+
+    ``RECLAIM``: its tenant was over its share of a saturated engine, and its
+    KV let a queued request of a tenant within its share start
+    (``engine.reclaim``). ``STALLED``: it had no first token by its lane's
+    ``ttft_p99_s`` while the engine was preempting for want of KV: it could
+    only miss, and an engine that preempts by recompute computes its prompt
+    again each time it takes it back (``slo_deadline``).
+    """
+
+    RECLAIM = "reclaim"
+    STALLED = "stalled"
 
     __hash__ = object.__hash__
 
@@ -113,6 +132,8 @@ class Finished:
     that ended before it started, the last :class:`Hold` the policy kept it
     back for at the front of its lane; ``None``: it never reached the front
     (it waited behind its lane's order, or every seat was taken), or it started.
+    ``revoked_for`` says why a ``revoked`` request was ended (``None`` for
+    every other outcome).
     """
 
     id: str
@@ -131,6 +152,7 @@ class Finished:
     gaps: int = 0
     slow_gaps: int = 0
     held_by: Hold | None = None
+    revoked_for: Revocation | None = None
 
     @property
     def e2e(self) -> float:

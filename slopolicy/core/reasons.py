@@ -49,9 +49,11 @@ class Reason(enum.Enum):
     # requests of the more urgent lanes miss their TTFT target than the lane
     # allows (503, retry later: the harm falls as those lanes quieten).
     PREFILL_INTERFERENCE = "prefill_interference"
-    # A running request of a tenant over its share, ended to give its KV to a
-    # queued request of a tenant within its share that did not fit (503,
-    # retry later: outcome ``revoked``).
+    # A running request the policy ended (outcome ``revoked``; why:
+    # ``Finished.revoked_for``): a tenant's over its share, to give its KV to
+    # a queued request of a tenant within its share that did not fit, or one
+    # with no first token by its lane's p99 TTFT target while the engine
+    # preempts (503, retry later).
     REVOKED = "revoked"
 
     __hash__ = object.__hash__  # singletons compared by identity: hash at C speed

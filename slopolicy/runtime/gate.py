@@ -409,11 +409,16 @@ class Gate:
             self._timer.watch()
 
     def observe(self, signals: EngineSignals) -> None:
-        """Take the engine's latest signals now (KV usage may free capacity)."""
+        """Take the engine's latest signals now (KV usage may free capacity,
+        and preemptions bring a stalled start's revocation forward)."""
         now = self.clock()
         self.policy.observe(signals, now=now)
-        if self._waiters and self._state == "open":
+        if self._state != "open":
+            return
+        if self._waiters:
             self._dispatch(now)
+        else:
+            self._timer.watch()
 
     def statistics(self) -> GateStatistics:
         """A frozen snapshot of the gate and its policy."""

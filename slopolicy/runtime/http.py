@@ -12,7 +12,8 @@ overload: ``overload_shed``, ``queue_full``                 503     when known
 ``expired``: the deadline passed while queued               503     no
 ``gate_closed``                                             503     no
 ``revoked``: started, then ended for a tenant within its     503     no
-share (``engine.reclaim``)
+share (``engine.reclaim``), or stalled with no first
+token while the engine preempts
 ``admit_nowait`` could not start at once (``would_block``)  503     no
 a tool call (``gate.tool``) past its timeout                504     no
 (``tool_timeout``); ``unknown_tool``                        400     no

@@ -17,9 +17,10 @@ slot, KV blocks and quota exactly once, on the first of these:
       (a client disconnect)
     ticket.finish(outcome, output_tokens=...)             as given (default completed)
     ticket.cancel()                                       cancelled
-    the policy revokes it (``engine.reclaim``)            revoked: the tracked stream
-                                                            raises Revoked at its next
-                                                            chunk, and closes
+    the policy revokes it (``engine.reclaim``,            revoked: the tracked stream
+      or a stalled start)                                   raises Revoked at its next
+                                                            chunk (at once before the
+                                                            first), and closes
     the block exits with an Exception                     failed
     the block exits with anything else                    cancelled
       (cancellation, GeneratorExit from a closed
@@ -35,7 +36,8 @@ Later events are no-ops, except an explicit second ``finish()``, which raises
 :class:`~slopolicy.UsageError`. A revocation ends the ticket at once (its slot
 goes to the request it was revoked for); the engine's stream is closed, so
 the engine aborts the request, when the tracked stream next yields a chunk
-(within one token gap of a decoding request). A whole call (not a stream)
+(within one token gap of a decoding request), or at once while it waits
+for the first (a stalled start may never yield one). A whole call (not a stream)
 run in ``with ticket.revocable():`` is cancelled at once, and the block
 raises :class:`~slopolicy.Revoked`; a host that does neither reads
 :attr:`Ticket.revoked`. ``async with`` also closes a tracked stream
@@ -60,7 +62,7 @@ import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 import anyio
 
@@ -356,7 +358,7 @@ class TrackedStream(Generic[T]):
     """An engine stream seen through a ticket: chunks pass through unchanged
     while tokens, TTFT and the end of the stream are reported to the policy."""
 
-    __slots__ = ("_iterator", "_source", "_ticket", "_tokens_of", "_usage_of", "ended")
+    __slots__ = ("_chunked", "_iterator", "_source", "_ticket", "_tokens_of", "_usage_of", "ended")
 
     def __init__(
         self,
@@ -370,6 +372,7 @@ class TrackedStream(Generic[T]):
         self._iterator: AsyncIterator[T] | None = None
         self._tokens_of = tokens_of
         self._usage_of = usage_of
+        self._chunked = False  # whether the engine yielded a chunk yet
         self.ended = False  # the source ran out, raised, or was closed
 
     def __aiter__(self) -> TrackedStream[T]:
@@ -386,7 +389,11 @@ class TrackedStream(Generic[T]):
             iterator = self._iterator = aiter(self._source)
             ticket.mark("schedule")
         try:
-            chunk = await iterator.__anext__()
+            if self._chunked or ticket._scope is not None:
+                chunk = await iterator.__anext__()
+            else:
+                chunk = await self._first_chunk(iterator)
+                self._chunked = True
         except StopAsyncIteration:
             self.ended = True
             ticket._end(Outcome.COMPLETED)
@@ -410,7 +417,24 @@ class TrackedStream(Generic[T]):
             await self._stop_revoked(ticket._revoked)
         return chunk
 
-    async def _stop_revoked(self, revoked: Revoked) -> None:
+    async def _first_chunk(self, iterator: AsyncIterator[T]) -> T:
+        """The engine's first chunk, awaited so that a revocation cancels the
+        wait (a start that stalls before its first token may wait long, so
+        its next chunk is no bound): then the engine's stream is closed and
+        :class:`~slopolicy.Revoked` raised. Later chunks come a token gap
+        apart, and a revocation stops the stream at the next one."""
+        ticket = self._ticket
+        with anyio.CancelScope() as scope:
+            ticket._scope = scope
+            try:
+                return await iterator.__anext__()
+            finally:
+                ticket._scope = None
+        revoked = ticket._revoked
+        assert revoked is not None  # only a revocation cancels the scope
+        return await self._stop_revoked(revoked)
+
+    async def _stop_revoked(self, revoked: Revoked) -> NoReturn:
         """The ticket was revoked: close the engine's stream (the engine
         aborts the request) and raise ``revoked``."""
         if not self.ended:

@@ -96,6 +96,9 @@ QUEUE_RESULT: Final = "slopolicy.queue.result"
 #: What a request that left its queue unstarted last waited on at the front
 #: of its lane (:class:`~slopolicy.core.outcome.Hold`'s wire names, or ``behind``).
 QUEUE_HELD_BY: Final = "slopolicy.queue.held_by"
+#: Why the policy ended a running request (outcome ``revoked``):
+#: :class:`~slopolicy.core.outcome.Revocation`'s wire names.
+REVOKED_FOR: Final = "slopolicy.revoked_for"
 PHASE: Final = "slopolicy.phase"
 RUNG: Final = "slopolicy.ladder.rung"
 DIRECTION: Final = "slopolicy.ladder.direction"

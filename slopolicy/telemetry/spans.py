@@ -107,6 +107,8 @@ def ended(
         attributes["slopolicy.queue.wait"] = finished.queue_wait
     else:  # it ended in its queue: what it last waited on at its lane's front
         attributes[n.QUEUE_HELD_BY] = held_name(finished.held_by)
+    if finished.revoked_for is not None:
+        attributes[n.REVOKED_FOR] = finished.revoked_for.value
     if finished.ttft is not None:
         attributes["slopolicy.ttft"] = finished.ttft
         if finished.output_tokens > 1 and finished.tpot is not None:

@@ -12,7 +12,7 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from slopolicy import Policy, PolicyConfig, Reason, Request
+from slopolicy import EngineSignals, Policy, PolicyConfig, Reason, Request, Revocation
 from slopolicy.core.cost.outputs import OutputForecast
 from slopolicy.core.cost.tokens import HeuristicCounter
 from slopolicy.core.decisions import Admit, Demote
@@ -36,6 +36,9 @@ _CONFIG = PolicyConfig.from_dict(
             },
             {
                 "name": "heavy",
+                # First-token targets: a start stalled past the p99 one while
+                # the engine preempts is revoked.
+                "slo": {"ttft_p95_s": 2.0, "ttft_p99_s": 4.0},
                 "max_new_tokens": 256,
                 "max_prompt_tokens": 1500,
                 "queue_capacity": 4,
@@ -170,22 +173,34 @@ class PolicyLifecycle(RuleBasedStateMachine):
                 assert entry.deadline > self.now, f"{entry.id} overdue"
 
     def _revoked(self, revoked: Sequence[Finished], started: Sequence[Started]) -> None:
-        """Reclaim (``engine.reclaim``): only running requests, none started
-        in the same dispatch, of tenants over their share, and only with a
-        start of a tenant within its share, the latest started first."""
+        """Only running requests, none started in the same dispatch. Reclaim
+        (``engine.reclaim``): of tenants over their share, and only with a
+        start of a tenant within its share. A stall: no first token by its
+        lane's p99 TTFT target, while the engine reports preemptions."""
         if not revoked:
             return
         demand = self.policy.demand
         assert demand is not None
         fresh = {s.id for s in started}
+        reclaimed = False
         for finished in revoked:
             assert finished.outcome is Outcome.REVOKED
             assert self.live[finished.id] == "running", f"{finished.id} revoked, not running"
             assert finished.id not in fresh, f"{finished.id} started and revoked at once"
-            assert demand.over(finished.tenant, now=self.now)
+            if finished.revoked_for is Revocation.STALLED:
+                assert finished.ttft is None, f"{finished.id} had its first token"
+                assert finished.lane == "heavy"
+                assert finished.e2e >= 4.0, f"{finished.id} revoked before its p99 target"
+                assert self.policy.health.preempting(now=self.now)
+                event("a stalled start was revoked")
+            else:
+                assert finished.revoked_for is Revocation.RECLAIM
+                assert demand.over(finished.tenant, now=self.now)
+                reclaimed = True
             self._end(finished)
-        assert any(not demand.over(s.tenant, now=self.now) for s in started)
-        event("reclaim revoked a running request")
+        if reclaimed:
+            assert any(not demand.over(s.tenant, now=self.now) for s in started)
+            event("reclaim revoked a running request")
 
     def _fill(self, entry: Entry, *, within: bool) -> float | None:
         """The fill ``entry`` may start within past the peak (its tenant
@@ -255,6 +270,11 @@ class PolicyLifecycle(RuleBasedStateMachine):
     @rule(dt=st.floats(0.0, 3.0))
     def advance(self, dt: float) -> None:
         self.now += dt
+
+    @rule(rate=st.sampled_from([0.0, 3.0]))
+    def engine_report(self, rate: float) -> None:
+        """The engine reports preempting (``rate`` > 0) or not."""
+        self.policy.observe(EngineSignals(observed_at=self.now, preemption_rate=rate), now=self.now)
 
     @rule(hot=st.booleans())
     def pressure(self, hot: bool) -> None:

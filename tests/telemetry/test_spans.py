@@ -8,6 +8,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
+from tests.runtime.test_gate_stalled import run_stalled
 from tests.telemetry.otel import Otel
 from tests.telemetry.scenario import Script, run_script
 
@@ -118,3 +119,13 @@ async def test_a_failure_and_a_refusal(otel: Otel) -> None:
     assert [name for name, _ in _events(refused)] == ["slopolicy.finished"]
     assert refused.start_time == refused.end_time
     assert script.rejected[0].http_status < 500
+
+
+async def test_a_revoked_request_says_why(otel: Otel) -> None:
+    error, _, _ = await run_stalled(preempting=True, telemetry=otel.telemetry())
+    assert error is not None
+    (span,) = [span for span in otel.spans() if span.name == "slopolicy.request"]
+    attributes = span.attributes or {}
+    assert attributes["slopolicy.outcome"] == "revoked"
+    assert attributes["slopolicy.revoked_for"] == "stalled"
+    assert span.status.status_code is StatusCode.ERROR

@@ -35,17 +35,34 @@ largest) and starts the head (:attr:`Dispatch.revoked
 lent (Kueue's ``reclaimWithinCohort``, YARN's fair-share preemption). One
 revocation per head let in, never more: each revoked request is a request
 lost, so a head that only several could cover waits for an end.
+
+A started request can stall too. An engine short of KV preempts by
+recompute: it takes a running request back, frees its blocks and computes
+its prompt again when it re-admits it, and a long prompt among growing
+answers can be taken back over and over, each time evicting the others'
+progress with it (on a KV pool a quarter of ``llama3-8b``'s, one 67,051-token
+prompt was preempted 73 times and had its first token after 87 s). The
+policy cannot see one request's preemptions, but it sees what they do: no
+first token. So for a lane with ``slo_deadline`` and a ``ttft_p99`` target,
+a started request that has no first token by its arrival plus that target,
+while the engine reports preemptions
+(:meth:`Health.preempting <slopolicy.core.health.health.Health.preempting>`),
+is revoked (:attr:`Revocation.STALLED <slopolicy.Revocation.STALLED>`): past
+the target it can only miss, and what it costs the engine is unbounded. An
+engine that does not preempt revokes nothing, however late a first token.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections.abc import Mapping
 
 from slopolicy.core.kv.shares import KVShares, TenantKV
 from slopolicy.core.ladder.events import LadderEvent
 from slopolicy.core.lifecycle import Dispatch, Entry, Phase, Started
-from slopolicy.core.outcome import Finished, Hold, Outcome
+from slopolicy.core.outcome import Finished, Hold, Outcome, Revocation
 from slopolicy.core.policy.parts import Parts
 from slopolicy.core.policy.reservations import FILL
 from slopolicy.core.policy.serving import Serving
@@ -78,6 +95,9 @@ class Dispatcher:
         "_saturation",
         "_seats",
         "_serving",
+        "_stall_bounds",
+        "_stall_order",
+        "_stalls",
         "_tasks",
         "_turnover",
     )
@@ -106,6 +126,13 @@ class Dispatcher:
         # When the heads held for KV with a first-token deadline next need a
         # reclaim check that no event may bring (None: none is held so).
         self._recheck: float | None = None
+        # The started requests of lanes with a ttft_p99 target, by when their
+        # first token is due (arrival + target; then start order): those
+        # revoked if stalled then. An entry that had its first token, or
+        # ended, leaves when it comes first.
+        self._stall_bounds = parts.stall_bounds
+        self._stalls: list[tuple[float, int, Entry]] = []
+        self._stall_order = itertools.count()
 
     def dispatch(self, *, now: float, max_expired: int | None) -> Dispatch:
         """Expire overdue queued requests, then start every request that fits."""
@@ -119,18 +146,21 @@ class Dispatcher:
         started: list[Started] = []
         if len(expired) == max_expired and self._overdue(now):
             return Dispatch(started=(), expired=tuple(expired), ladder=event)
+        stalls = self._stalls
+        stalled = self._revoke_stalled(now) if stalls and stalls[0][0] <= now else ()
         shares, demand = self._kv_shares, self._demand
         if shares is not None and now >= shares._due:
             protected = frozenset() if demand is None else demand._within_share(now)
             shares._refresh_at(self._tenant_kv(), now, protected)
         self._start_all(now, expired, shares, started)
         self._recheck = None
-        revoked: tuple[Finished, ...] = ()
+        revoked = stalled
         if self._owed:
-            revoked = self._reclaim(now, shares, started)
-            if revoked:  # what else fits beside the head it let in
+            reclaimed = self._reclaim(now, shares, started)
+            if reclaimed:  # what else fits beside the head it let in
                 self._start_all(now, expired, shares, started)
                 self._owed.clear()
+                revoked += reclaimed
         saturation = self._saturation
         if saturation is not None:
             saturation._report(self._seats.full or self._held, now)
@@ -294,6 +324,7 @@ class Dispatcher:
             victim = next((v for v in tried if reservations.fits_without(head, without=v)), None)
             if victim is None:
                 continue  # no one revocation lets it in
+            victim.revoked_for = Revocation.RECLAIM
             revoked = self._serving.end(victim, Outcome.REVOKED, now)
             needed = seats.needed(head.lane, head.request.sequences)
             # Its seats were free when it was held (the victim's are now too),
@@ -302,6 +333,25 @@ class Dispatcher:
                 self._start_head(head, needed, now, shares, started)
             return (revoked,)
         return ()
+
+    def _revoke_stalled(self, now: float) -> tuple[Finished, ...]:
+        """Revoke the started requests whose first token is overdue (their
+        lane's ``ttft_p99`` past arrival) while the engine preempts (see the
+        module): their records. Those that had it, or ended, are forgotten; a
+        stalled one stays first while the engine does not preempt."""
+        stalls, revoked = self._stalls, []
+        preempting: bool | None = None  # read once, at the first stalled one
+        while stalls and stalls[0][0] <= now:
+            entry = stalls[0][2]
+            if entry.phase is Phase.RUNNING and entry.first_token_at is None:
+                if preempting is None:
+                    preempting = self._health.preempting(now=now)
+                if not preempting:
+                    break
+                entry.revoked_for = Revocation.STALLED
+                revoked.append(self._serving.end(entry, Outcome.REVOKED, now))
+            heapq.heappop(stalls)
+        return tuple(revoked)
 
     def _start_head(
         self,
@@ -394,6 +444,9 @@ class Dispatcher:
             self._tasks.started(entry.request.task, entry.id)
         self._book.running += 1
         self._seats.take(entry.id, lane, seats)
+        bound = self._stall_bounds.get(lane)
+        if bound is not None:
+            heapq.heappush(self._stalls, (entry.arrival + bound, next(self._stall_order), entry))
 
     def _overdue(self, now: float) -> bool:
         deadline = self._deadlines.next()
@@ -434,11 +487,14 @@ class Dispatcher:
         """When a dispatch next has work, at a checked ``now``; ``None``: never."""
         at = max(now, self._book.now)
         wake = math.inf
+        stalls = self._stalls
+        stall = stalls[0][0] if stalls and self._health.preempting(now=at) else None
         for when in (
             self._deadlines.next(),
             self.next_start(),
             self._health.next_evaluation,
             self._recheck,
+            stall,
         ):
             if when is not None and when < wake:
                 wake = when

@@ -47,9 +47,11 @@ class Parts:
     """A policy's parts (the :class:`~slopolicy.core.policy.Policy` attributes
     of the same names), its book of live requests, and ``slo_bounds``: the
     latency bound (seconds) queued requests of a lane that asks for it expire
-    at; ``turnover``: how fast ends free the pool's blocks, kept where
-    dispatch reclaims room for a within-share head (``PolicySpec.reclaim``,
-    with a share window), else ``None``."""
+    at; ``stall_bounds``: those lanes' ``ttft_p99`` targets (seconds, where
+    they have one), past which a started request with no first token is
+    revoked while the engine preempts; ``turnover``: how fast ends free the
+    pool's blocks, kept where dispatch reclaims room for a within-share head
+    (``PolicySpec.reclaim``, with a share window), else ``None``."""
 
     router: LaneRouter
     tools: ToolPool
@@ -69,6 +71,7 @@ class Parts:
     deadlines: Deadlines
     book: Book
     slo_bounds: Mapping[str, float]
+    stall_bounds: Mapping[str, float]
     turnover: Turnover | None = None
 
     @classmethod
@@ -100,11 +103,14 @@ class Parts:
         # token by arrival + target (per the engine's learned TTFT) leaves then.
         ttft_bounds: dict[str, float] = {}
         late_budgets: dict[str, float] = {}  # the share of their first tokens those may lose
+        stall_bounds: dict[str, float] = {}
         for lane in specs:
             targets = spec.targets.get(lane.name, SLOTargets())
             bound = targets.ttft_target if targets.ttft_target is not None else targets.e2e_p95
             if lane.slo_deadline and bound is not None:
                 slo_bounds[lane.name] = bound
+                if targets.ttft_p99 is not None:
+                    stall_bounds[lane.name] = targets.ttft_p99
                 quantile = targets.ttft_quantile
                 if quantile is not None:
                     ttft_bounds[lane.name] = bound
@@ -166,6 +172,7 @@ class Parts:
             deadlines=Deadlines(lanes),
             book=book,
             slo_bounds=slo_bounds,
+            stall_bounds=stall_bounds,
             turnover=Turnover(spec.share_window)
             if spec.reclaim and spec.share_window is not None
             else None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from slopolicy.core.checks import check_count
 from slopolicy.core.lifecycle import Entry, Phase
-from slopolicy.core.outcome import Finished, Outcome, ending
+from slopolicy.core.outcome import Finished, Outcome, Revocation, ending
 from slopolicy.core.policy.parts import Parts
 from slopolicy.errors import UsageError
 
@@ -107,7 +107,10 @@ class Serving:
         cost = self._router.estimator.score(
             entry.prompt_tokens, entry.output_tokens, request.tool_risk
         )
-        self._kv._release(entry.id, now, dropped=outcome is Outcome.REVOKED)
+        # The engine aborts a request reclaim revoked, which held its blocks
+        # (it was decoding); a stalled one may hold none (the engine took it
+        # back), so the engine's next reading says what it freed.
+        self._kv._release(entry.id, now, dropped=entry.revoked_for is Revocation.RECLAIM)
         if self._turnover is not None:
             self._turnover._add(entry.kv_blocks, now)
         if outcome is Outcome.COMPLETED:
