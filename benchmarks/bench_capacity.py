@@ -5,6 +5,7 @@ Run from the repository root::
     python -m benchmarks.bench_capacity [--traces azure,seed] [--policies fcfs,vtc]
                                         [--quick] [--jobs 2] [--json OUT]
     python -m benchmarks.bench_capacity --held-out   # the same bar on other windows and seeds
+    python -m benchmarks.bench_capacity --engine llama2-7b/h100 --long-prefill 2048
 
 For each trace (``benchmarks/workloads.py`` builds them; ``--traces`` picks
 some), every policy in one run, ours being the default ``PolicyConfig()``,
@@ -45,6 +46,12 @@ request rate at the trace's own rate (a per-tenant limit an operator would
 size to the engine). ``--quick`` halves every trace. One process per trace,
 ``--jobs`` (2) at a time. ``--held-out`` runs :data:`HELD_OUT` instead: the
 same traces at other windows and seeds, which no default was tuned on.
+``--engine PROFILE`` runs every trace on another engine profile
+(:data:`slopolicy.sim.profiles.PROFILES`: another model or GPU, so another
+prefill speed and KV pool) and ``--long-prefill N`` with vLLM's
+``long_prefill_token_threshold`` at ``N`` (long prompts interleaved with
+other work, ``N`` tokens an iteration): the servers the defaults were not
+tuned on either.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ from slopolicy import PolicyConfig
 from slopolicy.sim import (
     OURS,
     POLICIES,
+    PROFILES,
     EngineSpec,
     InShare,
     PolicyReport,
@@ -218,10 +226,41 @@ def rpm_share(workload: Workload, limit: float) -> int:
     return max(1, math.floor(60 * saturated / len(workload.tenants)))
 
 
-def run_trace(name: str, quick: bool, policies: Sequence[str]) -> tuple[dict[str, Any], float]:
-    """Sweep ``policies`` on one trace; its JSON and the seconds it took."""
+@dataclass(frozen=True, slots=True)
+class EngineChange:
+    """What ``--engine`` and ``--long-prefill`` change in every trace's
+    engine: its profile's name and ``long_prefill_token_threshold``
+    (``None``: as the trace has it)."""
+
+    profile_name: str | None = None
+    long_prefill: int | None = None
+
+    def apply(self, engine: EngineSpec) -> EngineSpec:
+        """``engine`` with these changes."""
+        if self.profile_name is not None:
+            engine = dataclasses.replace(engine, profile=profile(self.profile_name))
+        if self.long_prefill is not None:
+            engine = dataclasses.replace(engine, long_prefill_token_threshold=self.long_prefill)
+        return engine
+
+    def describe(self) -> str:
+        """The changes, in words."""
+        parts = []
+        if self.profile_name is not None:
+            parts.append(f"profile {self.profile_name}")
+        if self.long_prefill is not None:
+            parts.append(f"long_prefill_token_threshold {self.long_prefill}")
+        return ", ".join(parts) or "none"
+
+
+def run_trace(
+    name: str, quick: bool, policies: Sequence[str], change: EngineChange = EngineChange()
+) -> tuple[dict[str, Any], float]:
+    """Sweep ``policies`` on one trace (its engine changed by ``change``);
+    its JSON and the seconds it took."""
     started = time.perf_counter()
-    trace = (TRACES | HELD_OUT)[name](quick)
+    built = (TRACES | HELD_OUT)[name](quick)
+    trace = Trace(built.workload, change.apply(built.engine))
     rpm = rpm_share(trace.workload, limit(trace.workload, trace.engine, target=TARGET))
     found = sweep(
         trace.workload,
@@ -470,16 +509,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="half of every trace")
     parser.add_argument("--jobs", type=int, default=2, help="traces run in parallel")
     parser.add_argument("--json", metavar="OUT", help="write every sweep as JSON")
+    parser.add_argument(
+        "--engine", metavar="PROFILE", choices=sorted(PROFILES), help="another engine profile"
+    )
+    parser.add_argument(
+        "--long-prefill",
+        type=int,
+        metavar="N",
+        help="vLLM's long_prefill_token_threshold for every trace (0: whole prefills)",
+    )
     args = parser.parse_args(argv)
     known = HELD_OUT if args.held_out else TRACES
     names = [n for n in (args.traces or ",".join(known)).split(",") if n]
     unknown = sorted(set(names) - set(known))
     if unknown or args.jobs < 1:
         parser.error(f"unknown traces {unknown}; traces are {', '.join(known)}; --jobs >= 1")
+    if args.long_prefill is not None and args.long_prefill < 0:
+        parser.error("--long-prefill >= 0")
+    change = EngineChange(args.engine, args.long_prefill)
+    if change != EngineChange():
+        print(f"every trace's engine changed: {change.describe()}\n")
     policies = [p for p in args.policies.split(",") if p]
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_trace, n, args.quick, policies) for n in names]
+        futures = [pool.submit(run_trace, n, args.quick, policies, change) for n in names]
         results = []
         for future in futures:
             data, seconds = future.result()
