@@ -232,9 +232,8 @@ class Revoked(Rejected):
 
         if finished.revoked_for is Revocation.STALLED:
             why = (
-                f"it had no first token {finished.e2e:.3g} s after it arrived, past lane "
-                f"{finished.lane!r}'s p99 TTFT target, while the engine was preempting "
-                "for want of KV"
+                f"it had no first token by the p99 TTFT target of lane {finished.lane!r}, "
+                "while the engine was preempting for want of KV"
             )
         else:
             why = (

@@ -2,7 +2,7 @@
 
 Every request the policy accepts ends in exactly one :class:`Outcome`;
 requests refused at submit end as ``rejected`` with their decision as the record;
-a running request the policy itself ends ends ``revoked``, and says why
+a running request ended by the policy itself ends ``revoked`` and says why
 (:class:`Revocation`).
 """
 

@@ -50,10 +50,10 @@ class Reason(enum.Enum):
     # allows (503, retry later: the harm falls as those lanes quieten).
     PREFILL_INTERFERENCE = "prefill_interference"
     # A running request the policy ended (outcome ``revoked``; why:
-    # ``Finished.revoked_for``): a tenant's over its share, to give its KV to
-    # a queued request of a tenant within its share that did not fit, or one
-    # with no first token by its lane's p99 TTFT target while the engine
-    # preempts (503, retry later).
+    # ``Finished.revoked_for``): one of a tenant over its share, to give its
+    # KV to a queued request of a tenant within its share that did not fit,
+    # or one with no first token by its lane's p99 TTFT target while the
+    # engine preempts (503, retry later).
     REVOKED = "revoked"
 
     __hash__ = object.__hash__  # singletons compared by identity: hash at C speed
