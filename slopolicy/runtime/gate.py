@@ -11,11 +11,11 @@
 at once. An accepted request waits until :meth:`Policy.dispatch` starts it: a
 release dispatches and wakes exactly the waiters it started, in the order the
 policy chose (no polling). One timer task sleeps until the earliest queue
-deadline, ladder evaluation or reclaim check (:meth:`Policy.next_wakeup`),
-and dispatches then, so an
-overdue waiter gets :class:`~slopolicy.Expired`. A running request the policy
-revokes (``engine.reclaim``) gets :class:`~slopolicy.Revoked` from its
-tracked stream, or from ``admit`` if it has not resumed yet. A waiter whose request an
+deadline, ladder evaluation, reclaim check or stalled start's bound
+(:meth:`Policy.next_wakeup`), and dispatches then, so an overdue waiter
+gets :class:`~slopolicy.Expired`. A running request the policy revokes
+(``engine.reclaim``, or a stalled start) gets :class:`~slopolicy.Revoked`
+from its tracked stream, or from ``admit`` if it has not resumed yet. A waiter whose request an
 arrival pushes out of a full queue (see :meth:`Policy.submit`) gets
 :class:`~slopolicy.Rejected` (``queue_full``) at once. A waiter cancelled while
 queued is cancelled in the policy; one cancelled just after being started

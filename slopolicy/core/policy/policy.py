@@ -257,7 +257,9 @@ class Policy:
         (:meth:`next_start`), the next ladder evaluation and, with
         ``engine.reclaim``, the next moment a head held for KV may need room
         taken back (its deadline comes within what the pool's ends take, or
-        the demand estimate's next refresh); ``None`` when none is pending.
+        the demand estimate's next refresh) and, while the engine reports
+        preemptions, the next first-token bound of a started request (a
+        stalled start is revoked there); ``None`` when none is pending.
         Before then no timer is due, provided the caller dispatched after
         its last other call (as the Gate and the simulator do). Two reads
         move on their own clock with no timer: the give-up of a head whose

@@ -108,7 +108,7 @@ class Serving:
             entry.prompt_tokens, entry.output_tokens, request.tool_risk
         )
         # The engine aborts a request reclaim revoked, which held its blocks
-        # (it was decoding); a stalled one may hold none (the engine took it
+        # (it was running); a stalled one may hold none (the engine took it
         # back), so the engine's next reading says what it freed.
         self._kv._release(entry.id, now, dropped=entry.revoked_for is Revocation.RECLAIM)
         if self._turnover is not None:
