@@ -19,7 +19,7 @@ def test_validate_explains_a_valid_policy(capsys: pytest.CaptureFixture[str]) ->
     assert "valid" in out.splitlines()[0]
     assert "prompts over 8,192 tokens move to 'heavy'" in out
     assert "enterprise: 100,000 cost units/s, burst 1,000,000" in out
-    assert "KV pool: 26,688 blocks x 16 tokens = 427,008 tokens." in out
+    assert "KV pool: 26,688 blocks x 16 tokens = 427,008 tokens (fewer where" in out
     assert (
         "Engine: at most 256 requests running at once, 75 ms of prompt work handed ahead "
         "(at the measured rate); under saturation, tenants over their max-min share (over "

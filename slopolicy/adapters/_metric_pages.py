@@ -42,6 +42,9 @@ class MetricNames:
         decode_tps: gauges already in tokens per second (used without a counter).
         preemptions: counters of requests the engine preempted (evicted to
             free KV blocks); ``preemption_rate`` is their rate.
+        kv_capacity: gauges of the KV pool in tokens, or info series whose
+            ``num_gpu_blocks`` and ``block_size`` labels multiply to it
+            (:data:`POOL_INFO`); several series (engines) add up.
     """
 
     engine: str
@@ -51,6 +54,7 @@ class MetricNames:
     generated_tokens: tuple[str, ...] = ()
     decode_tps: tuple[str, ...] = ()
     preemptions: tuple[str, ...] = ()
+    kv_capacity: tuple[str, ...] = ()
 
     def names(self) -> frozenset[str]:
         """Every sample name this engine's signals may come from."""
@@ -67,6 +71,7 @@ VLLM = MetricNames(
     kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
     generated_tokens=("vllm:generation_tokens_total",),
     preemptions=("vllm:num_preemptions_total",),
+    kv_capacity=("vllm:cache_config_info",),
 )
 SGLANG = MetricNames(
     "sglang",
@@ -77,6 +82,7 @@ SGLANG = MetricNames(
     decode_tps=("sglang:gen_throughput",),
     # The counter; ``sglang:num_retracted_reqs`` is the last batch's gauge.
     preemptions=("sglang:num_retracted_requests_total",),
+    kv_capacity=("sglang:max_total_num_tokens",),
 )
 TRTLLM = MetricNames(
     "trtllm",
@@ -115,6 +121,7 @@ class Reading:
     generated_tokens: float | None
     decode_tps: float | None
     preemptions: float | None = None
+    kv_capacity: float | None = None
 
     @property
     def empty(self) -> bool:
@@ -123,6 +130,20 @@ class Reading:
 
 
 Samples = dict[str, list[float]]
+
+#: Info series that carry the KV pool in their labels (value 1): vLLM's
+#: ``vllm:cache_config_info{num_gpu_blocks,block_size}``.
+POOL_INFO = frozenset({"vllm:cache_config_info"})
+
+
+def _pool(labels: Mapping[str, str]) -> float | None:
+    """The pool an info series' labels give, in tokens (``None`` unless both
+    counts are integers > 0)."""
+    try:
+        blocks, size = int(labels["num_gpu_blocks"]), int(labels["block_size"])
+    except (KeyError, ValueError):
+        return None
+    return float(blocks * size) if blocks > 0 and size > 0 else None
 
 
 def _samples(
@@ -138,7 +159,13 @@ def _samples(
             if sample.timestamp is not None and now - float(sample.timestamp) > max_age:
                 continue  # an exporter's cached value: as good as missing
             try:
-                value = float(sample.value)  # an int when the page wrote an integer
+                if sample.name in POOL_INFO:
+                    pool = _pool(sample.labels)
+                    if pool is None:
+                        continue
+                    value = pool
+                else:
+                    value = float(sample.value)  # an int when the page wrote an integer
             except OverflowError:
                 continue
             if math.isfinite(value):
@@ -189,6 +216,7 @@ def _reading(found: Samples, names: MetricNames) -> Reading:
         generated_tokens=_sum(_first(found, names.generated_tokens)),
         decode_tps=_sum(_first(found, names.decode_tps)),
         preemptions=_sum(_first(found, names.preemptions)),
+        kv_capacity=_sum(_first(found, names.kv_capacity)),
     )
 
 

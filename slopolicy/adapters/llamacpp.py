@@ -17,6 +17,8 @@ fetches ``/slots`` and then ``/metrics`` and reports
   ``n_prompt_tokens``: the prompt and the output so far) over the KV pool:
   the slots' ``n_ctx`` summed (``-c``), or ``kv_tokens`` for a server started
   with ``--kv-unified``, where every slot reports the whole pool;
+- ``kv_capacity_tokens``: that pool, in tokens (the pool the policy's
+  ledger counts: at most ``kv.num_blocks`` where the config sets that);
 - ``decode_tps``: the rate of output tokens, ``llamacpp:tokens_predicted_total``
   (which llama.cpp adds to only as each request ends) plus the running
   slots' ``n_decoded``, so a long stream counts while it runs.
@@ -266,6 +268,7 @@ class LlamaCppScraper(MetricsScraper):
             waiting=self.last.waiting,
             running=self.last.running,
             decode_tps=self.last.decode_tps,
+            kv_capacity_tokens=capacity,
         )
 
     async def __aenter__(self) -> LlamaCppScraper:

@@ -19,6 +19,10 @@ Each poll fetches the page with httpx, parses it with
   ``trtllm_kv_cache_utilization`` (TGI: none);
 - ``preemption_rate``: the rate of ``vllm:num_preemptions_total``,
   ``sglang:num_retracted_requests_total`` (TGI, TRT-LLM, llama.cpp: none);
+- ``kv_capacity_tokens``: the KV pool, ``num_gpu_blocks x block_size`` of
+  ``vllm:cache_config_info``, or ``sglang:max_total_num_tokens`` (TGI,
+  TRT-LLM, llama.cpp: none): the pool the policy's ledger counts (at most
+  ``kv.num_blocks`` where the config sets that);
 - ``decode_tps``: the rate of ``vllm:generation_tokens_total``,
   ``sglang:generation_tokens_total`` (else the gauge ``sglang:gen_throughput``),
   ``tgi_request_generated_tokens_sum``, ``llamacpp:tokens_predicted_total``
@@ -78,6 +82,7 @@ from slopolicy.adapters._metric_pages import MetricNames as MetricNames
 from slopolicy.adapters._metric_pages import Reading as Reading
 from slopolicy.adapters._metric_pages import parse
 from slopolicy.adapters._metric_pages import read_page as read_page
+from slopolicy.core.checks import MAX_AMOUNT
 from slopolicy.core.health.signals import EngineSignals
 from slopolicy.errors import UsageError
 
@@ -106,6 +111,13 @@ def _clip(value: float | None, high: float | None = None) -> float | None:
         return None
     value = max(0.0, value)
     return value if high is None else min(high, value)
+
+
+def _pool_tokens(value: float | None) -> int | None:
+    """A KV pool reading as whole tokens (``None`` unless at least one)."""
+    if value is None or not 1 <= value <= MAX_AMOUNT:
+        return None
+    return int(value)
 
 
 class MetricsScraper:
@@ -241,6 +253,7 @@ class MetricsScraper:
             running=None if running is None else round(running),
             decode_tps=self._decode_tps(reading, at),
             preemption_rate=self._rate("preemptions", reading.preemptions, at),
+            kv_capacity_tokens=_pool_tokens(reading.kv_capacity),
         )
 
     def _decode_tps(self, reading: Reading, at: float) -> float | None:

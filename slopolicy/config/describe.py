@@ -167,10 +167,10 @@ def _cost(config: PolicyConfig) -> str:
 
 def _kv(config: PolicyConfig) -> str:
     kv = config.kv
-    return (
-        f"KV pool: {kv.num_blocks:,} blocks x {kv.block_size} tokens = "
-        f"{kv.capacity_tokens:,} tokens."
-    )
+    pool = f"{kv.blocks:,} blocks x {kv.block_size} tokens = {kv.capacity_tokens:,} tokens"
+    if kv.num_blocks is None:
+        return f"KV pool: the engine's, as it reports it ({pool} until it does)."
+    return f"KV pool: {pool} (fewer where the engine reports a smaller pool)."
 
 
 def _engine(config: PolicyConfig) -> str:

@@ -75,12 +75,24 @@ class TokenizerConfig(ConfigModel):
         )
 
 
+#: The pool a config that follows the engine counts until the engine reports
+#: its own: llama3-8b on one A100-80GB at 90% memory use (16-token blocks).
+DEFAULT_BLOCKS = 26_688
+
+
 class KVPoolConfig(ConfigModel):
     """The engine's KV block pool, as the engine reports it.
 
-    The default mirrors llama3-8b on one A100-80GB at 90% memory use
-    (about 427k tokens in 16-token blocks); set it from your engine's
-    ``vllm:cache_config_info{num_gpu_blocks,block_size}``.
+    ``num_blocks`` ``None`` (the default) follows the engine: the pool it
+    reports (``EngineSignals.kv_capacity_tokens``, which the metrics
+    scraper reads from vLLM's ``vllm:cache_config_info{num_gpu_blocks,
+    block_size}`` or SGLang's ``sglang:max_total_num_tokens``), and
+    :data:`DEFAULT_BLOCKS` until it does (llama3-8b on one A100-80GB at 90%
+    memory use: about 427k tokens in 16-token blocks). A number is a cap:
+    the ledger counts at most that many blocks, fewer where the engine
+    reports a smaller pool (room left on purpose stays left). Each lane's
+    ``kv_reserve`` is a fraction of the pool counted
+    (:meth:`~slopolicy.core.kv.ledger.KVReservation.observe_capacity`).
 
     ``output_quantile`` is what a running request reserves for its answer:
     its prompt plus the mean (``"mean"``, the default) or this quantile (in
@@ -105,14 +117,20 @@ class KVPoolConfig(ConfigModel):
 
     # At most 2**31 - 1 blocks: far above any engine's pool, and the pool's
     # tokens (and each lane's reserved share of them) stay exact as floats.
-    num_blocks: Annotated[int, Field(gt=0, le=2**31 - 1)] = 26_688
+    num_blocks: Annotated[int, Field(gt=0, le=2**31 - 1)] | None = None
     block_size: Annotated[int, Field(gt=0, le=1024)] = 16
     output_quantile: Annotated[float, Field(gt=0, le=1)] | Literal["mean"] | None = "mean"
 
     @property
+    def blocks(self) -> int:
+        """Blocks the ledger counts until the engine reports its pool:
+        ``num_blocks``, or :data:`DEFAULT_BLOCKS` where it follows the engine."""
+        return DEFAULT_BLOCKS if self.num_blocks is None else self.num_blocks
+
+    @property
     def capacity_tokens(self) -> int:
-        """Tokens the pool holds."""
-        return self.num_blocks * self.block_size
+        """Tokens the pool holds until the engine reports its own."""
+        return self.blocks * self.block_size
 
 
 class EngineConfig(ConfigModel):

@@ -185,8 +185,9 @@ class PolicyConfig(ConfigModel):
         names = [lane.name for lane in self.lanes]
         return PolicySpec(
             router=self.build_router(self.build_estimator(counter), rules),
-            kv_blocks=self.kv.num_blocks,
+            kv_blocks=self.kv.blocks,
             kv_block_size=self.kv.block_size,
+            kv_follows_engine=self.kv.num_blocks is None,
             kv_output_quantile=self.kv.output_quantile,
             max_running=self.engine.max_running,
             pace=self.engine.build_pace(),

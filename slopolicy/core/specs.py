@@ -235,8 +235,12 @@ class PolicySpec:
 
     Attributes:
         router: routes requests to lanes (and owns the estimator and tiers).
-        kv_blocks: blocks in the engine's KV pool.
+        kv_blocks: blocks in the engine's KV pool (until the engine reports
+            its own, with ``kv_follows_engine``).
         kv_block_size: tokens per block.
+        kv_follows_engine: the ledger counts the pool the engine reports,
+            larger or smaller; otherwise ``kv_blocks`` is a cap
+            (:meth:`~slopolicy.core.kv.ledger.KVReservation.observe_capacity`).
         kv_output_quantile: a running request reserves its prompt plus the
             mean (``"mean"``) or this quantile of its tenant's recent answers
             in its lane (the lane's
@@ -278,6 +282,7 @@ class PolicySpec:
     kv_block_size: int
     max_running: int
     kv_output_quantile: float | Literal["mean"] | None = None
+    kv_follows_engine: bool = False
     pace: DispatchPace | None = None
     max_tenants: int = 100_000
     targets: Mapping[str, SLOTargets] = field(default_factory=dict)

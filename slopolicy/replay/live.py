@@ -201,6 +201,7 @@ def only(source: SignalSource, names: Collection[str]) -> SignalSource:
             decode_tps=found.decode_tps if "decode_tps" in keep else None,
             tool_timeout_rate=found.tool_timeout_rate,
             preemption_rate=found.preemption_rate if "preemption_rate" in keep else None,
+            kv_capacity_tokens=(found.kv_capacity_tokens if "kv_capacity_tokens" in keep else None),
         )
 
     return read

@@ -34,9 +34,16 @@ from slopolicy.sim.workload import SimRequest
 __all__ = ("DEFAULT_SIGNALS", "SIGNALS", "LadderMove", "PolicyScheduler")
 
 #: Engine signals the simulator can feed the policy.
-SIGNALS = ("kv_usage", "waiting", "running", "decode_tps", "preemption_rate")
+SIGNALS = (
+    "kv_usage",
+    "waiting",
+    "running",
+    "decode_tps",
+    "preemption_rate",
+    "kv_capacity_tokens",
+)
 #: Those fed unless told otherwise (see :class:`PolicyScheduler`).
-DEFAULT_SIGNALS = ("kv_usage", "waiting", "running", "preemption_rate")
+DEFAULT_SIGNALS = ("kv_usage", "waiting", "running", "preemption_rate", "kv_capacity_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +72,10 @@ class PolicyScheduler:
             ``preemption_rate`` is the engine's preemptions per second since
             the previous tick: :meth:`Policy.diagnose` reads it as KV
             pressure, and while it is above 0 no tenant starts past its
-            share of the KV pool.
+            share of the KV pool. ``kv_capacity_tokens`` is the engine's
+            KV pool, as vLLM's ``vllm:cache_config_info`` tells it: the
+            ledger counts it (at most the config's ``kv.num_blocks``, where
+            set).
         engine_priority: tell the engine each request's lane rank as its
             priority (vLLM ``--scheduling-policy priority`` with the request's
             ``priority``), so requests already released still start in lane
@@ -207,6 +217,11 @@ class PolicyScheduler:
                 running=engine.running if "running" in wanted else None,
                 decode_tps=rate,
                 preemption_rate=preempting,
+                kv_capacity_tokens=(
+                    engine.num_blocks * engine.block_size
+                    if "kv_capacity_tokens" in wanted
+                    else None
+                ),
             ),
             now=now,
         )

@@ -63,7 +63,7 @@ class Scenario:
     rpm_limit: int = 60
     client: Client = field(default_factory=Client)
     drain_s: float = 3600.0
-    signals: tuple[str, ...] = ("kv_usage", "waiting", "running")
+    signals: tuple[str, ...] = ("kv_usage", "waiting", "running", "kv_capacity_tokens")
     engine_priority: bool = True
 
     def run_settings(self) -> RunSettings:

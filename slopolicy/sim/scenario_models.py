@@ -322,12 +322,11 @@ class ScenarioModel(ConfigModel):
     rpm_limit: _Count = 60
     client: ClientModel = ClientModel()
     drain_s: _NonNegative = 3600.0
-    signals: list[Literal["kv_usage", "waiting", "running", "decode_tps", "preemption_rate"]] = [
-        "kv_usage",
-        "waiting",
-        "running",
-        "preemption_rate",
-    ]
+    signals: list[
+        Literal[
+            "kv_usage", "waiting", "running", "decode_tps", "preemption_rate", "kv_capacity_tokens"
+        ]
+    ] = ["kv_usage", "waiting", "running", "preemption_rate", "kv_capacity_tokens"]
     engine_priority: bool = True
 
     @model_validator(mode="after")

@@ -122,6 +122,7 @@ async def test_running_waiting_kv_and_the_decode_rate_counting_running_streams()
         third = await scrape()
     assert first is not None and second is not None and third is not None  # noqa: PT018
     assert (first.running, first.waiting, first.kv_usage) == (1, 2, 120 / 2000)
+    assert first.kv_capacity_tokens == 2000  # the slots' n_ctx summed
     assert first.decode_tps is None  # a rate needs two polls
     assert second.decode_tps == pytest.approx((30 + 10) / 2.0)
     assert (second.running, second.kv_usage) == (2, 360 / 2000)
@@ -176,6 +177,7 @@ async def test_a_unified_kv_pool_is_given_in_tokens() -> None:
         signals = await scrape()
     assert signals is not None
     assert signals.kv_usage == 0.4
+    assert signals.kv_capacity_tokens == 1000
 
 
 @pytest.mark.parametrize("kv_tokens", [0, -5, 1.5, True, "100"])

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slopolicy import EngineSignals, Gate
+from slopolicy import EngineSignals, Gate, Policy, PolicyConfig
 from slopolicy.adapters.metrics import (
     ENGINES,
     SGLANG,
@@ -63,10 +63,12 @@ def scraper(
 @pytest.mark.parametrize(
     ("engine", "expected"),
     [
-        ("vllm", (5, 15, 0.57, 200_000.0, None, 21.0)),  # two engines: summed, KV the fullest
-        ("sglang", (4, 16, 0.73, 5e6, 812.5, 7.0)),  # the retraction counter, not the gauge
-        ("trtllm", (2, None, 0.31, None, None, None)),
-        ("tgi", (6, 24, None, 45678.0, None, None)),
+        # two engines: summed, KV the fullest; the pool from the info series' labels
+        ("vllm", (5, 15, 0.57, 200_000.0, None, 21.0, 27_198 * 16.0)),
+        # the retraction counter, not the gauge
+        ("sglang", (4, 16, 0.73, 5e6, 812.5, 7.0, 413_852.0)),
+        ("trtllm", (2, None, 0.31, None, None, None, None)),
+        ("tgi", (6, 24, None, 45678.0, None, None, None)),
     ],
 )
 def test_each_engines_page(engine: str, expected: tuple[object, ...]) -> None:
@@ -78,8 +80,37 @@ def test_each_engines_page(engine: str, expected: tuple[object, ...]) -> None:
         reading.generated_tokens,
         reading.decode_tps,
         reading.preemptions,
+        reading.kv_capacity,
     )
     assert got == expected
+
+
+@pytest.mark.parametrize(
+    "labels",
+    ['block_size="16",engine="0"', 'block_size="16",num_gpu_blocks="many"',
+     'block_size="0",num_gpu_blocks="27198"', 'block_size="16",num_gpu_blocks="-3"'],
+)  # fmt: skip
+def test_a_pool_info_series_without_two_counts_is_no_pool(labels: str) -> None:
+    text = "\n".join(
+        f"vllm:cache_config_info{{{labels}}} 1.0" if line.startswith("vllm:cache_config_info")
+        else line
+        for line in page("vllm").splitlines()
+    )  # fmt: skip
+    reading = read_page(text + "\n", VLLM, now=NOW)
+    assert reading.kv_capacity is None
+    assert reading.kv_usage == 0.57  # the rest of the page as before
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_the_engines_pool_reaches_the_policys_ledger() -> None:
+    async with scraper([page("vllm")], clock=lambda: 5.0) as s:
+        signals = await s()
+    assert signals is not None
+    assert signals.kv_capacity_tokens == 27_198 * 16
+    one = Policy(PolicyConfig.from_dict({"kv": {"num_blocks": 40_000}}))
+    one.observe(signals, now=5.0)
+    assert one.kv.statistics().num_blocks == 27_198
 
 
 def test_missing_metrics_are_unknown_not_zero() -> None:

@@ -271,10 +271,21 @@ class PolicyLifecycle(RuleBasedStateMachine):
     def advance(self, dt: float) -> None:
         self.now += dt
 
-    @rule(rate=st.sampled_from([0.0, 3.0]))
-    def engine_report(self, rate: float) -> None:
-        """The engine reports preempting (``rate`` > 0) or not."""
-        self.policy.observe(EngineSignals(observed_at=self.now, preemption_rate=rate), now=self.now)
+    @rule(rate=st.sampled_from([0.0, 3.0]), pool=st.sampled_from([None, 40, 90, 150, 400]))
+    def engine_report(self, rate: float, pool: int | None) -> None:
+        """The engine reports preempting (``rate`` > 0) or not, and maybe its
+        KV pool (blocks): one below the config's is counted from now on, even
+        below what is live (then nothing starts until enough ends)."""
+        tokens = None if pool is None else pool * 16
+        signals = EngineSignals(
+            observed_at=self.now, preemption_rate=rate, kv_capacity_tokens=tokens
+        )
+        self.policy.observe(signals, now=self.now)
+        if pool is not None:
+            kv = self.policy.kv
+            assert kv.statistics().num_blocks == min(kv.configured_blocks, pool)
+            if kv.statistics().used_blocks > pool:
+                event("the engine's pool is smaller than what is live")
 
     @rule(hot=st.booleans())
     def pressure(self, hot: bool) -> None:

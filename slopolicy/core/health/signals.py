@@ -31,6 +31,7 @@ SIGNAL_FIELDS = (
     "decode_tps",
     "tool_timeout_rate",
     "preemption_rate",
+    "kv_capacity_tokens",
 )
 
 
@@ -48,6 +49,11 @@ class EngineSignals:
             engine (it ran out of KV blocks and evicted running requests, to
             compute them again later; vLLM's ``vllm:num_preemptions_total``,
             SGLang's retractions).
+        kv_capacity_tokens: the engine's whole KV pool, in tokens (vLLM's
+            ``vllm:cache_config_info``: ``num_gpu_blocks x block_size``): the
+            policy's ledger counts it, at most ``kv.num_blocks`` where the
+            config sets that (:meth:`KVReservation.observe_capacity
+            <slopolicy.KVReservation.observe_capacity>`).
     """
 
     observed_at: float
@@ -58,6 +64,7 @@ class EngineSignals:
     tool_timeout_rate: float | None = None
     # Keyword-only: six numbers in a row that swap silently are enough.
     preemption_rate: float | None = field(default=None, kw_only=True)
+    kv_capacity_tokens: int | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         check_time("observed_at", self.observed_at)
@@ -69,6 +76,11 @@ class EngineSignals:
             value = getattr(self, name)
             if value is not None and not (is_number(value) and 0 <= value <= MAX_AMOUNT):
                 raise UsageError(f"{name} must be >= 0, got {shown(value)}")
+        tokens = self.kv_capacity_tokens
+        if tokens is not None and not (
+            isinstance(tokens, int) and not isinstance(tokens, bool) and 1 <= tokens <= MAX_AMOUNT
+        ):
+            raise UsageError(f"kv_capacity_tokens must be an integer >= 1, got {shown(tokens)}")
         for name in ("decode_tps", "preemption_rate"):
             value = getattr(self, name)
             if value is not None and not (is_number(value) and 0 <= value <= MAX_AMOUNT):
@@ -139,6 +151,7 @@ class SignalBoard:
         }
         oldest = min((self._times[name] for name in fresh), default=now)
         waiting, running = fresh.get("waiting"), fresh.get("running")
+        capacity = fresh.get("kv_capacity_tokens")
         return EngineSignals(
             observed_at=oldest,
             kv_usage=fresh.get("kv_usage"),
@@ -147,6 +160,7 @@ class SignalBoard:
             decode_tps=fresh.get("decode_tps"),
             tool_timeout_rate=fresh.get("tool_timeout_rate"),
             preemption_rate=fresh.get("preemption_rate"),
+            kv_capacity_tokens=None if capacity is None else int(capacity),
         )
 
     def age(self, name: str, *, now: float) -> float | None:

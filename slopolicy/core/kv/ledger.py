@@ -83,6 +83,16 @@ class KVReservation:
     with the blocks of it that the reading counted, so the room it frees is
     free to the next start, not only after the next reading.
 
+    The engine's own pool (:meth:`observe_capacity`: vLLM's
+    ``vllm:cache_config_info``) replaces ``num_blocks`` with
+    ``follow_engine``, and otherwise bounds it: ``num_blocks``
+    (:attr:`configured_blocks`) is then a cap, room left on purpose, and a
+    smaller engine pool is counted instead. Floors are the same fractions of
+    the pool counted. A pool configured for another engine cannot then admit
+    growth the engine has no room for: left at ``llama3-8b``'s on one GPU
+    (427k tokens) in front of ``llama2-7b`` (a quarter of that), the ledger
+    forecast peaks four times too low and the engine preempted.
+
     ``now`` is monotonic seconds; a ``now`` earlier than one already seen counts
     as that latest time. Misuse raises :class:`UsageError` and changes nothing.
     """
@@ -97,9 +107,12 @@ class KVReservation:
         "_observed_at",
         "_overflow",
         "_reservations",
+        "_reserves",
         "_unseen",
         "_used",
         "block_size",
+        "configured_blocks",
+        "follow_engine",
         "max_observation_age",
         "num_blocks",
         "shared_blocks",
@@ -112,6 +125,7 @@ class KVReservation:
         reserves: Mapping[str, float] | None = None,
         *,
         max_observation_age: float | None = None,
+        follow_engine: bool = False,
     ) -> None:
         check_count("num_blocks", num_blocks, minimum=1)
         check_count("block_size", block_size, minimum=1)
@@ -119,10 +133,12 @@ class KVReservation:
             is_number(max_observation_age) and max_observation_age > 0
         ):
             raise UsageError(f"max_observation_age must be > 0, got {shown(max_observation_age)}")
-        self.num_blocks = num_blocks
+        self.configured_blocks = self.num_blocks = num_blocks
+        self.follow_engine = bool(follow_engine)
         self.block_size = block_size
         self.max_observation_age = max_observation_age
-        self._floors = floors_of(reserves or {}, num_blocks)
+        self._reserves = dict(reserves or {})
+        self._floors = floors_of(self._reserves, num_blocks)
         self.shared_blocks = num_blocks - sum(self._floors.values())
         self._used: dict[str, int] = dict.fromkeys(self._floors, 0)
         self._floor_used = 0  # sum of min(u, r) over lanes
@@ -442,6 +458,40 @@ class KVReservation:
         self._observed_at = self._now
         self._epoch += 1
         self._unseen = 0
+
+    def observe_capacity(self, capacity_tokens: int) -> None:
+        """Record the engine's whole KV pool, ``capacity_tokens`` >= 1, as it
+        reports it (vLLM: ``num_gpu_blocks x block_size`` of
+        ``vllm:cache_config_info``): from now on the ledger counts
+        ``capacity_tokens // block_size`` blocks (at least 1), at most
+        :attr:`configured_blocks` unless it ``follow_engine``, each lane's
+        floor the same fraction of them (see the class). What is live stays
+        live; if it holds more than a smaller pool, nothing starts until
+        enough of it ends."""
+        check_count("capacity_tokens", capacity_tokens, minimum=1)
+        blocks = max(1, capacity_tokens // self.block_size)
+        if not self.follow_engine:
+            blocks = min(self.configured_blocks, blocks)
+        if blocks != self.num_blocks:
+            self._repool(blocks)
+
+    def _repool(self, blocks: int) -> None:
+        """Count a pool of ``blocks``: floors, the shared pool, each lane's
+        draw on its floor and on the shared pool, and the forecast view,
+        again from the live reservations; the engine's reading in force kept
+        as the same fraction."""
+        before, self.num_blocks = self.num_blocks, blocks
+        floors = self._floors = floors_of(self._reserves, blocks)
+        self.shared_blocks = blocks - sum(floors.values())
+        used = self._used  # every floored lane keeps its entry; the others hold > 0
+        self._floor_used = sum(min(use, floors.get(lane, 0)) for lane, use in used.items())
+        self._overflow = sum(max(0, use - floors.get(lane, 0)) for lane, use in used.items())
+        future = self._future = FutureUse(floors, self.block_size)
+        for entry in self._reservations.values():
+            entry.group = future.group(entry.lane)
+            future.add(entry)
+        if self._engine_used is not None:
+            self._engine_used = min(blocks, -(-self._engine_used * blocks // before))
 
     def statistics(self) -> KVStatistics:
         """A frozen snapshot of the ledger and the engine view."""

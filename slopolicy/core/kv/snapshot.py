@@ -13,7 +13,9 @@ class KVStatistics:
     """A snapshot of a :class:`KVReservation`. Counts are in blocks.
 
     Attributes:
-        num_blocks: blocks in the pool.
+        num_blocks: blocks in the pool the ledger counts: the configured
+            one, or the engine's where it reported a smaller one
+            (:meth:`KVReservation.observe_capacity`).
         block_size: tokens per block.
         used_blocks: blocks held by live reservations now (the ledger): a whole
             reservation holds all its blocks, a started one the blocks of its

@@ -95,7 +95,9 @@ class Parts:
             tool_signal=tools.signal,
         )
         reserves = {lane.name: lane.kv_reserve for lane in specs if lane.kv_reserve}
-        kv = KVReservation(spec.kv_blocks, spec.kv_block_size, reserves)
+        kv = KVReservation(
+            spec.kv_blocks, spec.kv_block_size, reserves, follow_engine=spec.kv_follows_engine
+        )
         quantile = spec.kv_output_quantile
         forecast = None if quantile is None else OutputForecast(lanes, quantile=quantile)
         slo_bounds: dict[str, float] = {}

@@ -324,11 +324,15 @@ class Policy:
     # -- health ---------------------------------------------------------------
 
     def observe(self, signals: EngineSignals, *, now: float) -> None:
-        """Take the engine's latest signals (KV usage also reconciles the ledger)."""
+        """Take the engine's latest signals (KV usage also reconciles the
+        ledger; the engine's KV pool is the one it counts, at most
+        ``kv.num_blocks`` where the config sets that)."""
         check_signals(signals)
         now = self._book.advance(now=now)
         self.health.observe(signals)
-        if signals.kv_usage is not None:  # checked by EngineSignals
+        if signals.kv_capacity_tokens is not None:  # checked by EngineSignals
+            self.kv.observe_capacity(signals.kv_capacity_tokens)
+        if signals.kv_usage is not None:
             self.kv._observe(signals.kv_usage, now)
 
     def evaluate(self, *, now: float) -> LadderEvent | None:
