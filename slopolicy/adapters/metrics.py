@@ -82,7 +82,7 @@ from slopolicy.adapters._metric_pages import MetricNames as MetricNames
 from slopolicy.adapters._metric_pages import Reading as Reading
 from slopolicy.adapters._metric_pages import parse
 from slopolicy.adapters._metric_pages import read_page as read_page
-from slopolicy.core.checks import MAX_AMOUNT
+from slopolicy.core.checks import MAX_COUNT
 from slopolicy.core.health.signals import EngineSignals
 from slopolicy.errors import UsageError
 
@@ -115,7 +115,7 @@ def _clip(value: float | None, high: float | None = None) -> float | None:
 
 def _pool_tokens(value: float | None) -> int | None:
     """A KV pool reading as whole tokens (``None`` unless at least one)."""
-    if value is None or not 1 <= value <= MAX_AMOUNT:
+    if value is None or not 1 <= value <= MAX_COUNT:
         return None
     return int(value)
 

@@ -172,7 +172,14 @@ def test_a_config_that_follows_the_engine_round_trips() -> None:
     assert "KV pool: the engine's, as it reports it (26,688 blocks" in describe(again)
 
 
-@pytest.mark.parametrize("tokens", [0, -5, 1.5, True, float("inf")])
+def test_a_pool_beyond_any_engines_is_counted_at_the_configs_bound() -> None:
+    kv = KVReservation(100, 1, {"interactive": 0.2}, follow_engine=True)
+    kv.observe_capacity(2**53)
+    stats = kv.statistics()
+    assert (stats.num_blocks, stats.reserved_by_lane["interactive"]) == (2**31 - 1, 429_496_729)
+
+
+@pytest.mark.parametrize("tokens", [0, -5, 1.5, True, float("inf"), 2**53 + 1, 10**300])
 def test_a_signal_with_a_bad_pool_is_refused(tokens: object) -> None:
     with pytest.raises(UsageError, match="kv_capacity_tokens"):
         EngineSignals(observed_at=0.0, kv_capacity_tokens=tokens)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from slopolicy.core.checks import MAX_AMOUNT, check_now, check_time, is_number, shown
+from slopolicy.core.checks import MAX_AMOUNT, MAX_COUNT, check_now, check_time, is_number, shown
 from slopolicy.errors import UsageError
 
 __all__ = ("SIGNAL_FIELDS", "DecodeBaseline", "EngineSignals", "SignalBoard", "check_signals")
@@ -78,9 +78,11 @@ class EngineSignals:
                 raise UsageError(f"{name} must be >= 0, got {shown(value)}")
         tokens = self.kv_capacity_tokens
         if tokens is not None and not (
-            isinstance(tokens, int) and not isinstance(tokens, bool) and 1 <= tokens <= MAX_AMOUNT
+            isinstance(tokens, int) and not isinstance(tokens, bool) and 1 <= tokens <= MAX_COUNT
         ):
-            raise UsageError(f"kv_capacity_tokens must be an integer >= 1, got {shown(tokens)}")
+            raise UsageError(
+                f"kv_capacity_tokens must be an integer from 1 to 2**53, got {shown(tokens)}"
+            )
         for name in ("decode_tps", "preemption_rate"):
             value = getattr(self, name)
             if value is not None and not (is_number(value) and 0 <= value <= MAX_AMOUNT):

@@ -49,6 +49,11 @@ from slopolicy.errors import UsageError
 
 __all__ = ("KVReservation", "KVStatistics")
 
+#: The most blocks an engine's pool is counted as (:meth:`KVReservation.observe_capacity`):
+#: the config's bound on ``kv.num_blocks``, far above any engine's pool, under
+#: which the pool's tokens and each floor stay exact as floats.
+MAX_BLOCKS = 2**31 - 1
+
 # Float products that should be integers (0.3 x 10 = 3.0000000000000004) must not
 # cost a block; the relative slack is far below one block for any real pool.
 _USAGE_SLACK = 1e-9
@@ -463,13 +468,13 @@ class KVReservation:
         """Record the engine's whole KV pool, ``capacity_tokens`` >= 1, as it
         reports it (vLLM: ``num_gpu_blocks x block_size`` of
         ``vllm:cache_config_info``): from now on the ledger counts
-        ``capacity_tokens // block_size`` blocks (at least 1), at most
-        :attr:`configured_blocks` unless it ``follow_engine``, each lane's
-        floor the same fraction of them (see the class). What is live stays
-        live; if it holds more than a smaller pool, nothing starts until
-        enough of it ends."""
+        ``capacity_tokens // block_size`` blocks (from 1 to
+        :data:`MAX_BLOCKS`; at most :attr:`configured_blocks` unless it
+        ``follow_engine``), each lane's floor the same fraction of them (see
+        the class). What is live stays live; if it holds more than a smaller
+        pool, nothing starts until enough of it ends."""
         check_count("capacity_tokens", capacity_tokens, minimum=1)
-        blocks = max(1, capacity_tokens // self.block_size)
+        blocks = max(1, min(MAX_BLOCKS, capacity_tokens // self.block_size))
         if not self.follow_engine:
             blocks = min(self.configured_blocks, blocks)
         if blocks != self.num_blocks:
