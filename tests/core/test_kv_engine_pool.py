@@ -14,7 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slopolicy import EngineSignals, Policy, PolicyConfig
+from slopolicy import (
+    Admit,
+    Demote,
+    EngineSignals,
+    Hold,
+    Outcome,
+    Policy,
+    PolicyConfig,
+    Reject,
+    Request,
+)
 from slopolicy.config.describe import describe
 from slopolicy.core.kv.ledger import KVReservation
 from slopolicy.errors import UsageError
@@ -183,3 +193,23 @@ def test_a_pool_beyond_any_engines_is_counted_at_the_configs_bound() -> None:
 def test_a_signal_with_a_bad_pool_is_refused(tokens: object) -> None:
     with pytest.raises(UsageError, match="kv_capacity_tokens"):
         EngineSignals(observed_at=0.0, kv_capacity_tokens=tokens)  # type: ignore[arg-type]
+
+
+def test_a_request_queued_before_a_smaller_pool_ends_at_the_next_dispatch() -> None:
+    policy = Policy(PolicyConfig())
+    big = Request(id="big", tenant="t", lane="heavy", prompt_tokens=6_000, max_new_tokens=10)
+    small = Request(id="small", tenant="t", lane="heavy", prompt_tokens=100, max_new_tokens=10)
+    for request in (big, small):
+        assert isinstance(policy.submit(request, now=0.0), Admit | Demote)
+    # The engine says its pool is 4,000 tokens: "big" can never start there.
+    policy.observe(EngineSignals(observed_at=0.0, kv_capacity_tokens=4_000), now=0.0)
+    dispatch = policy.dispatch(now=0.0)
+    assert [(f.id, f.outcome, f.held_by) for f in dispatch.expired] == [
+        ("big", Outcome.EXPIRED, Hold.KV)
+    ]
+    assert [s.id for s in dispatch.started] == ["small"]  # the tenant's next starts
+    # Submitted now, the same request is refused at once, by the pool known.
+    again = policy.submit(Request(id="again", tenant="t", lane="heavy", prompt_tokens=6_000,
+                                  max_new_tokens=10), now=0.0)  # fmt: skip
+    assert isinstance(again, Reject)
+    assert again.http_status == 413

@@ -242,6 +242,12 @@ class Dispatcher:
                     self._held = True
                     entry.held_by = Hold.PREFILL
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
+                if entry.kv_blocks > self._kv.capacity_blocks(lane):
+                    # Admitted before the engine reported a smaller pool: it can never start.
+                    self._take(lane, entry, skip)
+                    entry.held_by = Hold.KV
+                    expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
+                    break
                 within = shares is not None and shares._within(
                     entry.tenant, entry.kv_blocks, entry.weight
                 )
