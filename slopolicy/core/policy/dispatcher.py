@@ -40,8 +40,9 @@ A started request can stall too. An engine short of KV preempts by
 recompute: it takes a running request back, frees its blocks and computes
 its prompt again when it re-admits it, and a long prompt among growing
 answers can be taken back over and over, each time evicting the others'
-progress with it (on a KV pool a quarter of ``llama3-8b``'s, one 67,051-token
-prompt was preempted 73 times and had its first token after 87 s). The
+progress with it (on a KV pool a quarter of ``llama3-8b``'s, while the
+ledger still counted ``llama3-8b``'s pool, one 67,051-token prompt was
+preempted 73 times and had its first token after 87 s). The
 policy cannot see one request's preemptions, but it sees what they do: no
 first token. So for a lane with ``slo_deadline`` and a ``ttft_p99`` target,
 a started request that has no first token by its arrival plus that target,
