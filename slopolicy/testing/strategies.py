@@ -253,14 +253,22 @@ def signal_sequences(
         st.none() | st.floats(0, 50_000),
         st.none() | st.floats(0, 1),
         st.none() | st.floats(0, 100),
+        st.none() | st.integers(1, 10_000_000),
     )
     Row = tuple[
-        float, float | None, int | None, int | None, float | None, float | None, float | None
+        float,
+        float | None,
+        int | None,
+        int | None,
+        float | None,
+        float | None,
+        float | None,
+        int | None,
     ]
 
     def build(rows: list[Row]) -> list[EngineSignals]:
         found, now = [], start
-        for gap, kv, waiting, running, tps, timeouts, preempting in rows:
+        for gap, kv, waiting, running, tps, timeouts, preempting, pool in rows:
             now += gap
             found.append(
                 EngineSignals(
@@ -271,6 +279,7 @@ def signal_sequences(
                     decode_tps=tps,
                     tool_timeout_rate=timeouts,
                     preemption_rate=preempting,
+                    kv_capacity_tokens=pool,
                 )
             )
         return found

@@ -11,6 +11,7 @@ from slopolicy import (
     Expired,
     Gate,
     GateClosed,
+    Hold,
     Reason,
     Rejected,
     Request,
@@ -223,3 +224,30 @@ async def test_cancelling_the_gates_block_stops_it_cleanly() -> None:
             await anyio.sleep_forever()
     assert scope.cancelled_caught
     assert len(anyio.get_running_tasks()) == before
+
+
+async def test_a_waiter_the_engines_smaller_pool_cannot_hold_ends_when_it_is_reported() -> None:
+    p = policy()  # kv.num_blocks 400 (6,400 tokens): a cap
+    ended: list[tuple[float, Expired]] = []
+
+    async def second() -> None:
+        try:
+            await gate.admit(_request("b", lane="heavy", prompt_tokens=3000, max_new_tokens=256))
+        except Expired as error:
+            ended.append((anyio.current_time(), error))
+
+    async with Gate(p) as gate:
+        start = anyio.current_time()
+        # 204 blocks each (prompt and ceiling): the second waits on the first's KV.
+        with await gate.admit(_request("a", lane="heavy", prompt_tokens=3000, max_new_tokens=256)):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(second)
+                await anyio.sleep(1.0)
+                assert not ended  # waiting on KV, well within the lane's 30 s
+                gate.observe(EngineSignals(anyio.current_time(), kv_capacity_tokens=3_200))
+    assert len(ended) == 1
+    at, error = ended[0]
+    assert at == pytest.approx(start + 1.0)  # at the report, not at its deadline
+    assert error.finished.held_by is Hold.KV
+    assert p.kv.statistics().num_blocks == 200
+    assert_clean(p)
