@@ -243,12 +243,6 @@ class Dispatcher:
                     self._held = True
                     entry.held_by = Hold.PREFILL
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
-                if entry.kv_blocks > self._kv.capacity_blocks(lane):
-                    # Admitted before the engine reported a smaller pool: it can never start.
-                    self._take(lane, entry, skip)
-                    entry.held_by = Hold.KV
-                    expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
-                    break
                 within = shares is not None and shares._within(
                     entry.tenant, entry.kv_blocks, entry.weight
                 )
@@ -265,8 +259,13 @@ class Dispatcher:
                     self._take(lane, entry, skip)
                     self._start(lane, entry, needed, now)
                     return entry
-                self._held = True  # its KV does not fit
                 entry.held_by = Hold.KV
+                if entry.kv_blocks > self._kv.capacity_blocks(lane):
+                    # Admitted before the engine reported a smaller pool: it can never start.
+                    self._take(lane, entry, skip)
+                    expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
+                    break
+                self._held = True  # its KV does not fit
                 if self._turnover is not None:
                     self._owed[entry.id] = entry
             else:
