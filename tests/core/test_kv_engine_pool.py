@@ -203,11 +203,14 @@ def test_a_request_queued_before_a_smaller_pool_ends_at_the_next_dispatch() -> N
         assert isinstance(policy.submit(request, now=0.0), Admit | Demote)
     # The engine says its pool is 4,000 tokens: "big" can never start there.
     policy.observe(EngineSignals(observed_at=0.0, kv_capacity_tokens=4_000), now=0.0)
-    dispatch = policy.dispatch(now=0.0)
+    # The shorter goes first; on a cold start the prefill budget holds the
+    # other until its first token (one prompt at a time).
+    assert [s.id for s in policy.dispatch(now=0.0).started] == ["small"]
+    policy.first_token("small", now=0.01)
+    dispatch = policy.dispatch(now=0.01)
     assert [(f.id, f.outcome, f.held_by) for f in dispatch.expired] == [
         ("big", Outcome.EXPIRED, Hold.KV)
     ]
-    assert [s.id for s in dispatch.started] == ["small"]  # the tenant's next starts
     # Submitted now, the same request is refused at once, by the pool known.
     again = policy.submit(Request(id="again", tenant="t", lane="heavy", prompt_tokens=6_000,
                                   max_new_tokens=10), now=0.0)  # fmt: skip

@@ -20,7 +20,8 @@ def _policy(share_window_s: float | None = 10.0, num_blocks: int = 2000) -> Poli
                 {"name": "chat", "slo": {"ttft_p95_s": 0.5}, "max_prompt_tokens": 1000},
                 {"name": "batch", "max_prompt_tokens": 100_000, "max_queue_wait_s": 600},
             ],
-            "engine": {"max_running": 3, "share_window_s": share_window_s},
+            # These starts report no first token: no prefill budget holding them.
+            "engine": {"max_running": 3, "share_window_s": share_window_s, "prefill_horizon_s": 0},
             "kv": {"num_blocks": num_blocks},
         }
     )

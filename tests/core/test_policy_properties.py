@@ -355,7 +355,7 @@ class PolicyLifecycle(RuleBasedStateMachine):
                 continue  # the ladder holds it (pause_background): by design
             if not policy.seats.fits(lane, policy.seats.needed(lane, entry.request.sequences)):
                 continue  # its seats are taken (the lane's cap, other lanes' reserves)
-            if not first_tokens.admits(lane, entry.prompt_tokens):
+            if not first_tokens.admits(lane, entry.prompt_tokens, now=self.now):
                 # Held back by the prefill budget: the engine has prompt work
                 # ahead of it (it is not idle), and a first token or an end
                 # (which the driver dispatches after) opens it.

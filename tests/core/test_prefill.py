@@ -39,29 +39,38 @@ def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
         _fitted(check, rate)
     outstanding: list[tuple[str, str, int]] = []
     reported = False
+    first_start: float | None = None
     for n, (action, lane, tokens) in enumerate(steps):
+        now = n / 4  # a step is a quarter of a second: the chat target is two
         if action == "start":
-            check.started(f"r{n}", lane, tokens, now=float(n))
+            check.started(f"r{n}", lane, tokens, now=now)
             outstanding.append((f"r{n}", lane, tokens))
+            first_start = now if first_start is None else first_start
         elif outstanding:
             done = outstanding.pop(0)[0]
             if action == "first":
-                check.first_token(done, now=float(n))
+                check.first_token(done, now=now)
                 reported = True
             else:
                 check.left(done)
-        budget = check.budget()
+        budget = check.budget(now=now)
         engine = check.engine  # the model the budget reads
-        # Nothing is held back until the host reports a first token; then
-        # the budget is 0 until the engine model has a rate.
-        assert (budget is None) == (not reported)
+        # Nothing is held back before a start, nor once the tightest target
+        # has passed since the first one with no first token reported (the
+        # host does not stream); otherwise the budget is 0 until the engine
+        # model has a rate.
+        held = reported or (first_start is not None and now < first_start + 0.5)
+        assert (budget is None) == (horizon is None or not held)
         assert budget != 0.0 or engine.rate is None
+        assert check.report_due() == (
+            None if reported or first_start is None or horizon is None else first_start + 0.5
+        )
         for i, name in enumerate(_LANES):
             # A lane's prompts and the more interactive lanes' are ahead of it.
             ahead_of = [t for _, lane_, t in outstanding if _LANES.index(lane_) <= i]
             assert check.ahead(name) == sum(ahead_of)
             for prompt in (1, 5_000, 1_000_000):
-                admits = check.admits(name, prompt)
+                admits = check.admits(name, prompt, now=now)
                 if budget is None or not ahead_of:
                     assert admits  # nothing to wait for: the engine never idles (invariant 4)
                 elif engine.rate is None:
@@ -76,23 +85,53 @@ def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
 
 
 def test_the_budget_is_zero_until_the_engine_model_has_a_rate_then_the_horizon_at_it() -> None:
-    check = FirstTokenCheck(_LANES, {"chat": 0.5}, horizon=0.1)
-    assert check.budget() is None  # no first token reported: nothing held back
+    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0}, horizon=0.1)
+    assert check.budget(now=0.0) is None  # nothing started: nothing to hold back
+    assert check.report_due() is None
     check.started("a", "chat", 100, now=0.0)
-    assert check.admits("chat", 100)  # ...whatever is ahead
+    # A first token is due by the tightest target: till then one prompt at a time.
+    assert check.report_due() == 0.5
+    assert check.budget(now=0.0) == 0.0
+    assert not check.admits("chat", 100, now=0.0)
+    assert not check.admits("docs", 100, now=0.49)
+    assert check.admits("batch", 100, now=0.0) is False  # chat's prompt is ahead of every lane
     check.first_token("a", now=100 / 40_000.0)
-    assert check.budget() == 0.0  # reported, no rate yet: one prompt at a time
+    assert check.report_due() is None
+    assert check.budget(now=1.0) == 0.0  # reported, no rate yet: one prompt at a time
     check.started("huge", "chat", 10**9, now=1.0)
-    assert not check.admits("chat", 1)
-    assert check.admits("docs", 1) is False  # the chat prompt is ahead of the later lanes too
+    assert not check.admits("chat", 1, now=1.0)
+    assert check.admits("docs", 1, now=1e6) is False  # a reported host is held however late
     check.left("huge")
-    assert check.admits("docs", 10**9)  # nothing ahead: anything starts
+    assert check.admits("docs", 10**9, now=1.0)  # nothing ahead: anything starts
     _fitted(check, 40_000.0)
-    assert check.budget() == pytest.approx(4_000.0)
+    assert check.budget(now=1.0) == pytest.approx(4_000.0)
     check.started("huge", "chat", 10**9, now=2.0)
-    assert not check.admits("chat", 1)  # a billion tokens are ahead
-    assert check.admits("docs", 1) is False  # ...and ahead of the later lanes too
-    assert FirstTokenCheck(_LANES, {"chat": 0.5}).budget() is None  # no horizon: no budget
+    assert not check.admits("chat", 1, now=2.0)  # a billion tokens are ahead
+    assert check.admits("docs", 1, now=2.0) is False  # ...and ahead of the later lanes too
+    # No horizon: no budget.
+    assert FirstTokenCheck(_LANES, {"chat": 0.5}).budget(now=0.0) is None
+
+
+def test_a_host_that_reports_no_first_token_by_the_tightest_target_is_not_held_back() -> None:
+    check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0}, horizon=0.1)
+    check.started("long", "docs", 50_000, now=10.0)  # the first start: chat's 0.5 s from it
+    assert check.report_due() == 10.5
+    assert not check.admits("docs", 100, now=10.4)
+    assert check.admits("docs", 100, now=10.5)  # none reported: the host does not stream
+    assert check.budget(now=10.5) is None
+    check.started("next", "docs", 100, now=11.0)
+    assert check.report_due() == 10.5  # the first start's, not the latest
+    # A report, however late, says it streams: from then on the budget holds.
+    check.first_token("long", now=12.0)
+    assert check.report_due() is None
+    assert not check.admits("docs", 100, now=12.0)
+
+
+def test_without_ttft_targets_a_host_that_reports_nothing_is_never_held() -> None:
+    check = FirstTokenCheck(_LANES, {}, horizon=0.1)
+    check.started("a", "chat", 100, now=0.0)
+    assert check.report_due() is None
+    assert check.admits("chat", 100, now=0.0)
 
 
 def test_the_engine_model_learns_from_starts_no_later_prompt_stood_beside() -> None:
@@ -236,3 +275,53 @@ def test_without_slo_deadlines_the_lane_wait_bound_applies() -> None:
     policy.submit(Request(id="b", tenant="t", prompt_tokens=100), now=now)
     assert len(policy.dispatch(now=now).started) == 2
     assert policy.next_deadline() == pytest.approx(now + 60.0)  # the lane's default wait bound
+
+
+def _two_lanes() -> PolicyConfig:
+    return PolicyConfig.from_dict(
+        {
+            "lanes": [
+                {
+                    "name": "chat",
+                    "slo": {"ttft_p95_s": 1.0},
+                    "queue_order": "shortest",
+                    "max_prompt_tokens": 4096,
+                    "over_budget": "demote",
+                },
+                {"name": "docs", "slo": {"ttft_p95_s": 15.0}, "queue_order": "shortest"},
+            ],
+            "engine": {"prefill_horizon_s": 0.5, "max_running": 64},
+            "ladder": {"enabled": False},
+        }
+    )
+
+
+def test_a_cold_start_burst_goes_to_the_engine_a_prompt_at_a_time_shortest_first() -> None:
+    # Before the host has reported any first token, a burst that came at
+    # once is not handed over whole: the engine's FCFS queue would put the
+    # long prompt ahead of every turn that comes after it.
+    policy = Policy(_two_lanes(), counter=HeuristicCounter())
+    for name, tokens in (("long", 14_500), ("c300", 300), ("c150", 150), ("c200", 200)):
+        assert policy.submit(Request(id=name, tenant="t", prompt_tokens=tokens), now=0.0).accepted
+    assert [s.id for s in policy.dispatch(now=0.0).started] == ["c150"]
+    assert policy.next_wakeup(now=0.0) == pytest.approx(1.0)  # by then a first token is due
+    order, running = [], "c150"
+    for k in range(3):  # one at a time: each starts at the first token before it
+        now = 0.01 * (k + 1)
+        policy.first_token(running, now=now)
+        (started,) = policy.dispatch(now=now).started
+        order.append(running := started.id)
+    assert order == ["c200", "c300", "long"]
+
+
+def test_a_host_that_never_reports_a_first_token_is_held_only_until_one_was_due() -> None:
+    policy = Policy(_two_lanes(), counter=HeuristicCounter())
+    for name in ("d1", "d2", "d3"):
+        assert policy.submit(Request(id=name, tenant="t", prompt_tokens=5_000), now=0.0).accepted
+    assert len(policy.dispatch(now=0.0).started) == 1
+    assert policy.dispatch(now=0.5).started == ()
+    # The first start plus the tightest target (chat's 1 s), not docs' 15 s deadline.
+    assert policy.next_wakeup(now=0.5) == pytest.approx(1.0)
+    assert len(policy.dispatch(now=1.0).started) == 2  # no report by then: it does not stream
+    wakeup = policy.next_wakeup(now=1.0)
+    assert wakeup is None or wakeup > 1.0  # lifted: no timer for it, and none that spins

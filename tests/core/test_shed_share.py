@@ -22,7 +22,8 @@ def _policy(share_window_s: float | None = 10.0) -> Policy:
                 {"name": "chat", "slo": {"ttft_p95_s": 0.5}, "max_prompt_tokens": 1000},
                 {"name": "batch", "max_prompt_tokens": 100_000, "max_queue_wait_s": 600},
             ],
-            "engine": {"max_running": 3, "share_window_s": share_window_s},
+            # These starts report no first token: no prefill budget holding them.
+            "engine": {"max_running": 3, "share_window_s": share_window_s, "prefill_horizon_s": 0},
             "ladder": {"rungs": ["shed"], "dwell_s": 1.0, "cooldown_s": 100.0},
         }
     )
@@ -98,7 +99,7 @@ def _protecting(rungs: list[str]) -> Policy:
                 {"name": "chat", "slo": {"ttft_p95_s": 0.5}, "max_prompt_tokens": 1000},
                 {"name": "batch", "max_prompt_tokens": 100_000, "max_queue_wait_s": 600},
             ],
-            "engine": {"max_running": 3, "share_window_s": 10.0},
+            "engine": {"max_running": 3, "share_window_s": 10.0, "prefill_horizon_s": 0},
             "ladder": {"rungs": rungs, "dwell_s": 1.0, "cooldown_s": 100.0},
         }
     )
@@ -171,7 +172,7 @@ def test_protection_waits_for_an_engine_that_holds_work_back() -> None:
                 {"name": "chat", "slo": {"ttft_p95_s": 0.5}, "max_prompt_tokens": 1000},
                 {"name": "batch", "max_prompt_tokens": 100_000, "max_queue_wait_s": 5},
             ],
-            "engine": {"max_running": 3, "share_window_s": 10.0},
+            "engine": {"max_running": 3, "share_window_s": 10.0, "prefill_horizon_s": 0},
             "ladder": {"rungs": ["favor_interactive", "shed"], "dwell_s": 1.0},
         }
     )

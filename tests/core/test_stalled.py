@@ -34,6 +34,8 @@ def _policy(**slo: Any) -> Policy:
                 }
             ],
             "kv": {"num_blocks": 1000, "block_size": 16},
+            # Stalled starts report no first token: no prefill budget holding the next.
+            "engine": {"prefill_horizon_s": 0},
             "ladder": {"enabled": False},
         }
     )

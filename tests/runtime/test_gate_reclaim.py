@@ -105,7 +105,9 @@ async def test_the_latest_over_share_stream_that_makes_room_is_revoked() -> None
 
 
 async def test_a_whole_call_in_a_revocable_block_is_cancelled_at_once() -> None:
-    policy = one_lane_policy(TTFT)
+    # A whole call reports no first token: no prefill budget holding the next
+    # start until one was due (the lane's 5 s target from the first).
+    policy = one_lane_policy(TTFT, prefill_horizon_s=0)
     ended: dict[str, float] = {}
     errors: dict[str, Revoked] = {}
 

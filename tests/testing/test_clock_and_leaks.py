@@ -27,7 +27,9 @@ def test_leaks_lists_what_a_policy_still_holds() -> None:
     clock = ManualClock()
     policy.submit(Request(id="a", tenant="t", prompt_tokens=100), now=clock.now())
     policy.submit(Request(id="b", tenant="t", prompt_tokens=100, lane="heavy"), now=clock.now())
-    policy.dispatch(now=clock.now())
+    policy.dispatch(now=clock.now())  # "a": one prompt at a time on a cold start
+    policy.first_token("a", now=clock.now())
+    policy.dispatch(now=clock.now())  # "b"
     found = leaks(policy)
     assert any("running" in line for line in found)
     assert any("KV blocks" in line for line in found)

@@ -239,7 +239,7 @@ class Dispatcher:
                     entry.held_by = Hold.LATE
                     expired.append(self._book.end_queued(entry, Outcome.EXPIRED, now=now))
                     break
-                if not first_tokens.admits(lane, entry.prompt_tokens):
+                if not first_tokens.admits(lane, entry.prompt_tokens, now=now):
                     self._held = True
                     entry.held_by = Hold.PREFILL
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
@@ -496,12 +496,14 @@ class Dispatcher:
         wake = math.inf
         stalls = self._stalls
         stall = stalls[0][0] if stalls and self._health.preempting(now=at) else None
+        due = self._first_tokens.report_due()  # the prefill budget's hold on a cold start lifts
         for when in (
             self._deadlines.next(),
             self.next_start(),
             self._health.next_evaluation,
             self._recheck,
             stall,
+            due if due is not None and due > at else None,
         ):
             if when is not None and when < wake:
                 wake = when
