@@ -41,7 +41,7 @@ def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
     reported = False
     first_start: float | None = None
     for n, (action, lane, tokens) in enumerate(steps):
-        now = n / 4  # a step is a quarter of a second: the chat target is two
+        now = n / 10  # a tenth of a second a step: half the chat target is 2.5
         if action == "start":
             check.started(f"r{n}", lane, tokens, now=now)
             outstanding.append((f"r{n}", lane, tokens))
@@ -55,15 +55,15 @@ def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
                 check.left(done)
         budget = check.budget(now=now)
         engine = check.engine  # the model the budget reads
-        # Nothing is held back before a start, nor once the tightest target
-        # has passed since the first one with no first token reported (the
-        # host does not stream); otherwise the budget is 0 until the engine
-        # model has a rate.
-        held = reported or (first_start is not None and now < first_start + 0.5)
+        # Nothing is held back before a start, nor once half the tightest
+        # target has passed since the first one with no first token reported
+        # (the host does not stream); otherwise the budget is 0 until the
+        # engine model has a rate.
+        held = reported or (first_start is not None and now < first_start + 0.25)
         assert (budget is None) == (horizon is None or not held)
         assert budget != 0.0 or engine.rate is None
         assert check.report_due() == (
-            None if reported or first_start is None or horizon is None else first_start + 0.5
+            None if reported or first_start is None or horizon is None else first_start + 0.25
         )
         for i, name in enumerate(_LANES):
             # A lane's prompts and the more interactive lanes' are ahead of it.
@@ -89,11 +89,12 @@ def test_the_budget_is_zero_until_the_engine_model_has_a_rate_then_the_horizon_a
     assert check.budget(now=0.0) is None  # nothing started: nothing to hold back
     assert check.report_due() is None
     check.started("a", "chat", 100, now=0.0)
-    # A first token is due by the tightest target: till then one prompt at a time.
-    assert check.report_due() == 0.5
+    # A first token is due well within the tightest target: till half of it,
+    # one prompt at a time.
+    assert check.report_due() == 0.25
     assert check.budget(now=0.0) == 0.0
     assert not check.admits("chat", 100, now=0.0)
-    assert not check.admits("docs", 100, now=0.49)
+    assert not check.admits("docs", 100, now=0.24)
     assert check.admits("batch", 100, now=0.0) is False  # chat's prompt is ahead of every lane
     check.first_token("a", now=100 / 40_000.0)
     assert check.report_due() is None
@@ -114,13 +115,13 @@ def test_the_budget_is_zero_until_the_engine_model_has_a_rate_then_the_horizon_a
 
 def test_a_host_that_reports_no_first_token_by_the_tightest_target_is_not_held_back() -> None:
     check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0}, horizon=0.1)
-    check.started("long", "docs", 50_000, now=10.0)  # the first start: chat's 0.5 s from it
-    assert check.report_due() == 10.5
-    assert not check.admits("docs", 100, now=10.4)
-    assert check.admits("docs", 100, now=10.5)  # none reported: the host does not stream
-    assert check.budget(now=10.5) is None
+    check.started("long", "docs", 50_000, now=10.0)  # the first start: half chat's 0.5 s on
+    assert check.report_due() == 10.25
+    assert not check.admits("docs", 100, now=10.2)
+    assert check.admits("docs", 100, now=10.25)  # none reported: the host does not stream
+    assert check.budget(now=10.25) is None
     check.started("next", "docs", 100, now=11.0)
-    assert check.report_due() == 10.5  # the first start's, not the latest
+    assert check.report_due() == 10.25  # the first start's, not the latest
     # A report, however late, says it streams: from then on the budget holds.
     check.first_token("long", now=12.0)
     assert check.report_due() is None
@@ -304,7 +305,7 @@ def test_a_cold_start_burst_goes_to_the_engine_a_prompt_at_a_time_shortest_first
     for name, tokens in (("long", 14_500), ("c300", 300), ("c150", 150), ("c200", 200)):
         assert policy.submit(Request(id=name, tenant="t", prompt_tokens=tokens), now=0.0).accepted
     assert [s.id for s in policy.dispatch(now=0.0).started] == ["c150"]
-    assert policy.next_wakeup(now=0.0) == pytest.approx(1.0)  # by then a first token is due
+    assert policy.next_wakeup(now=0.0) == pytest.approx(0.5)  # by then a first token is due
     order, running = [], "c150"
     for k in range(3):  # one at a time: each starts at the first token before it
         now = 0.01 * (k + 1)
@@ -319,9 +320,20 @@ def test_a_host_that_never_reports_a_first_token_is_held_only_until_one_was_due(
     for name in ("d1", "d2", "d3"):
         assert policy.submit(Request(id=name, tenant="t", prompt_tokens=5_000), now=0.0).accepted
     assert len(policy.dispatch(now=0.0).started) == 1
-    assert policy.dispatch(now=0.5).started == ()
-    # The first start plus the tightest target (chat's 1 s), not docs' 15 s deadline.
-    assert policy.next_wakeup(now=0.5) == pytest.approx(1.0)
-    assert len(policy.dispatch(now=1.0).started) == 2  # no report by then: it does not stream
-    wakeup = policy.next_wakeup(now=1.0)
-    assert wakeup is None or wakeup > 1.0  # lifted: no timer for it, and none that spins
+    assert policy.dispatch(now=0.4).started == ()
+    # The first start plus half the tightest target (chat's 1 s), not docs' 15 s deadline.
+    assert policy.next_wakeup(now=0.4) == pytest.approx(0.5)
+    assert len(policy.dispatch(now=0.5).started) == 2  # no report by then: it does not stream
+    wakeup = policy.next_wakeup(now=0.5)
+    assert wakeup is None or wakeup > 0.5  # lifted: no timer for it, and none that spins
+
+
+def test_turns_held_behind_a_first_start_that_reports_nothing_start_within_their_target() -> None:
+    # Their deadline is their 1 s target: the hold lifts at half of it.
+    policy = Policy(_two_lanes(), counter=HeuristicCounter())
+    for name in ("c1", "c2", "c3"):
+        assert policy.submit(Request(id=name, tenant="t", prompt_tokens=100), now=0.0).accepted
+    assert [s.id for s in policy.dispatch(now=0.0).started] == ["c1"]
+    result = policy.dispatch(now=0.5)
+    assert sorted(s.id for s in result.started) == ["c2", "c3"]
+    assert result.expired == ()

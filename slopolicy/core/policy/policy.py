@@ -259,7 +259,12 @@ class Policy:
         taken back (its deadline comes within what the pool's ends take, or
         the demand estimate's next refresh) and, while the engine reports
         preemptions, the next first-token bound of a started request (a
-        stalled start is revoked there); ``None`` when none is pending.
+        stalled start is revoked there) and, on a cold start before any first
+        token is reported, the moment the prefill budget stops holding
+        starts back for a host taken not to stream
+        (:meth:`FirstTokenCheck.report_due
+        <slopolicy.core.queueing.ttft.FirstTokenCheck.report_due>`);
+        ``None`` when none is pending.
         Before then no timer is due, provided the caller dispatched after
         its last other call (as the Gate and the simulator do). Two reads
         move on their own clock with no timer: the give-up of a head whose

@@ -112,11 +112,16 @@ model has a rate, the budget is zero: a request starts only when nothing
 is ahead of it, one prompt at a time in each lane's view, so the first
 seconds neither flood the engine's own queue nor teach the models from
 starts whose TTFT is mostly someone else's prompt. This holds from the
-first start: a host that streams reports that start's first token within
-the tightest TTFT target, so the budget holds while one is due and after.
-A host that has reported none by the first start plus that target is taken
-not to report them (no streaming): it never teaches a rate, and nothing is
-held back for it. Held only from the first report on, a cold start's first
+first start: a host that streams reports that start's first token well
+within the tightest TTFT target (the first start is the first in the
+lanes' order: the shortest chat prompt where a lane orders shortest
+first), so the budget holds while one is due and after. A host that has
+reported none by the first start plus half that target is taken not to
+report them (no streaming): it never teaches a rate, and nothing is held
+back for it. Half: the requests held behind the first start keep the
+other half of their target to start in (the whole target is their
+deadline, so on a host that does not stream they would expire the moment
+the hold lifted). Held only from the first report on, a cold start's first
 instants went to the engine's FCFS queue whole: on a held-out ServeGen
 window (from 32,400 s, at 0.145 times its rate), 56 requests came in the
 first 1.5 s, short chat turns with four 3-8k-token chat prompts and a
@@ -218,7 +223,7 @@ class FirstTokenCheck:
         #: fitted (see the module doc).
         self.engine = FirstTokenModel()
         self._reported = False  # whether the host has reported a first token
-        # The first start plus the tightest target: a host that streams has
+        # The first start plus half the tightest target: a host that streams has
         # reported a first token by then (None before a start, or without targets).
         self._report_due: float | None = None
         self._prefilling = dict.fromkeys(lanes, 0)
@@ -300,16 +305,17 @@ class FirstTokenCheck:
 
     def unreported(self, *, now: float) -> bool:
         """Whether the host is taken, at ``now``, not to report first tokens:
-        it has reported none, and either nothing has started yet or the first
-        start's tightest target has passed (a host that streams would have
-        reported one by then; see the module doc)."""
+        it has reported none, and either nothing has started yet or half the
+        tightest target has passed since the first start (a host that
+        streams would have reported one by then; see the module doc)."""
         due = self._report_due
         return not self._reported and (due is None or now >= due)
 
     def report_due(self) -> float | None:
         """When a host that has reported no first token yet is taken not to
         report them, so the budget stops holding starts back (seconds; see
-        :meth:`unreported`); ``None`` once it has, or before a start."""
+        :meth:`unreported`); ``None`` once it has, before a start, and
+        with no horizon or no TTFT target."""
         return None if self._reported or self.horizon is None else self._report_due
 
     def admits(self, lane: str, prompt_tokens: int, *, now: float) -> bool:
@@ -399,7 +405,7 @@ class FirstTokenCheck:
         """Request ``request_id`` of ``lane`` was handed to the engine at ``now``."""
         around = self._around(lane, prompt_tokens, now)
         if self._report_due is None and self._bounds and not self._reported:
-            self._report_due = now + min(self._bounds.values())
+            self._report_due = now + min(self._bounds.values()) / 2
         prefilling = self._prefilling
         alone = not any(prefilling[name] for name in self._behind_of[lane])
         self._live[request_id] = (lane, prompt_tokens, now, around, alone)
