@@ -41,7 +41,7 @@ def test_the_budget_counts_what_is_ahead_and_never_idles_the_engine(
     reported = False
     first_start: float | None = None
     for n, (action, lane, tokens) in enumerate(steps):
-        now = n / 10  # a tenth of a second a step: half the chat target is 2.5
+        now = n / 10  # a tenth of a second a step: half chat's target is 2.5 steps
         if action == "start":
             check.started(f"r{n}", lane, tokens, now=now)
             outstanding.append((f"r{n}", lane, tokens))
@@ -113,7 +113,7 @@ def test_the_budget_is_zero_until_the_engine_model_has_a_rate_then_the_horizon_a
     assert FirstTokenCheck(_LANES, {"chat": 0.5}).budget(now=0.0) is None
 
 
-def test_a_host_that_reports_no_first_token_by_the_tightest_target_is_not_held_back() -> None:
+def test_a_host_with_no_first_token_by_half_the_tightest_target_is_not_held_back() -> None:
     check = FirstTokenCheck(_LANES, {"chat": 0.5, "docs": 15.0}, horizon=0.1)
     check.started("long", "docs", 50_000, now=10.0)  # the first start: half chat's 0.5 s on
     assert check.report_due() == 10.25

@@ -56,3 +56,29 @@ async def test_a_held_waiter_starts_when_a_prompt_leaves_prefill(ends: str) -> N
     assert started["a"] == started["c"] == pytest.approx(0.0, abs=1e-6)
     assert started["b"] == pytest.approx(0.02, abs=1e-6)  # at a's first token or end
     assert_clean(p)
+
+
+async def test_calls_that_report_no_first_token_are_held_only_until_one_was_due() -> None:
+    """A cold start with a TTFT target: whole calls report no first token,
+    so the budget's hold on the calls behind the first lifts at half the
+    tightest target, at a wake-up of the gate's own (nothing else happens
+    then), and they start within their target instead of expiring."""
+    lane = {"name": "interactive", "slo": {"ttft_p95_s": 1.0}, "max_queue_wait_s": 5.0}
+    p = policy(lanes=[lane], engine={"max_running": 8, "prefill_horizon_s": 0.1})
+    started: dict[str, float] = {}
+    async with Gate(p) as gate:
+        begin = anyio.current_time()
+
+        async def call(name: str) -> None:
+            async with gate.admit(_request(name, prompt_tokens=40)) as ticket:
+                started[name] = anyio.current_time() - begin
+                await anyio.sleep(2.0)  # the engine computing the whole answer
+                ticket.finish(output_tokens=16)
+
+        async with anyio.create_task_group() as group:
+            for name in ("a", "b", "c"):
+                group.start_soon(call, name)
+                await anyio.lowlevel.checkpoint()
+    assert started["a"] == pytest.approx(0.0, abs=1e-6)
+    assert started["b"] == started["c"] == pytest.approx(0.5, abs=1e-6)
+    assert_clean(p)
