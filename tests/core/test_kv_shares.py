@@ -416,3 +416,18 @@ def test_what_is_owed_and_allowed(
 def test_tenant_kv_takes_its_block_counts_by_keyword() -> None:
     with pytest.raises(TypeError):
         TenantKV(1.0, 2, 3)  # type: ignore[call-arg]
+
+
+def test_a_refresh_shares_out_the_pool_it_is_told_from_then_on() -> None:
+    # Needs 80 and 80: over-asked at 100 blocks (level 50), fitting at 200.
+    needs = {name: TenantKV(weight=1.0, held=80, queued=0) for name in ("a", "b")}
+    shares = _shares(100, needs)
+    assert shares.level == pytest.approx(50.0)
+    shares.refresh(needs, now=1.5, pool=200)
+    assert shares.level == math.inf
+    shares.refresh(needs, now=3.0)  # no pool given: the last one stays
+    assert shares.level == math.inf
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(UsageError, match="pool"):
+            shares.refresh(needs, now=4.5, pool=bad)  # type: ignore[arg-type]
+    assert shares.level == math.inf  # refused before anything changed

@@ -173,13 +173,19 @@ class KVShares:
         *,
         now: float,
         protected: Collection[str] = frozenset(),
+        pool: int | None = None,
     ) -> None:
         """Sample what every tenant's live requests take at ``now`` (a tenant
         absent takes nothing), then recompute the level and what each is
         owed; ``protected``: the tenants within their max-min share of a
         saturated engine, owed room for the most they needed lately, not
-        only their average (see the module)."""
+        only their average (see the module); ``pool``: the blocks shared
+        out from now on, where the pool counted changed (the engine reported
+        its own: :meth:`KVReservation.observe_capacity
+        <slopolicy.core.kv.ledger.KVReservation.observe_capacity>`)."""
         check_now(now)
+        if pool is not None:
+            check_count("pool", pool, minimum=1)
         for name, took in tenants.items():
             if not isinstance(took, TenantKV):
                 raise UsageError(f"tenant {name!r}: expected a TenantKV, got {took!r}")
@@ -192,12 +198,13 @@ class KVShares:
             or not all(isinstance(name, str) for name in protected)
         ):
             raise UsageError(f"protected must be a collection of tenant names, got {protected!r}")
-        self._refresh_at(tenants, now, frozenset(protected))
+        self._refresh_at(tenants, now, frozenset(protected), self._pool if pool is None else pool)
 
     def _refresh_at(
-        self, tenants: Mapping[str, TenantKV], now: float, protected: frozenset[str]
+        self, tenants: Mapping[str, TenantKV], now: float, protected: frozenset[str], pool: int
     ) -> None:
         """:meth:`refresh` for a caller that checked its arguments."""
+        self._pool = pool
         self._due = (math.floor(now / self._refresh) + 1.0) * self._refresh
         at = self._at
         # Each sample stands for the time since the one before (the first: the window).

@@ -152,8 +152,8 @@ class Dispatcher:
         shares, demand = self._kv_shares, self._demand
         if shares is not None and now >= shares._due:
             protected = frozenset() if demand is None else demand._within_share(now)
-            shares._pool = self._kv.num_blocks  # the pool counted: the engine's, once it reports
-            shares._refresh_at(self._tenant_kv(), now, protected)
+            # The pool counted: the engine's, once it reports it.
+            shares._refresh_at(self._tenant_kv(), now, protected, self._kv.num_blocks)
         self._start_all(now, expired, shares, started)
         self._recheck = None
         revoked = stalled
