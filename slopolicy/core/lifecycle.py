@@ -110,7 +110,9 @@ class PolicyStatistics:
     ``None`` without ``engine.share_window_s``); and for each lane with a
     TTFT deadline, the share of its first tokens past their target, weighted
     over the last half minute, in ``[0, 1]``: what its late budget reads
-    (:mod:`~slopolicy.core.queueing.lateness`)."""
+    (:mod:`~slopolicy.core.queueing.lateness`); for each lane with a TPOT
+    target, the same share of its completed answers past it, what the decode
+    pace reads (:mod:`~slopolicy.core.queueing.decode_pace`)."""
 
     submitted: int
     queued: Mapping[str, int]
@@ -124,6 +126,7 @@ class PolicyStatistics:
     tbt_p99: Mapping[str, float | None] = field(default_factory=dict)
     saturation: float | None = None
     ttft_late_share: Mapping[str, float] = field(default_factory=dict)
+    tpot_late_share: Mapping[str, float] = field(default_factory=dict)
 
 
 class Phase(enum.Enum):

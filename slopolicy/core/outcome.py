@@ -53,6 +53,8 @@ class Hold(enum.Enum):
     prefill budget. ``SEATS``: the seats its lane may use were all taken.
     ``PAUSED``: the fallback ladder paused its lane. ``LATE``: it would have
     missed its lane's TTFT target even if started then, so it left the queue.
+    ``PACE``: the requests decoding were behind their TPOT target's pace, and
+    starts waited for them (:mod:`~slopolicy.core.queueing.decode_pace`).
     """
 
     KV = "kv"
@@ -61,6 +63,7 @@ class Hold(enum.Enum):
     SEATS = "seats"
     PAUSED = "lane_paused"
     LATE = "predicted_late"
+    PACE = "decode_pace"
 
     __hash__ = object.__hash__
 

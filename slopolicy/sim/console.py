@@ -199,6 +199,7 @@ _HELD_BY = {
     Hold.PREFILL.value: ("prefill", "the prompt work ahead of it filled the prefill budget"),
     Hold.SEATS.value: ("seats", "its lane's seats were taken"),
     Hold.PAUSED.value: ("paused", "the ladder paused its lane"),
+    Hold.PACE.value: ("pace", "the requests decoding were behind their TPOT pace"),
     BEHIND: ("behind", "never at its lane's front (behind its order, or every seat taken)"),
 }
 

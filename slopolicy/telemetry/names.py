@@ -73,6 +73,7 @@ TASK_DURATION_P95: Final = "slopolicy.task.duration.p95"
 DISPATCH_BACKLOG: Final = "slopolicy.dispatch.backlog"
 ENGINE_SATURATION: Final = "slopolicy.engine.saturation"
 TTFT_LATE_SHARE: Final = "slopolicy.slo.ttft_late_share"
+TPOT_LATE_SHARE: Final = "slopolicy.slo.tpot_late_share"
 
 #: The one span each request gets, from submit to its end.
 SPAN_NAME: Final = "slopolicy.request"

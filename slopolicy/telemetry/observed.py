@@ -99,6 +99,11 @@ class Observer:
             for lane, share in statistics.ttft_late_share.items():
                 yield Observation(share, {**source.attributes, n.LANE: lane})
 
+    def tpot_late_share(self, options: CallbackOptions) -> Iterable[Observation]:
+        for source, statistics in self._statistics():
+            for lane, share in statistics.tpot_late_share.items():
+                yield Observation(share, {**source.attributes, n.LANE: lane})
+
     def attainment(self, options: CallbackOptions) -> Iterable[Observation]:
         for source in self._sources():
             for lane in source.lanes():
@@ -230,5 +235,15 @@ OBSERVED = (
         "last half minute: once the late ones pass what the target's quantile allows by a "
         "whole one, queued requests are given up on by the predicted TTFT, not the "
         "optimistic one; only for lanes with a TTFT deadline.",
+    ),
+    Observed(
+        name=n.TPOT_LATE_SHARE,
+        kind="gauge",
+        read=Observer.tpot_late_share,
+        unit="1",
+        description="Share of a lane's completed answers past its TPOT target, weighted over "
+        "the last half minute: once the late ones pass what the target's quantile allows by "
+        "a whole one, a start waits while its prefill would leave more than that share of "
+        "the lane's decoding requests behind their pace; only for lanes with a TPOT target.",
     ),
 )

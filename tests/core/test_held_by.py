@@ -76,5 +76,6 @@ def test_hold_wire_names_are_stable() -> None:
         "prefill_budget",
         "seats",
         "lane_paused",
+        "decode_pace",
         "predicted_late",
     }

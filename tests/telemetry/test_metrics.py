@@ -321,6 +321,32 @@ async def test_a_lane_with_a_ttft_deadline_reports_the_share_of_its_first_tokens
     assert n.TTFT_LATE_SHARE not in EXPECTED
 
 
+async def test_a_lane_with_a_tpot_target_reports_the_share_of_its_answers_late(
+    otel: Otel,
+) -> None:
+    lanes = config().lanes
+    bounded = policy(
+        lanes=[
+            {**lanes[0].model_dump(), "slo": {"tpot_p95_s": 0.001}},  # 1 ms: anything is late
+            lanes[1].model_dump(),
+        ]
+    )
+    async with Gate(bounded, telemetry=otel.telemetry()) as gate:
+        ticket = gate.admit_nowait(chat("first"))
+        await anyio.sleep(0.01)
+        ticket.tokens(1)
+        await anyio.sleep(0.01)
+        ticket.tokens(1)
+        ticket.finish()
+        metrics = otel.metrics()
+        late = metrics[n.TPOT_LATE_SHARE]
+        assert (late.kind, late.unit, late.monotonic) == ("gauge", "1", None)
+        assert _attrs(late) == [{n.LANE: "interactive"}]  # only the lane with a target
+        assert late.value() == 1.0
+    # Without a TPOT target there is no series: the instrument test's run has none.
+    assert n.TPOT_LATE_SHARE not in EXPECTED
+
+
 @pytest.mark.parametrize(
     ("refused", "decision"),
     [

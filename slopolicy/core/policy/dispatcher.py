@@ -81,6 +81,7 @@ class Dispatcher:
     __slots__ = (
         "_book",
         "_deadlines",
+        "_decode_pace",
         "_demand",
         "_first_tokens",
         "_health",
@@ -113,6 +114,7 @@ class Dispatcher:
         self._deadlines = parts.deadlines
         self._seats = parts.seats
         self._first_tokens = parts.first_tokens
+        self._decode_pace = parts.decode_pace
         self._tasks = parts.tasks
         self._pace = parts.pace
         self._demand = parts.demand
@@ -221,6 +223,7 @@ class Dispatcher:
         queues, seats, health = self._queues, self._seats, self._health
         first_tokens, reservations = self._first_tokens, self._reservations
         waits = health.favour_waits()
+        decode_pace = self._decode_pace
         skip: dict[str, set[str]] = {}  # tenants held by their KV share, by lane
         while True:  # again when a lost head left or a tenant was held: the candidates changed
             candidates = queues._candidates(skip)  # they change only through it
@@ -243,6 +246,12 @@ class Dispatcher:
                     self._held = True
                     entry.held_by = Hold.PREFILL
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
+                if decode_pace is not None and not decode_pace.fits(
+                    first_tokens.compute(entry.prompt_tokens) or 0.0
+                ):
+                    self._held = True
+                    entry.held_by = Hold.PACE
+                    continue  # the decoding requests are behind their pace: no prompt beside them
                 within = shares is not None and shares._within(
                     entry.tenant, entry.kv_blocks, entry.weight
                 )
@@ -445,6 +454,8 @@ class Dispatcher:
         if self._demand is not None:
             self._demand._serve(entry.share_cost, now)
         self._first_tokens.started(entry.id, lane, entry.prompt_tokens, now=now)
+        if self._decode_pace is not None:
+            self._decode_pace.started(self._first_tokens.compute(entry.prompt_tokens) or 0.0)
         entry.phase = Phase.RUNNING
         entry.dispatched_at = now
         if entry.request.task is not None:

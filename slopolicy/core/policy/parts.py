@@ -21,6 +21,7 @@ from slopolicy.core.policy.book import Book
 from slopolicy.core.policy.reservations import Reservations
 from slopolicy.core.queueing.counters import check_weight
 from slopolicy.core.queueing.deadlines import Deadlines
+from slopolicy.core.queueing.decode_pace import DecodePace
 from slopolicy.core.queueing.demand import TenantDemand
 from slopolicy.core.queueing.interference import PrefillInterference
 from slopolicy.core.queueing.lateness import late_budget
@@ -63,6 +64,7 @@ class Parts:
     seats: Seats
     pace: DispatchPace | None
     first_tokens: FirstTokenCheck
+    decode_pace: DecodePace | None
     interference: PrefillInterference
     demand: TenantDemand | None
     saturation: Saturation | None
@@ -120,6 +122,11 @@ class Parts:
         first_tokens = FirstTokenCheck(
             lanes, ttft_bounds, horizon=spec.prefill_horizon, budgets=late_budgets
         )
+        tpot_bounds = {
+            lane.name: t
+            for lane in specs
+            if (t := spec.targets.get(lane.name, SLOTargets()).tpot_p95) is not None
+        }
         interference = PrefillInterference(
             lanes,
             {
@@ -164,6 +171,7 @@ class Parts:
             ),
             pace=spec.pace,
             first_tokens=first_tokens,
+            decode_pace=DecodePace(tpot_bounds) if tpot_bounds else None,
             demand=None if spec.share_window is None else TenantDemand(spec.share_window),
             saturation=None if spec.share_window is None else Saturation(spec.share_window),
             kv_shares=None
@@ -201,6 +209,9 @@ class Parts:
             tbt_p99=health.tbt_p99(now=book.now),
             saturation=None if self.saturation is None else self.saturation._fraction(at),
             ttft_late_share={lane: late.share for lane, late in self.first_tokens.late.items()},
+            tpot_late_share={}
+            if self.decode_pace is None
+            else {lane: late.share for lane, late in self.decode_pace.late.items()},
         )
 
 

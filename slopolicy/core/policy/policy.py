@@ -99,6 +99,9 @@ class Policy:
         #: The engine's TTFT per lane, the prompts ahead of a start, and the
         #: prefill budget (``engine.prefill_horizon_s``) those prompts are held to.
         self.first_tokens = parts.first_tokens
+        #: The decoding requests' slack against their lanes' TPOT targets, which
+        #: a start's prefill must fit in, or ``None`` without TPOT targets.
+        self.decode_pace = parts.decode_pace
         #: Agent tasks under way (requests with a ``task``), and how they ended.
         self.tasks = parts.tasks
         #: Each tenant's recent demand against its max-min share of what the

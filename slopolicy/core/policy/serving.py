@@ -22,6 +22,7 @@ class Serving:
 
     __slots__ = (
         "_book",
+        "_decode_pace",
         "_first_tokens",
         "_health",
         "_kv",
@@ -42,6 +43,7 @@ class Serving:
         self._queues = parts.queues
         self._seats = parts.seats
         self._first_tokens = parts.first_tokens
+        self._decode_pace = parts.decode_pace
         self._pace = parts.pace
         self._turnover = parts.turnover
 
@@ -55,6 +57,8 @@ class Serving:
 
     def _first(self, entry: Entry, now: float) -> None:
         entry.first_token_at = now
+        if self._decode_pace is not None:
+            self._decode_pace.first_token(entry.id, entry.lane)
         self._first_tokens.first_token(entry.id, now=now, arrival=entry.arrival)
 
     def mark(self, request_id: str, stage: str, *, now: float) -> None:
@@ -81,6 +85,16 @@ class Serving:
             self._health.gap(entry, gap, now=now)
         entry.last_token_at = now
         entry.output_tokens += count
+        decode_pace, first = self._decode_pace, entry.first_token_at
+        if decode_pace is not None and first is not None:
+            decode_pace.reported(
+                entry.id,
+                entry.lane,
+                first_token_at=first,
+                tokens=entry.output_tokens,
+                expected=entry.kv_output,
+                now=now,
+            )
         self._charge_output(entry)
         self._reservations.progress(entry, now=now)
         return gap
@@ -117,6 +131,16 @@ class Serving:
             self._reservations.completed(entry)
         if entry.first_token_at is None:
             self._first_tokens.left(entry.id)
+        decode_pace = self._decode_pace
+        if decode_pace is not None:
+            decode_pace.ended(entry.id)
+            if outcome is Outcome.COMPLETED and entry.first_token_at is not None:
+                decode_pace.completed(
+                    entry.lane,
+                    first_token_at=entry.first_token_at,
+                    tokens=entry.output_tokens,
+                    now=now,
+                )
         book.settle(entry, cost, now=now)
         if self._pace is not None:
             self._pace.settle(entry.cost, cost)

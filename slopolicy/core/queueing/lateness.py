@@ -45,7 +45,8 @@ class LateShare:
     """The share of a lane's first tokens that came past its target, each
     weighted ``e^(-age / window)`` (``window`` seconds, > 0); 0 before the
     first. Only first tokens move it: it says what the last ones did, however
-    long ago they came."""
+    long ago they came. (:mod:`~slopolicy.core.queueing.decode_pace` keeps
+    one of completed answers against the TPOT target, the same way.)"""
 
     __slots__ = ("_all", "_at", "_late", "window")
 

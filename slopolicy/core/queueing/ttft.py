@@ -277,6 +277,12 @@ class FirstTokenCheck:
             seconds = engine.provisional(prompt_tokens)
         return seconds
 
+    def compute(self, prompt_tokens: int) -> float | None:
+        """Seconds the engine computes one ``prompt_tokens`` prompt in: the
+        engine model's rate and quadratic term, without the floor (``None``
+        before it has a rate)."""
+        return self.engine.compute(prompt_tokens, squares=float(prompt_tokens) ** 2)
+
     def _around(self, lane: str, prompt_tokens: int, now: float) -> Around | None:
         """The model's inputs for a request of ``lane`` started at ``now``:
         tokens ahead (its own included), their squares, and its shadow
