@@ -34,10 +34,15 @@ def test_nothing_is_held_until_answers_come_past_their_target() -> None:
     pace.completed("chat", first_token_at=0.0, tokens=11, now=2.0)  # late
     assert pace.fits(math.inf)  # one late in two: a p95's luck, not its breach
     pace.completed("chat", first_token_at=0.0, tokens=11, now=2.0)
-    assert not pace.fits(0.0)  # two: the lane's budget is spent
+    # Two: the lane's budget is spent. The pace is read from the next report
+    # on (what came while nothing was held is not kept).
+    assert pace.fits(math.inf)
+    pace.reported("a", "chat", first_token_at=0.0, tokens=12, expected=101, now=5.1)
+    assert not pace.fits(0.0)
     for _ in range(40):
         pace.completed("chat", first_token_at=2.0, tokens=11, now=2.5)  # on time
     assert pace.fits(math.inf)  # two in 43: within it again
+    assert pace._slack == {}  # and nothing is kept until answers come late again
 
 
 def test_slack_is_projected_at_the_latest_pace_to_the_forecast_end() -> None:
@@ -207,6 +212,12 @@ class PaceMachine(RuleBasedStateMachine):
             self.pace.first_token(request, lane)
             self.live[request] = (lane, 1)
 
+    @rule(lane=st.sampled_from(["chat", "code", "batch"]), late=st.booleans())
+    def complete(self, lane: str, late: bool) -> None:
+        self.pace.completed(
+            lane, first_token_at=self.now - (2.0 if late else 0.5), tokens=11, now=self.now
+        )
+
     @rule(seconds=st.floats(0.0, 5.0))
     def start(self, seconds: float) -> None:
         self.pace.started(seconds)
@@ -228,6 +239,9 @@ class PaceMachine(RuleBasedStateMachine):
         assert all(self.live[r][1] >= 2 and self.live[r][0] != "batch" for r in pace._slack)
         assert all(self.live[r][0] != "batch" for r in pace._firsts)
         if not pace._slack:
+            assert pace.fits(math.inf)
+        if not pace._open:
+            assert pace._slack == {}
             assert pace.fits(math.inf)
 
 

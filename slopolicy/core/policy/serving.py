@@ -87,13 +87,8 @@ class Serving:
         entry.output_tokens += count
         decode_pace, first = self._decode_pace, entry.first_token_at
         if decode_pace is not None and first is not None:
-            decode_pace.reported(
-                entry.id,
-                entry.lane,
-                first_token_at=first,
-                tokens=entry.output_tokens,
-                expected=entry.kv_output,
-                now=now,
+            decode_pace._reported(
+                entry.id, entry.lane, first, entry.output_tokens, entry.kv_output, now
             )
         self._charge_output(entry)
         self._reservations.progress(entry, now=now)

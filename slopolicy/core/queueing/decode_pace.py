@@ -49,7 +49,9 @@ anyway (the H100 the defaults were set on) a turn that a long prefill set
 back reads as falling behind, and holding starts for it, with nothing
 late, cost up to a tenth of the goodput capacity
 (``benchmarks/README.md``). Until the answers themselves say the pace is
-lost, nothing waits for it.
+lost, nothing waits for it, and the reports are not kept (a report costs a
+lookup then); from the budget's breach on, each request is measured again
+from its next report.
 
 A request counts once it has reported a token after its first (*measured*);
 hosts that report tokens only at the end never hold anything. The pace is
@@ -78,7 +80,16 @@ class DecodePace:
         quantile: the quantile every target is at (0.95: ``tpot_p95``).
     """
 
-    __slots__ = ("_added", "_bounds", "_budget", "_firsts", "_measured", "_slack", "late")
+    __slots__ = (
+        "_added",
+        "_bounds",
+        "_budget",
+        "_firsts",
+        "_measured",
+        "_open",
+        "_slack",
+        "late",
+    )
 
     def __init__(self, bounds: Mapping[str, float], *, quantile: float = 0.95) -> None:
         for lane, bound in bounds.items():
@@ -94,6 +105,7 @@ class DecodePace:
         self._firsts: dict[str, float] = {}  # ``_added`` at first tokens not yet measured
         #: Each lane's share of completed answers past its target, lately.
         self.late = {lane: LateShare() for lane in self._bounds}
+        self._open = False  # whether some lane's late answers have spent its budget
 
     def reported(
         self,
@@ -111,6 +123,20 @@ class DecodePace:
         check_count("tokens", tokens)
         check_count("expected", expected)
         check_now(now)
+        self._reported(request_id, lane, first_token_at, tokens, expected, now)
+
+    def _reported(
+        self,
+        request_id: str,
+        lane: str,
+        first_token_at: float,
+        tokens: int,
+        expected: int,
+        now: float,
+    ) -> None:
+        """:meth:`reported` for a caller that checked its arguments."""
+        if not self._open:
+            return  # nothing is held: the reports from when it is are read then
         bound = self._bounds.get(lane)
         if bound is None or tokens < 2:
             return
@@ -161,8 +187,14 @@ class DecodePace:
         check_count("tokens", tokens)
         check_now(now)
         bound = self._bounds.get(lane)
-        if bound is not None and tokens >= 2:
-            self.late[lane].observe(now - first_token_at > bound * (tokens - 1), now=now)
+        if bound is None or tokens < 2:
+            return
+        self.late[lane].observe(now - first_token_at > bound * (tokens - 1), now=now)
+        budget = self._budget
+        self._open = any(late._spent(budget) for late in self.late.values())
+        if not self._open:
+            self._slack.clear()  # read again from the reports once answers come late
+            self._measured = dict.fromkeys(self._measured, 0)
 
     def fits(self, seconds: float) -> bool:
         """Whether a start adding ``seconds`` of prefill leaves every lane at
@@ -170,9 +202,9 @@ class DecodePace:
         past it; always while no lane's late answers have spent that share
         lately."""
         _check_seconds(seconds, finite=False)
-        budget = self._budget
-        if not any(late._spent(budget) for late in self.late.values()):
+        if not self._open:
             return True
+        budget = self._budget
         added = self._added + seconds
         late = dict.fromkeys(self._measured, 0)
         for lane, slack, then, _, _ in self._slack.values():
