@@ -53,8 +53,9 @@ class Hold(enum.Enum):
     prefill budget. ``SEATS``: the seats its lane may use were all taken.
     ``PAUSED``: the fallback ladder paused its lane. ``LATE``: it would have
     missed its lane's TTFT target even if started then, so it left the queue.
-    ``PACE``: the requests decoding were behind their TPOT target's pace, and
-    starts waited for them (:mod:`~slopolicy.core.queueing.decode_pace`).
+    ``PACE``: its prompt's prefill would have put more of the requests
+    decoding behind their TPOT target's pace than the target allows, so it
+    waited for them (:mod:`~slopolicy.core.queueing.decode_pace`).
     """
 
     KV = "kv"

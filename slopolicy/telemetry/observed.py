@@ -11,7 +11,7 @@ the table once per meter provider.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -95,14 +95,18 @@ class Observer:
                 yield Observation(statistics.saturation, source.attributes)
 
     def ttft_late_share(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source, statistics in self._statistics():
-            for lane, share in statistics.ttft_late_share.items():
-                yield Observation(share, {**source.attributes, n.LANE: lane})
+        return self._per_lane(lambda statistics: statistics.ttft_late_share)
 
     def tpot_late_share(self, options: CallbackOptions) -> Iterable[Observation]:
+        return self._per_lane(lambda statistics: statistics.tpot_late_share)
+
+    def _per_lane(
+        self, read: Callable[[PolicyStatistics], Mapping[str, float]]
+    ) -> Iterator[Observation]:
+        """One observation per lane of what ``read`` takes from the statistics."""
         for source, statistics in self._statistics():
-            for lane, share in statistics.tpot_late_share.items():
-                yield Observation(share, {**source.attributes, n.LANE: lane})
+            for lane, value in read(statistics).items():
+                yield Observation(value, {**source.attributes, n.LANE: lane})
 
     def attainment(self, options: CallbackOptions) -> Iterable[Observation]:
         for source in self._sources():

@@ -240,7 +240,7 @@ class PaceMachine(RuleBasedStateMachine):
         assert all(self.live[r][0] != "batch" for r in pace._firsts)
         if not pace._slack:
             assert pace.fits(math.inf)
-        if not pace._open:
+        if not pace.active:
             assert pace._slack == {}
             assert pace.fits(math.inf)
 

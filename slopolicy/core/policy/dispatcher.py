@@ -246,8 +246,10 @@ class Dispatcher:
                     self._held = True
                     entry.held_by = Hold.PREFILL
                     continue  # the engine has enough prompt work ahead; the rest waits in our order
-                if decode_pace is not None and not decode_pace.fits(
-                    first_tokens.compute(entry.prompt_tokens) or 0.0
+                if (
+                    decode_pace is not None
+                    and decode_pace.active
+                    and not decode_pace.fits(first_tokens.compute(entry.prompt_tokens) or 0.0)
                 ):
                     self._held = True
                     entry.held_by = Hold.PACE

@@ -162,6 +162,12 @@ class DecodePace:
         slack += (bound - pace) * left  # what it gains by the forecast end, decoding alone
         self._slack[request_id] = (lane, slack, self._added, now, tokens)
 
+    @property
+    def active(self) -> bool:
+        """Whether some lane's answers have come late beyond its budget lately:
+        only then may :meth:`fits` say no."""
+        return self._open
+
     def first_token(self, request_id: str, lane: str) -> None:
         """``request_id`` of ``lane`` has its first token: the prompts started
         from now on are beside its decoding."""
