@@ -85,13 +85,13 @@ class Serving:
             self._health.gap(entry, gap, now=now)
         entry.last_token_at = now
         entry.output_tokens += count
+        self._charge_output(entry)
+        self._reservations.progress(entry, now=now)  # first: it may move the forecast end
         decode_pace, first = self._decode_pace, entry.first_token_at
         if decode_pace is not None and first is not None:
             decode_pace._reported(
                 entry.id, entry.lane, first, entry.output_tokens, entry.kv_output, now
             )
-        self._charge_output(entry)
-        self._reservations.progress(entry, now=now)
         return gap
 
     def finish(
