@@ -5,8 +5,8 @@ one iteration, and a start adds its prompt to those iterations: a chunk of
 prefill makes the iteration longer for every request decoding beside it,
 and each request in the batch adds its own share of the decode work. On a
 fast engine at its default limits the iterations stay short and none of
-this shows; on a slower one (an A100 computes a token in about three times
-an H100's time), at a large batch or with prompts landing one after
+this shows; on a slower one (an A100 computes a prompt token in about three
+times an H100's time), at a large batch or with prompts landing one after
 another, the iterations grow past the TPOT target and every request
 decoding misses it together, each after taking all the engine time it
 would have taken had it met it. A start that pushes the batch past the
@@ -23,9 +23,9 @@ ledger reserves) at the pace it decodes alone, ``slack + (T - pace) · left``:
 the prefill of the prompts started meanwhile, over the tokens it wrote. So
 a request that one long prefill set back makes it up by its end if it
 decodes fast between prompts, and one whose batch decodes slower than
-``T`` loses more with every token. One that is behind by more than ``T · left`` (even
-instant tokens from now would not bring it back) is past saving and counts
-no more. Every prompt started since the report takes from the slack what
+``T`` loses more with every token. One behind by more than ``T · left``
+(even instant tokens from now would not bring it back) is past saving and
+counts no more. Every prompt started since the report takes from the slack what
 the engine takes to compute it (the engine model's rate and quadratic term,
 :meth:`~slopolicy.core.queueing.ttft.FirstTokenCheck.compute`), and so
 would the start in question: :meth:`DecodePace.fits` is whether, with it,
