@@ -51,8 +51,9 @@ def test_slack_is_projected_at_the_latest_pace_to_the_forecast_end() -> None:
     pace.reported("a", "chat", first_token_at=0.0, tokens=11, expected=101, now=0.5)
     assert pace.fits(4.99)
     assert not pace.fits(5.01)  # the one request measured would end behind
-    # Long prefills hit it: 20 tokens in 3 s since. Behind by 0.5 s now, and at
-    # that pace (0.15 s a token) 0.05 s more for each of the 70 left: -4 s.
+    # Its batch slowed, no prompt started meanwhile: 20 tokens in 3 s since.
+    # Behind by 0.5 s now, and at that pace (0.15 s a token) 0.05 s more for
+    # each of the 70 left: -4 s.
     pace.reported("a", "chat", first_token_at=0.0, tokens=31, expected=101, now=3.5)
     assert not pace.fits(0.0)
     # Decoding faster again (0.06 s a token), it is 0.1 s behind but makes that
