@@ -151,6 +151,16 @@ def test_a_bad_token_count_is_refused(tokens: object) -> None:
     assert pace._slack == {}
 
 
+@pytest.mark.parametrize("first", [math.nan, math.inf, "0", None])
+def test_a_bad_first_token_time_is_refused(first: object) -> None:
+    pace = _pace()
+    with pytest.raises(UsageError, match="first_token_at"):
+        pace.reported("a", "chat", first_token_at=first, tokens=11, expected=9, now=1.0)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="first_token_at"):
+        pace.completed("chat", first_token_at=first, tokens=11, now=1.0)  # type: ignore[arg-type]
+    assert pace._slack == {}
+
+
 def test_a_bad_quantile_is_refused() -> None:
     with pytest.raises(UsageError, match="quantile"):
         DecodePace({"chat": T}, quantile=1.0)

@@ -65,7 +65,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from slopolicy.core.checks import check_count, check_now
+from slopolicy.core.checks import check_count, check_now, check_time
 from slopolicy.core.queueing.lateness import LateShare, late_budget
 from slopolicy.errors import UsageError
 
@@ -122,6 +122,7 @@ class DecodePace:
         tokens: measured from its second token on."""
         check_count("tokens", tokens)
         check_count("expected", expected)
+        check_time("first_token_at", first_token_at)
         check_now(now)
         self._reported(request_id, lane, first_token_at, tokens, expected, now)
 
@@ -191,6 +192,7 @@ class DecodePace:
         """An answer of ``lane`` ended at ``now`` with ``tokens`` tokens, its
         first at ``first_token_at``: past its target or not (from two tokens)."""
         check_count("tokens", tokens)
+        check_time("first_token_at", first_token_at)
         check_now(now)
         bound = self._bounds.get(lane)
         if bound is None or tokens < 2:
