@@ -70,9 +70,7 @@ class Observer:
                 yield Observation(used.get(lane, 0), {**source.attributes, n.LANE: lane})
 
     def queue_size(self, options: CallbackOptions) -> Iterable[Observation]:
-        for source, statistics in self._statistics():
-            for lane, waiting in statistics.queued.items():
-                yield Observation(waiting, {**source.attributes, n.LANE: lane})
+        return self._per_lane(lambda statistics: statistics.queued)
 
     def overload_state(self, options: CallbackOptions) -> Iterable[Observation]:
         for source, statistics in self._statistics():

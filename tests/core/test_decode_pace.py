@@ -28,7 +28,7 @@ def _pace(*lanes: str) -> DecodePace:
 
 def test_nothing_is_held_until_answers_come_past_their_target() -> None:
     pace = DecodePace({"chat": T})
-    pace.reported("a", "chat", first_token_at=0.0, tokens=11, expected=101, now=5.0)
+    pace.reported("a", lane="chat", first_token_at=0.0, tokens=11, expected=101, now=5.0)
     assert pace.fits(math.inf)  # far behind, but no answer has been late lately
     pace.completed("chat", first_token_at=0.0, tokens=11, now=0.5)
     pace.completed("chat", first_token_at=0.0, tokens=11, now=2.0)  # late
@@ -37,7 +37,7 @@ def test_nothing_is_held_until_answers_come_past_their_target() -> None:
     # Two: the lane's budget is spent. The pace is read from the next report
     # on (what came while nothing was held is not kept).
     assert pace.fits(math.inf)
-    pace.reported("a", "chat", first_token_at=0.0, tokens=12, expected=101, now=5.1)
+    pace.reported("a", lane="chat", first_token_at=0.0, tokens=12, expected=101, now=5.1)
     assert not pace.fits(0.0)
     for _ in range(40):
         pace.completed("chat", first_token_at=2.0, tokens=11, now=2.5)  # on time
@@ -48,72 +48,72 @@ def test_nothing_is_held_until_answers_come_past_their_target() -> None:
 def test_slack_is_projected_at_the_latest_pace_to_the_forecast_end() -> None:
     pace = _pace()
     # 11 tokens in 0.5 s: 0.5 s ahead; at 0.05 s a token for 90 more, 4.5 s more.
-    pace.reported("a", "chat", first_token_at=0.0, tokens=11, expected=101, now=0.5)
+    pace.reported("a", lane="chat", first_token_at=0.0, tokens=11, expected=101, now=0.5)
     assert pace.fits(4.99)
     assert not pace.fits(5.01)  # the one request measured would end behind
     # Its batch slowed, no prompt started meanwhile: 20 tokens in 3 s since.
     # Behind by 0.5 s now, and at that pace (0.15 s a token) 0.05 s more for
     # each of the 70 left: -4 s.
-    pace.reported("a", "chat", first_token_at=0.0, tokens=31, expected=101, now=3.5)
+    pace.reported("a", lane="chat", first_token_at=0.0, tokens=31, expected=101, now=3.5)
     assert not pace.fits(0.0)
     # Decoding faster again (0.06 s a token), it is 0.1 s behind but makes that
     # up by its end: -0.1 + 0.04 * 60 = 2.3 s.
-    pace.reported("a", "chat", first_token_at=0.0, tokens=41, expected=101, now=4.1)
+    pace.reported("a", lane="chat", first_token_at=0.0, tokens=41, expected=101, now=4.1)
     assert pace.fits(2.29)
     assert not pace.fits(2.31)
 
 
 def test_the_pace_is_the_decoding_alone_the_prompts_started_beside_it_taken_off() -> None:
     pace = _pace()
-    pace.first_token("a", "chat")
+    pace.first_token("a", lane="chat")
     pace.started(1.5)  # prompts the engine computes in 1.5 s started beside it
     # 21 tokens in 3 s: 1 s behind, but 1.5 s of it was those prompts, so it
     # decodes at 0.075 s a token and gains 0.025 s on each of the 80 left: 2 s,
     # 1 s more than it lost.
-    pace.reported("a", "chat", first_token_at=0.0, tokens=21, expected=101, now=3.0)
+    pace.reported("a", lane="chat", first_token_at=0.0, tokens=21, expected=101, now=3.0)
     assert pace.fits(0.99)
     assert not pace.fits(1.01)
 
 
 def test_prompts_started_since_a_report_take_their_prefill_from_every_slack() -> None:
     pace = _pace()
-    pace.reported("a", "chat", first_token_at=0.0, tokens=11, expected=11, now=0.5)  # 0.5 s
+    pace.reported("a", lane="chat", first_token_at=0.0, tokens=11, expected=11, now=0.5)  # 0.5 s
     pace.started(0.3)
     assert pace.fits(0.19)
     assert not pace.fits(0.21)
-    pace.reported("a", "chat", first_token_at=0.0, tokens=12, expected=12, now=0.9)  # 0.2 s
+    pace.reported("a", lane="chat", first_token_at=0.0, tokens=12, expected=12, now=0.9)  # 0.2 s
     assert pace.fits(0.19)  # the report already holds what started before it
 
 
 def test_the_share_behind_a_p95_lets_one_in_twenty_through() -> None:
     pace = _pace()
     for k in range(20):  # 20 requests on pace, 1 s ahead each
-        pace.reported(f"r{k}", "chat", first_token_at=0.0, tokens=11, expected=11, now=0.0)
-    pace.reported("r0", "chat", first_token_at=0.0, tokens=12, expected=31, now=1.2)  # behind
+        pace.reported(f"r{k}", lane="chat", first_token_at=0.0, tokens=11, expected=11, now=0.0)
+    pace.reported("r0", lane="chat", first_token_at=0.0, tokens=12, expected=31, now=1.2)  # behind
     assert pace.fits(0.5)  # one of 20 behind: 5%, what a p95 lets past it
-    pace.reported("r1", "chat", first_token_at=0.0, tokens=12, expected=31, now=1.2)
+    pace.reported("r1", lane="chat", first_token_at=0.0, tokens=12, expected=31, now=1.2)
     assert not pace.fits(0.0)  # two of 20: 10%
     pace.ended("r1")
     assert not pace.fits(0.0)  # one of 19: over 5%
-    pace.reported("r20", "chat", first_token_at=0.0, tokens=11, expected=11, now=0.0)
+    pace.reported("r20", lane="chat", first_token_at=0.0, tokens=11, expected=11, now=0.0)
     assert pace.fits(0.5)  # one of 20 again
 
 
 def test_a_request_past_saving_counts_no_more() -> None:
     pace = _pace()
     # 2 s behind with 10 tokens left: even instant tokens bring back only 1 s.
-    pace.reported("lost", "chat", first_token_at=0.0, tokens=11, expected=21, now=3.0)
+    pace.reported("lost", lane="chat", first_token_at=0.0, tokens=11, expected=21, now=3.0)
     assert pace.fits(10.0)
     # 2 s behind with 30 left can still end within its target (from 0.1 s a token
     # down to 0.02, 2.4 s), so it is behind, and holds starts.
-    pace.reported("late", "chat", first_token_at=0.0, tokens=11, expected=41, now=3.0)
+    pace.reported("late", lane="chat", first_token_at=0.0, tokens=11, expected=41, now=3.0)
     assert not pace.fits(0.0)
 
 
 def test_lanes_without_a_target_and_first_tokens_alone_are_never_measured() -> None:
     pace = _pace()
-    pace.reported("batch", "offline", first_token_at=0.0, tokens=50, expected=60, now=100.0)
-    pace.reported("one", "chat", first_token_at=0.0, tokens=1, expected=60, now=100.0)
+    pace.reported("batch", lane="offline", first_token_at=0.0, tokens=50, expected=60, now=100.0)
+    pace.reported("one", lane="chat", first_token_at=0.0, tokens=1, expected=60, now=100.0)
     pace.completed("offline", first_token_at=0.0, tokens=50, now=100.0)
     pace.completed("chat", first_token_at=0.0, tokens=1, now=100.0)
     assert pace.fits(math.inf)
@@ -130,7 +130,7 @@ def test_a_bad_bound_is_refused(bound: object) -> None:
 @pytest.mark.parametrize("seconds", [-0.1, math.nan, "0.1", None])
 def test_a_bad_prefill_time_is_refused_and_changes_nothing(seconds: object) -> None:
     pace = _pace()
-    pace.reported("a", "chat", first_token_at=0.0, tokens=11, expected=11, now=0.5)  # 0.5 s
+    pace.reported("a", lane="chat", first_token_at=0.0, tokens=11, expected=11, now=0.5)  # 0.5 s
     with pytest.raises(UsageError, match="prefill seconds"):
         pace.started(seconds)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="prefill seconds"):
@@ -145,7 +145,7 @@ def test_a_bad_prefill_time_is_refused_and_changes_nothing(seconds: object) -> N
 def test_a_bad_token_count_is_refused(tokens: object) -> None:
     pace = _pace()
     with pytest.raises(UsageError, match="tokens"):
-        pace.reported("a", "chat", first_token_at=0.0, tokens=tokens, expected=9, now=1.0)  # type: ignore[arg-type]
+        pace.reported("a", lane="chat", first_token_at=0.0, tokens=tokens, expected=9, now=1.0)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="tokens"):
         pace.completed("chat", first_token_at=0.0, tokens=tokens, now=1.0)  # type: ignore[arg-type]
     assert pace._slack == {}
@@ -155,7 +155,7 @@ def test_a_bad_token_count_is_refused(tokens: object) -> None:
 def test_a_bad_first_token_time_is_refused(first: object) -> None:
     pace = _pace()
     with pytest.raises(UsageError, match="first_token_at"):
-        pace.reported("a", "chat", first_token_at=first, tokens=11, expected=9, now=1.0)  # type: ignore[arg-type]
+        pace.reported("a", lane="chat", first_token_at=first, tokens=11, expected=9, now=1.0)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="first_token_at"):
         pace.completed("chat", first_token_at=first, tokens=11, now=1.0)  # type: ignore[arg-type]
     assert pace._slack == {}
@@ -178,7 +178,7 @@ def test_a_smaller_prompt_fits_wherever_a_larger_one_does(
     kept = []
     for k, slack in enumerate(slacks):  # answers at their end: the slack is the one now
         now = 10.0 - slack
-        pace.reported(f"r{k}", "chat", first_token_at=0.0, tokens=101, expected=101, now=now)
+        pace.reported(f"r{k}", lane="chat", first_token_at=0.0, tokens=101, expected=101, now=now)
         kept.append(T * 100 - now)
     if pace.fits(small + extra):
         assert pace.fits(small)
@@ -210,7 +210,7 @@ class PaceMachine(RuleBasedStateMachine):
         tokens = max(tokens, self.live.get(request, (lane, 0))[1])
         self.now += dt
         self.pace.reported(
-            request, lane, first_token_at=0.0, tokens=tokens, expected=expected, now=self.now
+            request, lane=lane, first_token_at=0.0, tokens=tokens, expected=expected, now=self.now
         )
         self.live[request] = (lane, tokens)
 
@@ -220,7 +220,7 @@ class PaceMachine(RuleBasedStateMachine):
     )
     def first(self, request: str, lane: str) -> None:
         if request not in self.live:
-            self.pace.first_token(request, lane)
+            self.pace.first_token(request, lane=lane)
             self.live[request] = (lane, 1)
 
     @rule(lane=st.sampled_from(["chat", "code", "batch"]), late=st.booleans())
@@ -241,13 +241,12 @@ class PaceMachine(RuleBasedStateMachine):
         self.pace.ended(request)
 
     @invariant()
-    def counts_are_the_measured_requests(self) -> None:
+    def only_live_requests_of_bound_lanes_are_kept(self) -> None:
         pace = self.pace
-        for lane, count in pace._measured.items():
-            assert count == sum(kept[0] == lane for kept in pace._slack.values())
         assert set(pace._slack) <= set(self.live)
         assert set(pace._firsts) <= set(self.live)
         assert all(self.live[r][1] >= 2 and self.live[r][0] != "batch" for r in pace._slack)
+        assert all(kept[0] == self.live[r][0] for r, kept in pace._slack.items())
         assert all(self.live[r][0] != "batch" for r in pace._firsts)
         if not pace._slack:
             assert pace.fits(math.inf)

@@ -457,7 +457,7 @@ class Dispatcher:
             self._demand._serve(entry.share_cost, now)
         self._first_tokens.started(entry.id, lane, entry.prompt_tokens, now=now)
         if self._decode_pace is not None:
-            self._decode_pace.started(self._first_tokens.compute(entry.prompt_tokens) or 0.0)
+            self._decode_pace._started(self._first_tokens.compute(entry.prompt_tokens) or 0.0)
         entry.phase = Phase.RUNNING
         entry.dispatched_at = now
         if entry.request.task is not None:

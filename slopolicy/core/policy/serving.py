@@ -58,7 +58,7 @@ class Serving:
     def _first(self, entry: Entry, now: float) -> None:
         entry.first_token_at = now
         if self._decode_pace is not None:
-            self._decode_pace.first_token(entry.id, entry.lane)
+            self._decode_pace.first_token(entry.id, lane=entry.lane)
         self._first_tokens.first_token(entry.id, now=now, arrival=entry.arrival)
 
     def mark(self, request_id: str, stage: str, *, now: float) -> None:
@@ -130,12 +130,7 @@ class Serving:
         if decode_pace is not None:
             decode_pace.ended(entry.id)
             if outcome is Outcome.COMPLETED and entry.first_token_at is not None:
-                decode_pace.completed(
-                    entry.lane,
-                    first_token_at=entry.first_token_at,
-                    tokens=entry.output_tokens,
-                    now=now,
-                )
+                decode_pace._completed(entry.lane, entry.first_token_at, entry.output_tokens, now)
         book.settle(entry, cost, now=now)
         if self._pace is not None:
             self._pace.settle(entry.cost, cost)

@@ -85,7 +85,6 @@ class DecodePace:
         "_bounds",
         "_budget",
         "_firsts",
-        "_measured",
         "_open",
         "_slack",
         "late",
@@ -101,7 +100,6 @@ class DecodePace:
         #: Each measured request's lane, its projected slack at its latest
         #: report (seconds), ``_added`` then, and that report's time and tokens.
         self._slack: dict[str, tuple[str, float, float, float, int]] = {}
-        self._measured = dict.fromkeys(self._bounds, 0)
         self._firsts: dict[str, float] = {}  # ``_added`` at first tokens not yet measured
         #: Each lane's share of completed answers past its target, lately.
         self.late = {lane: LateShare() for lane in self._bounds}
@@ -110,8 +108,8 @@ class DecodePace:
     def reported(
         self,
         request_id: str,
-        lane: str,
         *,
+        lane: str,
         first_token_at: float,
         tokens: int,
         expected: int,
@@ -151,7 +149,6 @@ class DecodePace:
             self.ended(request_id)  # past saving: instant tokens from now would not bring it back
             return
         if kept is None:
-            self._measured[lane] += 1
             since, then, done = first_token_at, self._firsts.pop(request_id, self._added), 1
         else:
             _, _, then, since, done = kept
@@ -169,7 +166,7 @@ class DecodePace:
         only then may :meth:`fits` say no."""
         return self._open
 
-    def first_token(self, request_id: str, lane: str) -> None:
+    def first_token(self, request_id: str, *, lane: str) -> None:
         """``request_id`` of ``lane`` has its first token: the prompts started
         from now on are beside its decoding."""
         if lane in self._bounds:
@@ -179,14 +176,16 @@ class DecodePace:
         """A prompt the engine computes in ``seconds`` (>= 0) started: every
         request decoding waits that much longer for its tokens."""
         _check_seconds(seconds, finite=True)
+        self._started(seconds)
+
+    def _started(self, seconds: float) -> None:
+        """:meth:`started` for a caller that checked ``seconds``."""
         self._added += seconds
 
     def ended(self, request_id: str) -> None:
         """``request_id`` ended (or was never measured: nothing changes)."""
         self._firsts.pop(request_id, None)
-        kept = self._slack.pop(request_id, None)
-        if kept is not None:
-            self._measured[kept[0]] -= 1
+        self._slack.pop(request_id, None)
 
     def completed(self, lane: str, *, first_token_at: float, tokens: int, now: float) -> None:
         """An answer of ``lane`` ended at ``now`` with ``tokens`` tokens, its
@@ -194,6 +193,10 @@ class DecodePace:
         check_count("tokens", tokens)
         check_time("first_token_at", first_token_at)
         check_now(now)
+        self._completed(lane, first_token_at, tokens, now)
+
+    def _completed(self, lane: str, first_token_at: float, tokens: int, now: float) -> None:
+        """:meth:`completed` for a caller that checked its arguments."""
         bound = self._bounds.get(lane)
         if bound is None or tokens < 2:
             return
@@ -202,7 +205,6 @@ class DecodePace:
         self._open = any(late._spent(budget) for late in self.late.values())
         if not self._open:
             self._slack.clear()  # read again from the reports once answers come late
-            self._measured = dict.fromkeys(self._measured, 0)
 
     def fits(self, seconds: float) -> bool:
         """Whether a start adding ``seconds`` of prefill leaves every lane at
@@ -212,13 +214,15 @@ class DecodePace:
         _check_seconds(seconds, finite=False)
         if not self._open:
             return True
-        budget = self._budget
         added = self._added + seconds
-        late = dict.fromkeys(self._measured, 0)
+        measured = dict.fromkeys(self._bounds, 0)
+        late = dict.fromkeys(self._bounds, 0)
         for lane, slack, then, _, _ in self._slack.values():
+            measured[lane] += 1
             if slack < added - then:  # less what started since, this start included
                 late[lane] += 1
-        return all(late[lane] <= budget * measured for lane, measured in self._measured.items())
+        budget = self._budget
+        return all(late[lane] <= budget * measured[lane] for lane in late)
 
 
 def _check_seconds(seconds: float, *, finite: bool) -> None:
